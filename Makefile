@@ -1,0 +1,61 @@
+# kpax — the two commands are `make demo` and `make test`; each sets itself up.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.kpax-installed
+SPECS  ?= ../shared/kafka-message-specs
+
+.PHONY: all demo test unit integration lint typecheck generate check-generated bench kafka-jars clean distclean
+
+all: test
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+## Fetch Apache Kafka's jars from Maven Central once (cached under ~/.cache/kpax).
+kafka-jars: $(STAMP)
+	$(PY) -m kpax.testing.cli fetch
+
+## The main job, against a local Kafka it starts and stops.
+demo: $(STAMP) kafka-jars
+	$(PY) -m kpax.testing.demo
+
+lint: $(STAMP)
+	$(PY) -m ruff check kpax tests bench tools cmd
+	$(PY) -m ruff format --check kpax tests bench tools cmd
+
+typecheck: $(STAMP)
+	$(PY) -m mypy
+
+## kpax/proto/messages is generated from Apache Kafka's JSON specs.
+generate: $(STAMP)
+	$(PY) tools/gen_proto.py --specs $(SPECS)
+
+check-generated: $(STAMP)
+	@if [ -d $(SPECS) ]; then $(PY) tools/gen_proto.py --specs $(SPECS) --check; \
+	else echo "check-generated: $(SPECS) not found, skipped"; fi
+
+unit: $(STAMP)
+	$(PY) -m pytest tests/unit
+
+integration: $(STAMP) kafka-jars
+	$(PY) -m pytest tests/integration tests/interop tests/faults
+
+## Everything: lint, types, generated code up to date, unit + integration suites.
+test: $(STAMP) kafka-jars lint typecheck check-generated
+	$(PY) -m pytest tests
+
+bench: $(STAMP) kafka-jars
+	$(PY) -m bench all
+
+clean:
+	rm -rf .mypy_cache .ruff_cache .pytest_cache .hypothesis build dist *.egg-info
+	find . -name __pycache__ -prune -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV)

@@ -1,0 +1,43 @@
+"""The public exception tree (re-exported from :mod:`kpax.proto.errors`).
+
+Imports: kpax.proto.errors, kpax.proto.error_codes.
+"""
+
+from kpax.proto.error_codes import *  # noqa: F403
+from kpax.proto.errors import (
+    AuthenticationError,
+    AuthorizationError,
+    BrokerResponseError,
+    ClientClosedError,
+    ConfigError,
+    CorruptRecordError,
+    IllegalStateError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    NoBrokersAvailableError,
+    ProtocolError,
+    SerializationError,
+    UnsupportedApiError,
+    UnsupportedCodecError,
+    error_for_code,
+)
+
+__all__ = [
+    "AuthenticationError",
+    "AuthorizationError",
+    "BrokerResponseError",
+    "ClientClosedError",
+    "ConfigError",
+    "CorruptRecordError",
+    "IllegalStateError",
+    "KafkaConnectionError",
+    "KafkaError",
+    "KafkaTimeoutError",
+    "NoBrokersAvailableError",
+    "ProtocolError",
+    "SerializationError",
+    "UnsupportedApiError",
+    "UnsupportedCodecError",
+    "error_for_code",
+]

@@ -1,0 +1,4 @@
+"""kpax.producer — partitioner, accumulator, sender, idempotence and transactions.
+
+Imports: kpax.cluster, kpax.broker, kpax.proto.
+"""

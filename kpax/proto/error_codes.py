@@ -1,0 +1,1 @@
+"""Placeholder until tools/gen_proto.py generates the per-code error classes."""

@@ -1,0 +1,160 @@
+"""The kpax exception tree: client-side errors and the base of every broker error.
+
+Role: one hierarchy under :class:`KafkaError` that every layer raises. Broker
+error codes (``errors.tsv``) get one generated subclass each in
+:mod:`kpax.proto.error_codes`, all deriving from :class:`BrokerResponseError`;
+:func:`error_for_code` maps a code to its class.
+
+Every error carries ``retriable`` (may the same operation succeed if tried
+again?) and a message that names what failed and on what (topic, partition,
+broker, group), never only a code.
+
+Imports: the standard library only (this is part of the sans-I/O layer).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+
+class KafkaError(Exception):
+    """Base of every error kpax raises."""
+
+    retriable: ClassVar[bool] = False
+    #: The broker error code this class stands for, or None for client-side errors.
+    code: ClassVar[int | None] = None
+
+    def __init__(self, message: str = "", *, retriable: bool | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if retriable is not None:
+            # An instance may know better than its class (e.g. a connection error
+            # raised after the request was possibly applied).
+            self.retriable = retriable  # type: ignore[misc]
+
+    def __str__(self) -> str:
+        hint = "retriable" if self.retriable else "not retriable"
+        base = self.message or self.__class__.__name__
+        return f"{base} ({hint})"
+
+
+# ---------------------------------------------------------------- client side
+
+
+class ProtocolError(KafkaError):
+    """Bytes from the network do not follow the Kafka protocol (truncated, bad
+    length, unknown tag layout, correlation id mismatch...)."""
+
+
+class CorruptRecordError(KafkaError):
+    """A record batch or message set failed to decode: bad CRC, bad lengths,
+    unknown magic or codec, or a decompressed size above the cap."""
+
+
+class UnsupportedCodecError(KafkaError):
+    """A compression codec is known but its library is not installed."""
+
+
+class KafkaConnectionError(KafkaError):
+    """A broker could not be reached, or its connection broke."""
+
+    retriable = True
+
+
+class KafkaTimeoutError(KafkaError):
+    """An operation did not complete within its deadline."""
+
+    retriable = True
+
+
+class AuthenticationError(KafkaError):
+    """SASL or TLS authentication failed."""
+
+
+class AuthorizationError(KafkaError):
+    """The principal is not allowed to do this (base of the *_AUTHORIZATION_FAILED codes)."""
+
+
+class ConfigError(KafkaError, ValueError):
+    """A configuration option is unknown or has a bad value."""
+
+
+class SerializationError(KafkaError):
+    """A key or value could not be (de)serialized."""
+
+
+class IllegalStateError(KafkaError):
+    """The client was used in a state that does not allow the call (e.g. after close)."""
+
+
+class ClientClosedError(IllegalStateError):
+    """The client has been closed."""
+
+
+class UnsupportedApiError(KafkaError):
+    """The broker does not support an API (or any version kpax knows of it)."""
+
+
+class NoBrokersAvailableError(KafkaConnectionError):
+    """No bootstrap address answered; the message lists each address and why."""
+
+
+# ---------------------------------------------------------------- broker side
+
+
+class BrokerResponseError(KafkaError):
+    """An error code returned by a broker. Subclasses are generated per code."""
+
+    code: ClassVar[int | None] = -1
+    #: The protocol name of the code, e.g. ``NOT_LEADER_OR_FOLLOWER``.
+    name: ClassVar[str] = "UNKNOWN_SERVER_ERROR"
+    #: Kafka's own description of the code.
+    description: ClassVar[str] = ""
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        retriable: bool | None = None,
+        error_message: str | None = None,
+    ) -> None:
+        detail = message or self.description or self.name
+        text = f"{self.name} [{self.code}]: {detail}"
+        if error_message:
+            text += f" (broker says: {error_message})"
+        super().__init__(text, retriable=retriable)
+        self.error_message = error_message
+
+
+_BY_CODE: dict[int, type[BrokerResponseError]] = {}
+
+
+def register_error(cls: type[BrokerResponseError]) -> type[BrokerResponseError]:
+    """Class decorator used by the generated :mod:`kpax.proto.error_codes`."""
+    assert cls.code is not None
+    _BY_CODE[cls.code] = cls
+    return cls
+
+
+def error_for_code(code: int) -> type[BrokerResponseError]:
+    """The exception class for a broker error code (an unknown code maps to a
+    fresh subclass of :class:`BrokerResponseError` naming the number)."""
+    # Importing here keeps the generated table out of the import cycle.
+    from kpax.proto import error_codes  # noqa: F401
+
+    cls = _BY_CODE.get(code)
+    if cls is None:
+        cls = type(
+            f"UnknownError{code}".replace("-", "Minus"),
+            (BrokerResponseError,),
+            {"code": code, "name": f"UNKNOWN_CODE_{code}", "description": "unknown error code"},
+        )
+        _BY_CODE[code] = cls
+    return cls
+
+
+def raise_for_code(code: int, context: str, error_message: str | None = None) -> None:
+    """Raise the error for ``code`` (no-op for 0) with a message naming ``context``,
+    e.g. ``"produce to orders-3 on broker 1 (127.0.0.1:9092)"``."""
+    if code:
+        raise error_for_code(code)(context, error_message=error_message)

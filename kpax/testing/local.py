@@ -1,0 +1,625 @@
+"""Local KRaft Kafka brokers run as JVM processes from Apache Kafka's Maven Central jars.
+
+Role: `LocalCluster` formats storage (``kafka.tools.StorageTool format``, SCRAM
+users added at format time) and starts N combined broker+controller nodes
+(node ids 1..N, a static voter set, so one node may crash and the others keep a
+quorum) with ``java ... kafka.Kafka server.properties`` on free loopback ports.
+A node is ready when its PLAINTEXT listener answers a raw ApiVersions request.
+
+Each node may expose PLAINTEXT (always, also the inter-broker listener),
+SASL_PLAINTEXT (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512; users in
+``DEFAULT_SASL_USERS``) and SSL (certificate for 127.0.0.1 signed by a fresh CA,
+``cluster.ssl_cafile``). Everything lives in one temporary directory, removed by
+`stop()`; live clusters are stopped at interpreter exit and on SIGTERM, and
+their JVMs die with the Python process (PR_SET_PDEATHSIG) unless detached.
+
+A cluster can be *detached* (left running for another process, see
+kafka-local) and later re-attached from its state file with `LocalCluster.attach`.
+
+Environment: ``KPAX_KAFKA_VERSION`` (default `DEFAULT_KAFKA_VERSION`),
+``KPAX_CACHE_DIR`` (jar cache), ``KPAX_KAFKA_JVM_OPTS`` (replaces the default JVM flags).
+
+Imports: the standard library and kpax.testing.{errors,jars,tls,wire,base}.
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import contextlib
+import ctypes
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kpax.testing import jars
+from kpax.testing.base import DEFAULT_SASL_USERS, KafkaCluster
+from kpax.testing.errors import KafkaStartError
+from kpax.testing.tls import make_tls_material
+from kpax.testing.wire import WireError, api_versions
+
+__all__ = ["DEFAULT_JVM_OPTS", "LocalCluster", "check_java"]
+
+#: Quick-start flags: small heap, serial GC, C1 only (halves JVM startup on 2 cores).
+DEFAULT_JVM_OPTS = (
+    "-Xms128m",
+    "-Xmx512m",
+    "-XX:+UseSerialGC",
+    "-XX:TieredStopAtLevel=1",
+    "-XX:-UsePerfData",
+    "-Djava.awt.headless=true",
+)
+
+_STATE_FILE = "kpax-cluster.json"
+_java_checked: str | None = None
+
+
+def check_java() -> str:
+    """Return the path of a Java 17+ `java`, or raise KafkaStartError saying what to install."""
+    global _java_checked
+    if _java_checked:
+        return _java_checked
+    java_home = os.environ.get("JAVA_HOME")
+    java = str(Path(java_home) / "bin" / "java") if java_home else shutil.which("java")
+    if not java or not os.access(java, os.X_OK):
+        raise KafkaStartError(
+            "Java is not installed (no `java` on PATH or in $JAVA_HOME): a local Kafka needs "
+            "Java 17 or newer (e.g. `apt-get install openjdk-17-jre-headless`), or set "
+            "KPAX_TEST_BOOTSTRAP=host:port to use a running Kafka."
+        )
+    proc = subprocess.run([java, "-version"], capture_output=True, text=True, check=False)
+    m = re.search(r'version "(\d+)(?:\.(\d+))?', proc.stderr + proc.stdout)
+    major = int(m.group(1)) if m else 0
+    if major == 1 and m and m.group(2):
+        major = int(m.group(2))
+    if major < 17:
+        raise KafkaStartError(
+            f"{java} is Java {major or '?'}; Apache Kafka 4 needs Java 17 or newer. "
+            "Install a newer JDK and put it first on PATH (or set JAVA_HOME)."
+        )
+    _java_checked = java
+    return java
+
+
+def _cluster_id() -> str:
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid
+
+
+def _free_ports(n: int) -> list[int]:
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def _tail_file(path: Path, n: int) -> str:
+    try:
+        with path.open("r", encoding="utf-8", errors="replace") as f:
+            return "".join(deque(f, maxlen=n))
+    except OSError:
+        return ""
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    with contextlib.suppress(Exception):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+_LOG4J2 = """status = warn
+appender.console.type = Console
+appender.console.name = STDOUT
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = {level}
+rootLogger.appenderRef.stdout.ref = STDOUT
+logger.kafka.name = kafka
+logger.kafka.level = {level}
+logger.ak.name = org.apache.kafka
+logger.ak.level = {level}
+"""
+
+_LOG4J1 = """log4j.rootLogger={level}, stdout
+log4j.appender.stdout=org.apache.log4j.ConsoleAppender
+log4j.appender.stdout.layout=org.apache.log4j.PatternLayout
+log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n
+"""
+
+
+@dataclass
+class _Node:
+    node_id: int
+    ports: dict[str, int]
+    dir: Path
+    pid: int | None = None
+    proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    @property
+    def log(self) -> Path:
+        return self.dir / "server.log"
+
+    def alive(self) -> bool:
+        if self.proc is not None:
+            return self.proc.poll() is None
+        if self.pid is None:
+            return False
+        try:
+            os.kill(self.pid, 0)
+        except OSError:
+            return False
+        return True
+
+
+_live: set[LocalCluster] = set()
+_live_lock = threading.Lock()
+_hooks_installed = False
+
+
+def _stop_all() -> None:
+    with _live_lock:
+        clusters = list(_live)
+    for c in clusters:
+        with contextlib.suppress(Exception):
+            c.stop()
+
+
+def _install_exit_hooks() -> None:
+    global _hooks_installed
+    if _hooks_installed:
+        return
+    _hooks_installed = True
+    atexit.register(_stop_all)
+    if threading.current_thread() is threading.main_thread():
+        with contextlib.suppress(ValueError, OSError):
+            if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+
+                def _on_term(signum: int, frame: object) -> None:
+                    raise SystemExit(128 + signum)  # unwinds finally blocks, then atexit
+
+                signal.signal(signal.SIGTERM, _on_term)
+
+
+class LocalCluster(KafkaCluster):
+    """N local KRaft nodes (combined broker+controller), started from Maven Central jars.
+
+    >>> with LocalCluster(brokers=1, sasl=True, ssl=True).start() as k:
+    ...     k.bootstrap, k.listener("SASL_PLAINTEXT"), k.listener("SSL"), k.ssl_cafile
+    """
+
+    backend = "local"
+
+    def __init__(
+        self,
+        brokers: int = 1,
+        *,
+        version: str | None = None,
+        sasl: bool = False,
+        ssl: bool = False,
+        config: dict[str, Any] | None = None,
+        workdir: str | os.PathLike[str] | None = None,
+        jvm_opts: list[str] | None = None,
+        startup_timeout: float = 120.0,
+        log_level: str = "INFO",
+        detached: bool = False,
+    ) -> None:
+        super().__init__()
+        if brokers < 1:
+            raise ValueError(f"brokers must be >= 1, got {brokers}")
+        self.version = jars.kafka_version(version)
+        self.n = brokers
+        self.sasl = sasl
+        self.ssl = ssl
+        self.overrides = {k: v for k, v in (config or {}).items()}
+        self._workdir_arg = Path(workdir) if workdir else None
+        env_opts = os.environ.get("KPAX_KAFKA_JVM_OPTS")
+        self.jvm_opts = list(jvm_opts or (env_opts.split() if env_opts else DEFAULT_JVM_OPTS))
+        self.startup_timeout = startup_timeout
+        self.log_level = log_level
+        self.workdir: Path | None = None
+        self.cluster_id = _cluster_id()
+        self.nodes: dict[int, _Node] = {}
+        self.sasl_users = dict(DEFAULT_SASL_USERS) if sasl else {}
+        self._classpath = ""
+        self._java = ""
+        self._detached = detached
+        self._stopped = False
+
+    # ----------------------------------------------------------------- addresses
+    @property
+    def brokers(self) -> dict[int, str]:
+        return self.listeners("PLAINTEXT")
+
+    def listeners(self, name: str) -> dict[int, str]:
+        name = name.upper()
+        if not self.nodes:
+            raise KafkaStartError("local cluster is not started (call start())")
+        if name not in self.nodes[1].ports or name == "CONTROLLER":
+            have = [p for p in self.nodes[1].ports if p != "CONTROLLER"]
+            hint = " (start with sasl=True)" if name.startswith("SASL") else ""
+            hint = " (start with ssl=True)" if name == "SSL" else hint
+            raise KafkaStartError(f"local cluster has no {name} listener{hint}; it has {have}")
+        return {nid: f"127.0.0.1:{node.ports[name]}" for nid, node in sorted(self.nodes.items())}
+
+    # ----------------------------------------------------------------- config
+    def _listener_names(self) -> list[str]:
+        names = ["PLAINTEXT", "CONTROLLER"]
+        if self.sasl:
+            names.append("SASL_PLAINTEXT")
+        if self.ssl:
+            names.append("SSL")
+        return names
+
+    def _server_properties(self, node: _Node) -> dict[str, Any]:
+        n = self.n
+        voters = ",".join(
+            f"{nid}@127.0.0.1:{nd.ports['CONTROLLER']}" for nid, nd in sorted(self.nodes.items())
+        )
+        listeners = ",".join(f"{name}://127.0.0.1:{port}" for name, port in node.ports.items())
+        advertised = ",".join(
+            f"{name}://127.0.0.1:{port}"
+            for name, port in node.ports.items()
+            if name != "CONTROLLER"
+        )
+        protocols = ",".join(
+            f"{name}:{'PLAINTEXT' if name == 'CONTROLLER' else name}" for name in node.ports
+        )
+        props: dict[str, Any] = {
+            "process.roles": "broker,controller",
+            "node.id": node.node_id,
+            "controller.quorum.voters": voters,
+            "listeners": listeners,
+            "advertised.listeners": advertised,
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": protocols,
+            "log.dirs": str(node.dir / "data"),
+            "num.partitions": 1,
+            "default.replication.factor": 1,
+            "auto.create.topics.enable": "true",
+            "delete.topic.enable": "true",
+            "group.initial.rebalance.delay.ms": 0,
+            "offsets.topic.replication.factor": min(3, n),
+            "offsets.topic.num.partitions": 10,
+            "transaction.state.log.replication.factor": min(3, n),
+            "transaction.state.log.min.isr": min(2, n),
+            "transaction.state.log.num.partitions": 10,
+            "num.network.threads": 2,
+            "num.io.threads": 4,
+            "num.recovery.threads.per.data.dir": 1,
+            "log.retention.check.interval.ms": 300000,
+            "controlled.shutdown.enable": "true",
+            "controller.quorum.election.timeout.ms": 1000,
+            "controller.quorum.fetch.timeout.ms": 2000,
+            "broker.heartbeat.interval.ms": 500,
+            "broker.session.timeout.ms": 6000,
+        }
+        if jars.is_kafka4(self.version or ""):
+            props["share.coordinator.state.topic.replication.factor"] = min(3, n)
+            props["share.coordinator.state.topic.min.isr"] = min(2, n)
+        if self.sasl:
+            plain_users = " ".join(f'user_{u}="{p}"' for u, p in self.sasl_users.items())
+            props["sasl.enabled.mechanisms"] = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
+            props["listener.name.sasl_plaintext.plain.sasl.jaas.config"] = (
+                "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                f"{plain_users};"
+            )
+            for mech in ("scram-sha-256", "scram-sha-512"):
+                props[f"listener.name.sasl_plaintext.{mech}.sasl.jaas.config"] = (
+                    "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+                )
+        if self.ssl:
+            assert self.workdir is not None
+            tls = self.workdir / "tls"
+            props.update(
+                {
+                    "ssl.keystore.type": "PKCS12",
+                    "ssl.keystore.location": str(tls / "broker.p12"),
+                    "ssl.keystore.password": "kpax-test-pass",
+                    "ssl.key.password": "kpax-test-pass",
+                    "ssl.client.auth": "none",
+                }
+            )
+        props.update(self.overrides)
+        return props
+
+    def _write_configs(self, node: _Node) -> None:
+        node.dir.mkdir(parents=True, exist_ok=True)
+        lines = [f"{k}={v}" for k, v in self._server_properties(node).items()]
+        (node.dir / "server.properties").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    def _log_opts(self, level: str, name: str) -> list[str]:
+        assert self.workdir is not None
+        if jars.is_kafka4(self.version or ""):
+            path = self.workdir / f"log4j2-{name}.properties"
+            path.write_text(_LOG4J2.format(level=level), encoding="utf-8")
+            return [f"-Dlog4j2.configurationFile={path}"]
+        path = self.workdir / f"log4j-{name}.properties"
+        path.write_text(_LOG4J1.format(level=level), encoding="utf-8")
+        return [f"-Dlog4j.configuration=file:{path}"]
+
+    # ----------------------------------------------------------------- lifecycle
+    def start(self) -> LocalCluster:
+        """Fetch jars if needed, format storage, start every node, wait until all answer."""
+        if self.nodes:
+            return self
+        self._java = check_java()
+        self._classpath = jars.classpath(self.version)
+        _install_exit_hooks()
+        if self._workdir_arg:
+            self._workdir_arg.mkdir(parents=True, exist_ok=True)
+            self.workdir = Path(tempfile.mkdtemp(prefix="kafka-", dir=self._workdir_arg))
+        else:
+            self.workdir = Path(tempfile.mkdtemp(prefix="kpax-kafka-"))
+        with _live_lock:
+            _live.add(self)
+        try:
+            names = self._listener_names()
+            ports = iter(_free_ports(len(names) * self.n))
+            for nid in range(1, self.n + 1):
+                self.nodes[nid] = _Node(
+                    nid, {name: next(ports) for name in names}, self.workdir / f"node-{nid}"
+                )
+            if self.ssl:
+                self.ssl_cafile = str(make_tls_material(self.workdir / "tls").cafile)
+            for node in self.nodes.values():
+                self._write_configs(node)
+            self._format_all()
+            for node in self.nodes.values():
+                self._launch(node)
+            self._wait_ready(list(self.nodes), self.startup_timeout)
+            self.write_state()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _format_all(self) -> None:
+        assert self.workdir is not None
+        cmd = [
+            self._java,
+            *self.jvm_opts,
+            *self._log_opts("WARN", "tools"),
+            "-cp",
+            self._classpath,
+            "kafka.tools.StorageTool",
+            "format",
+            "--cluster-id",
+            self.cluster_id,
+            "--ignore-formatted",
+        ]
+        for user, password in self.sasl_users.items():
+            for mech in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+                cmd += ["--add-scram", f"{mech}=[name={user},password={password}]"]
+        procs = {
+            nid: subprocess.Popen(
+                [*cmd, "--config", str(node.dir / "server.properties")],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+            )
+            for nid, node in self.nodes.items()
+        }
+        for nid, proc in procs.items():
+            out, _ = proc.communicate(timeout=120)
+            if proc.returncode != 0:
+                tail = "\n".join(out.decode(errors="replace").strip().splitlines()[-20:])
+                raise KafkaStartError(
+                    f"Kafka {self.version} StorageTool format failed for node {nid} "
+                    f"(exit {proc.returncode}):\n{tail}"
+                )
+
+    def _launch(self, node: _Node) -> None:
+        detach = self._detached or threading.current_thread() is not threading.main_thread()
+        cmd = [
+            self._java,
+            *self.jvm_opts,
+            *self._log_opts(self.log_level, "server"),
+            "-cp",
+            self._classpath,
+            "kafka.Kafka",
+            str(node.dir / "server.properties"),
+        ]
+        with node.log.open("ab") as log:
+            node.proc = subprocess.Popen(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=node.dir,
+                start_new_session=True,
+                preexec_fn=None if detach else _die_with_parent,
+            )
+        node.pid = node.proc.pid
+
+    def _wait_ready(self, node_ids: list[int], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        pending = set(node_ids)
+        while pending:
+            for nid in sorted(pending):
+                node = self.nodes[nid]
+                if not node.alive():
+                    raise KafkaStartError(self._failure(nid, "exited during startup"))
+                try:
+                    api_versions(f"127.0.0.1:{node.ports['PLAINTEXT']}", timeout=2.0)
+                except (OSError, WireError):
+                    continue
+                pending.discard(nid)
+            if pending:
+                if time.monotonic() > deadline:
+                    nid = min(pending)
+                    raise KafkaStartError(
+                        self._failure(nid, f"did not answer ApiVersions within {timeout:.0f}s")
+                    )
+                time.sleep(0.1)
+
+    def _failure(self, nid: int, what: str) -> str:
+        node = self.nodes[nid]
+        tail = self.log_tail(nid, 30)
+        msg = f"Kafka {self.version} broker {nid} ({self.brokers[nid]}) {what}."
+        if "Address already in use" in tail or "BindException" in tail:
+            taken = [f"{n}={p}" for n, p in node.ports.items() if not _port_free(p)]
+            msg += f" A port is taken by another process ({', '.join(taken) or 'see log'}); retry."
+        return f"{msg} Log {node.log}, last lines:\n{tail}"
+
+    # ----------------------------------------------------------------- control
+    def _node(self, node_id: int) -> _Node:
+        if node_id not in self.nodes:
+            raise KafkaStartError(f"no broker {node_id}; node ids are {sorted(self.nodes)}")
+        return self.nodes[node_id]
+
+    def _signal(self, node: _Node, sig: int) -> None:
+        if node.pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(node.pid, sig)
+
+    def _reap(self, node: _Node, timeout: float = 30.0) -> None:
+        if node.proc is not None:
+            try:
+                node.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                node.proc.kill()
+                node.proc.wait()
+        else:
+            deadline = time.monotonic() + timeout
+            while node.alive() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if node.alive():
+                self._signal(node, signal.SIGKILL)
+                while node.alive():
+                    time.sleep(0.05)
+
+    def kill_broker(self, node_id: int, sig: int = signal.SIGKILL) -> None:
+        node = self._node(node_id)
+        if sig != signal.SIGKILL:
+            self._signal(node, signal.SIGCONT)
+        self._signal(node, sig)
+        self._reap(node, timeout=60.0)
+
+    def restart_broker(self, node_id: int, timeout: float = 90.0) -> None:
+        node = self._node(node_id)
+        if node.alive():
+            self.kill_broker(node_id)
+        self._launch(node)
+        self.write_state()
+        self._wait_ready([node_id], timeout)
+
+    def pause_broker(self, node_id: int) -> None:
+        self._signal(self._node(node_id), signal.SIGSTOP)
+
+    def resume_broker(self, node_id: int) -> None:
+        self._signal(self._node(node_id), signal.SIGCONT)
+
+    def is_running(self, node_id: int) -> bool:
+        """True while broker *node_id*'s process exists (also when paused)."""
+        return self._node(node_id).alive()
+
+    def log_tail(self, node_id: int | None = None, n: int = 40) -> str:
+        if node_id is not None:
+            return _tail_file(self._node(node_id).log, n)
+        return "\n".join(
+            f"--- broker {nid} ({node.log}) ---\n{_tail_file(node.log, n)}"
+            for nid, node in sorted(self.nodes.items())
+        )
+
+    def stop(self) -> None:
+        """Kill every node (the data is thrown away, so no graceful shutdown) and delete files."""
+        if self._stopped:
+            return
+        self._stopped = True
+        for node in self.nodes.values():
+            self._signal(node, signal.SIGKILL)
+        for node in self.nodes.values():
+            self._reap(node, timeout=10.0)
+        if self.workdir is not None:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+        with _live_lock:
+            _live.discard(self)
+
+    # ----------------------------------------------------------------- detach / attach
+    @property
+    def state_file(self) -> Path:
+        assert self.workdir is not None
+        return self.workdir / _STATE_FILE
+
+    def write_state(self) -> None:
+        """Record pids, ports and paths in the work dir so `attach` can find them."""
+        if self.workdir is None:
+            return
+        state = {
+            "version": self.version,
+            "workdir": str(self.workdir),
+            "cluster_id": self.cluster_id,
+            "sasl": self.sasl,
+            "ssl": self.ssl,
+            "ssl_cafile": self.ssl_cafile,
+            "sasl_users": self.sasl_users,
+            "overrides": {k: str(v) for k, v in self.overrides.items()},
+            "jvm_opts": self.jvm_opts,
+            "nodes": [
+                {"node_id": nid, "pid": node.pid, "ports": node.ports, "dir": str(node.dir)}
+                for nid, node in sorted(self.nodes.items())
+            ],
+        }
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state, indent=2), encoding="utf-8")
+        tmp.replace(self.state_file)
+
+    def detach(self) -> Path:
+        """Leave the cluster running after this process exits; return its state file."""
+        self._detached = True
+        with _live_lock:
+            _live.discard(self)
+        return self.state_file
+
+    @classmethod
+    def attach(cls, state_file: str | os.PathLike[str]) -> LocalCluster:
+        """Rebuild the handle of a detached cluster from its state file."""
+        state = json.loads(Path(state_file).read_text(encoding="utf-8"))
+        self = cls(
+            len(state["nodes"]),
+            version=state["version"],
+            sasl=state["sasl"],
+            ssl=state["ssl"],
+            config=state["overrides"],
+            jvm_opts=state["jvm_opts"],
+        )
+        self.workdir = Path(state["workdir"])
+        self.cluster_id = state["cluster_id"]
+        self.ssl_cafile = state["ssl_cafile"]
+        self.sasl_users = state["sasl_users"]
+        self._detached = True
+        for nd in state["nodes"]:
+            self.nodes[nd["node_id"]] = _Node(
+                nd["node_id"], dict(nd["ports"]), Path(nd["dir"]), pid=nd["pid"]
+            )
+        self._java = check_java()
+        self._classpath = jars.classpath(self.version)
+        return self

@@ -22,7 +22,7 @@ from kpax.errors import (
     UnsupportedCodecError,
 )
 
-__version__ = "0.1.0"
+from kpax._version import __version__
 
 __all__ = [
     "AuthenticationError",

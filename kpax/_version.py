@@ -1,0 +1,3 @@
+"""The kpax version (one place; imported by every layer that reports it)."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,41 @@
+"""Exponential backoff with jitter, as the Java client's reconnect.backoff.ms.
+
+Role: how long to wait before the n-th retry: ``base * 2**n`` capped at
+``maximum``, times a random factor in [0.8, 1.2] so that many clients do not
+reconnect in lockstep.
+
+Imports: the standard library only.
+"""
+
+from __future__ import annotations
+
+import random
+
+
+class Backoff:
+    """Tracks consecutive failures of one thing (a broker connection, a request)."""
+
+    __slots__ = ("_base", "_failures", "_max", "_rand")
+
+    def __init__(self, base_ms: float, max_ms: float, *, rand: random.Random | None = None) -> None:
+        self._base = max(base_ms, 0.0) / 1000.0
+        self._max = max(max_ms, base_ms) / 1000.0
+        self._failures = 0
+        self._rand = rand or random.Random()
+
+    @property
+    def failures(self) -> int:
+        return self._failures
+
+    def next_delay(self) -> float:
+        """Seconds to wait now; counts one more failure."""
+        if self._base == 0:
+            self._failures += 1
+            return 0.0
+        exp = min(self._failures, 32)
+        self._failures += 1
+        delay = min(self._base * (2**exp), self._max)
+        return float(delay * self._rand.uniform(0.8, 1.2))
+
+    def reset(self) -> None:
+        self._failures = 0

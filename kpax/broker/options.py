@@ -1,0 +1,132 @@
+"""Connection options shared by every client: timeouts, backoff, TLS and SASL settings.
+
+Role: the part of a client's configuration that the broker layer needs, as one
+frozen object built once per client (:func:`connection_options`), plus the
+option table (Java names, snake_case, Java defaults) that the producer,
+consumer and admin faces merge into theirs.
+
+Imports: kpax.config, kpax.broker.tls, kpax.broker.sasl, kpax.proto.errors.
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kpax.broker.sasl import SUPPORTED_MECHANISMS
+from kpax.broker.tls import build_ssl_context
+from kpax.config import (
+    Option,
+    boolean,
+    bootstrap_list,
+    non_negative_int,
+    one_of,
+    optional_str,
+    positive_int,
+)
+from kpax.proto.errors import ConfigError
+
+TokenProvider = Callable[[], "str | Awaitable[str]"]
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+#: Options every client accepts (merged into each client's own table).
+COMMON_OPTIONS: dict[str, Option] = {
+    "bootstrap_servers": Option("localhost:9092", bootstrap_list),
+    "client_id": Option("kpax", optional_str),
+    "request_timeout_ms": Option(30000, positive_int),
+    "socket_connection_setup_timeout_ms": Option(10000, positive_int),
+    "connections_max_idle_ms": Option(540000, positive_int),
+    "reconnect_backoff_ms": Option(50, non_negative_int),
+    "reconnect_backoff_max_ms": Option(1000, non_negative_int),
+    "retry_backoff_ms": Option(100, non_negative_int),
+    "retry_backoff_max_ms": Option(1000, non_negative_int),
+    "metadata_max_age_ms": Option(300000, positive_int),
+    "security_protocol": Option("PLAINTEXT", one_of(*[p.lower() for p in SECURITY_PROTOCOLS])),
+    "ssl_context": Option(None),
+    "ssl_cafile": Option(None, optional_str),
+    "ssl_certfile": Option(None, optional_str),
+    "ssl_keyfile": Option(None, optional_str),
+    "ssl_password": Option(None, optional_str),
+    "ssl_check_hostname": Option(True, boolean),
+    "ssl_verify": Option(True, boolean),
+    "sasl_mechanism": Option("PLAIN", one_of(*[m.lower() for m in SUPPORTED_MECHANISMS])),
+    "sasl_plain_username": Option(None, optional_str),
+    "sasl_plain_password": Option(None, optional_str),
+    "sasl_oauth_token_provider": Option(None),
+    #: kpax-specific: cap on requests pipelined on one connection.
+    "connection_max_in_flight": Option(1024, positive_int),
+}
+
+
+@dataclass(frozen=True)
+class ConnectionOptions:
+    """What one broker connection needs to know."""
+
+    client_id: str = "kpax"
+    request_timeout_ms: int = 30000
+    socket_connection_setup_timeout_ms: int = 10000
+    connections_max_idle_ms: int = 540000
+    reconnect_backoff_ms: int = 50
+    reconnect_backoff_max_ms: int = 1000
+    max_in_flight: int = 1024
+    security_protocol: str = "PLAINTEXT"
+    ssl_context: ssl.SSLContext | None = None
+    sasl_mechanism: str = "PLAIN"
+    sasl_username: str | None = None
+    sasl_password: str | None = None
+    sasl_token_provider: TokenProvider | None = None
+    #: Largest response frame accepted (a larger size prefix is a protocol error).
+    max_response_size: int = 512 * 1024 * 1024
+
+    @property
+    def uses_tls(self) -> bool:
+        return self.security_protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+
+
+def connection_options(config: Mapping[str, Any]) -> ConnectionOptions:
+    """Build :class:`ConnectionOptions` from a resolved client configuration."""
+    protocol = str(config.get("security_protocol", "PLAINTEXT")).upper()
+    ctx: ssl.SSLContext | None = None
+    if protocol in ("SSL", "SASL_SSL"):
+        ctx = build_ssl_context(
+            cafile=config.get("ssl_cafile"),
+            certfile=config.get("ssl_certfile"),
+            keyfile=config.get("ssl_keyfile"),
+            password=config.get("ssl_password"),
+            check_hostname=bool(config.get("ssl_check_hostname", True)),
+            verify=bool(config.get("ssl_verify", True)),
+            context=config.get("ssl_context"),
+        )
+    mechanism = str(config.get("sasl_mechanism") or "PLAIN").upper()
+    if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+        if mechanism == "OAUTHBEARER":
+            if config.get("sasl_oauth_token_provider") is None:
+                raise ConfigError("sasl_mechanism OAUTHBEARER needs sasl_oauth_token_provider")
+        elif not config.get("sasl_plain_username") or config.get("sasl_plain_password") is None:
+            raise ConfigError(
+                f"sasl_mechanism {mechanism} needs sasl_plain_username and sasl_plain_password"
+            )
+    return ConnectionOptions(
+        client_id=config.get("client_id") or "kpax",
+        request_timeout_ms=int(config.get("request_timeout_ms", 30000)),
+        socket_connection_setup_timeout_ms=int(
+            config.get("socket_connection_setup_timeout_ms", 10000)
+        ),
+        connections_max_idle_ms=int(config.get("connections_max_idle_ms", 540000)),
+        reconnect_backoff_ms=int(config.get("reconnect_backoff_ms", 50)),
+        reconnect_backoff_max_ms=int(config.get("reconnect_backoff_max_ms", 1000)),
+        max_in_flight=int(config.get("connection_max_in_flight", 1024)),
+        security_protocol=protocol,
+        ssl_context=ctx,
+        sasl_mechanism=mechanism,
+        sasl_username=config.get("sasl_plain_username"),
+        sasl_password=config.get("sasl_plain_password"),
+        sasl_token_provider=config.get("sasl_oauth_token_provider"),
+    )

@@ -1,0 +1,138 @@
+"""SASL mechanisms as small sans-I/O state machines: PLAIN, SCRAM-SHA-256/512, OAUTHBEARER.
+
+Role: turn credentials into the token exchange that SaslAuthenticate carries.
+Each mechanism answers ``first()`` with the client's opening token and
+``respond(server_token)`` with the next token, or ``None`` once the exchange is
+complete; a failed server check raises :class:`AuthenticationError` naming the
+mechanism. The connection (:mod:`kpax.broker.connection`) does the I/O.
+
+Imports: kpax.proto.errors and the standard library.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import secrets
+from typing import Protocol
+
+from kpax.proto.errors import AuthenticationError, ConfigError
+
+SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+
+
+class SaslMechanism(Protocol):
+    name: str
+
+    def first(self) -> bytes: ...
+
+    def respond(self, server_token: bytes) -> bytes | None: ...
+
+
+class PlainMechanism:
+    """RFC 4616: one message ``authzid NUL user NUL password``; nothing follows."""
+
+    name = "PLAIN"
+
+    def __init__(self, username: str, password: str) -> None:
+        self._token = b"\0" + username.encode() + b"\0" + password.encode()
+
+    def first(self) -> bytes:
+        return self._token
+
+    def respond(self, server_token: bytes) -> bytes | None:
+        return None
+
+
+def _scram_name(username: str) -> str:
+    return username.replace("=", "=3D").replace(",", "=2C")
+
+
+class ScramMechanism:
+    """RFC 5802 / RFC 7677 SCRAM with SHA-256 or SHA-512 (Kafka's two SCRAM mechanisms)."""
+
+    def __init__(self, name: str, username: str, password: str, *, nonce: str | None = None) -> None:
+        if name not in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+            raise ConfigError(f"unknown SCRAM mechanism {name!r}")
+        self.name = name
+        self._hash = hashlib.sha256 if name.endswith("256") else hashlib.sha512
+        self._hash_name = "sha256" if name.endswith("256") else "sha512"
+        self._password = password.encode()
+        self._nonce = nonce or base64.b64encode(secrets.token_bytes(24)).decode()
+        self._first_bare = f"n={_scram_name(username)},r={self._nonce}"
+        self._server_signature: bytes | None = None
+        self._step = 0
+
+    def first(self) -> bytes:
+        self._step = 1
+        return ("n,," + self._first_bare).encode()
+
+    def _fail(self, why: str) -> AuthenticationError:
+        return AuthenticationError(f"SASL {self.name} authentication failed: {why}")
+
+    def respond(self, server_token: bytes) -> bytes | None:
+        if self._step == 1:
+            self._step = 2
+            return self._client_final(server_token)
+        if self._step == 2:
+            self._step = 3
+            self._verify_server_final(server_token)
+            return None
+        raise self._fail("unexpected extra server message")
+
+    def _client_final(self, server_first: bytes) -> bytes:
+        text = server_first.decode(errors="replace")
+        attrs = dict(part.split("=", 1) for part in text.split(",") if "=" in part)
+        if "e" in attrs:
+            raise self._fail(f"server error {attrs['e']!r}")
+        nonce, salt_b64, iterations = attrs.get("r"), attrs.get("s"), attrs.get("i")
+        if not nonce or not salt_b64 or not iterations or not iterations.isdigit():
+            raise self._fail(f"malformed server-first message {text!r}")
+        if not nonce.startswith(self._nonce):
+            raise self._fail("server nonce does not extend the client nonce")
+        rounds = int(iterations)
+        if rounds < 4096:
+            raise self._fail(f"iteration count {rounds} below the minimum 4096")
+        salt = base64.b64decode(salt_b64)
+        salted = hashlib.pbkdf2_hmac(self._hash_name, self._password, salt, rounds)
+        client_key = hmac.digest(salted, b"Client Key", self._hash_name)
+        stored_key = self._hash(client_key).digest()
+        without_proof = f"c=biws,r={nonce}"
+        auth_message = f"{self._first_bare},{text},{without_proof}".encode()
+        signature = hmac.digest(stored_key, auth_message, self._hash_name)
+        proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+        server_key = hmac.digest(salted, b"Server Key", self._hash_name)
+        self._server_signature = hmac.digest(server_key, auth_message, self._hash_name)
+        return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+
+    def _verify_server_final(self, server_final: bytes) -> None:
+        text = server_final.decode(errors="replace")
+        attrs = dict(part.split("=", 1) for part in text.split(",") if "=" in part)
+        if "e" in attrs:
+            raise self._fail(f"server error {attrs['e']!r}")
+        got = base64.b64decode(attrs.get("v", ""))
+        if self._server_signature is None or not hmac.compare_digest(got, self._server_signature):
+            raise self._fail("server signature does not verify (is this the real broker?)")
+
+
+class OAuthBearerMechanism:
+    """RFC 7628 client response ``n,,\\x01auth=Bearer <token>[\\x01k=v...]\\x01\\x01``."""
+
+    name = "OAUTHBEARER"
+
+    def __init__(self, token: str, extensions: dict[str, str] | None = None) -> None:
+        ext = "".join(f"\x01{k}={v}" for k, v in sorted((extensions or {}).items()))
+        self._token = f"n,,\x01auth=Bearer {token}{ext}\x01\x01".encode()
+        self._sent = False
+
+    def first(self) -> bytes:
+        self._sent = True
+        return self._token
+
+    def respond(self, server_token: bytes) -> bytes | None:
+        if server_token:
+            # An error challenge: the broker sends JSON; reply with the dummy %x01
+            # (RFC 7628 3.2.3) and let the broker fail the exchange.
+            return b"\x01"
+        return None

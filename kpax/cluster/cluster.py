@@ -1,0 +1,410 @@
+"""Who leads what: bootstrap, the metadata cache, leaders and coordinators.
+
+Role: the kpax ``cluster`` layer. One :class:`Cluster` per client holds one
+:class:`~kpax.broker.Broker` (so one connection) per broker node, shared by
+everything in that client. It answers ``leader(topic, partition)``,
+``coordinator(key, type)`` and ``partitions(topic)``, refreshing the metadata
+on demand (unknown topic, missing leader), after ``leader_is_down`` /
+``coordinator_is_down`` invalidations, and on a schedule
+(``metadata_max_age_ms``). Concurrent refreshes are coalesced into one
+request.
+
+Bootstrap tries every address; when none answers, one
+:class:`NoBrokersAvailableError` lists each address and why (DNS, refused,
+timeout, TLS, auth).
+
+Imports: kpax.broker, kpax.cluster.metadata, kpax.proto, the standard library.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from kpax.broker.backoff import Backoff
+from kpax.broker.broker import Broker
+from kpax.broker.options import ConnectionOptions
+from kpax.cluster.metadata import ClusterSnapshot, PartitionInfo, TopicInfo, snapshot_from_response
+from kpax.proto.errors import (
+    AuthenticationError,
+    ClientClosedError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    NoBrokersAvailableError,
+    error_for_code,
+)
+from kpax.proto.messages import FindCoordinatorRequest, MetadataRequest
+
+log = logging.getLogger("kpax.cluster")
+
+GROUP = 0
+TRANSACTION = 1
+
+_UNKNOWN_TOPIC = 3
+_LEADER_NOT_AVAILABLE = 5
+_COORDINATOR_LOAD_IN_PROGRESS = 14
+_COORDINATOR_NOT_AVAILABLE = 15
+_NOT_COORDINATOR = 16
+_RETRIABLE_COORDINATOR = (
+    _COORDINATOR_LOAD_IN_PROGRESS,
+    _COORDINATOR_NOT_AVAILABLE,
+    _NOT_COORDINATOR,
+)
+
+
+def split_address(address: str) -> tuple[str, int]:
+    host, _, port = address.strip().rpartition(":")
+    host = host.strip("[]")  # [::1]:9092
+    return host, int(port)
+
+
+class Cluster:
+    """The metadata cache and the broker connections of one client."""
+
+    def __init__(
+        self,
+        bootstrap_servers: Iterable[str],
+        options: ConnectionOptions,
+        *,
+        metadata_max_age_ms: int = 300000,
+        retry_backoff_ms: int = 100,
+        retry_backoff_max_ms: int = 1000,
+        allow_auto_topic_creation: bool = True,
+    ) -> None:
+        self.bootstrap = [a.strip() for a in bootstrap_servers if a.strip()]
+        self.options = options
+        self.metadata_max_age = metadata_max_age_ms / 1000
+        self.retry_backoff_ms = retry_backoff_ms
+        self.retry_backoff_max_ms = retry_backoff_max_ms
+        self.allow_auto_topic_creation = allow_auto_topic_creation
+        self.snapshot = ClusterSnapshot()
+        self._brokers: dict[int, Broker] = {}
+        self._bootstrap_brokers: list[Broker] = []
+        self._interest: set[str] = set()
+        self._want_all = False
+        self._requested_gen = 0
+        self._completed_gen = 0
+        self._refresh_task: asyncio.Task[None] | None = None
+        self._periodic: asyncio.Task[None] | None = None
+        self._coordinators: dict[tuple[int, str], int] = {}
+        self._coordinator_brokers: dict[int, Broker] = {}
+        self._closed = False
+        self._started = False
+        self._start_lock: asyncio.Lock | None = None
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Bootstrap: fetch the first metadata from any bootstrap address."""
+        if self._started:
+            return
+        if self._start_lock is None:
+            self._start_lock = asyncio.Lock()
+        async with self._start_lock:
+            if self._started:
+                return
+            await self.refresh()
+            self._started = True
+            self._periodic = asyncio.ensure_future(self._refresh_periodically())
+
+    async def close(self) -> None:
+        self._closed = True
+        for task in (self._periodic, self._refresh_task):
+            if task is not None and not task.done():
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+        brokers = {id(b): b for b in self._all_brokers()}
+        await asyncio.gather(*(b.close() for b in brokers.values()), return_exceptions=True)
+
+    def _all_brokers(self) -> list[Broker]:
+        return [
+            *self._brokers.values(),
+            *self._bootstrap_brokers,
+            *self._coordinator_brokers.values(),
+        ]
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClientClosedError("the client is closed")
+
+    # ------------------------------------------------------------ brokers
+
+    def broker(self, node_id: int) -> Broker:
+        """The handle of broker ``node_id`` (known from metadata)."""
+        self._check_open()
+        b = self._brokers.get(node_id)
+        if b is None:
+            info = self.snapshot.brokers.get(node_id)
+            if info is None:
+                raise KafkaConnectionError(f"broker {node_id} is not in the cluster metadata")
+            b = Broker(info.host, info.port, self.options, node_id=node_id)
+            self._brokers[node_id] = b
+        return b
+
+    @property
+    def brokers(self) -> dict[int, Broker]:
+        """Handles of every broker in the metadata (created lazily, connected lazily)."""
+        return {n: self.broker(n) for n in self.snapshot.brokers}
+
+    def least_loaded_broker(self) -> Broker:
+        """A connected broker with the fewest requests in flight, else any known broker."""
+        self._check_open()
+        candidates = [self.broker(n) for n in self.snapshot.brokers]
+        if not candidates:
+            if not self._bootstrap_brokers:
+                raise NoBrokersAvailableError("no broker known yet: call start() first")
+            return self._bootstrap_brokers[0]
+        connected = [b for b in candidates if b.connected]
+        if connected:
+            return min(connected, key=lambda b: b._conn.in_flight if b._conn else 0)
+        return random.choice(candidates)
+
+    def controller(self) -> Broker:
+        cid = self.snapshot.controller_id
+        if cid >= 0 and cid in self.snapshot.brokers:
+            return self.broker(cid)
+        return self.least_loaded_broker()
+
+    # ------------------------------------------------------------ metadata
+
+    def _adopt(self, snapshot: ClusterSnapshot) -> None:
+        # A bootstrap connection to an advertised address becomes that node's
+        # connection, so the client does not open a second one.
+        for boot in list(self._bootstrap_brokers):
+            for node_id, info in snapshot.brokers.items():
+                if (info.host, info.port) == (boot.host, boot.port) and node_id not in self._brokers:
+                    boot.node_id = node_id
+                    self._brokers[node_id] = boot
+                    self._bootstrap_brokers.remove(boot)
+                    break
+        for node_id, info in snapshot.brokers.items():
+            b = self._brokers.get(node_id)
+            if b is not None and (b.host, b.port) != (info.host, info.port):
+                # The node moved: forget the old connection.
+                self._brokers.pop(node_id)
+                asyncio.ensure_future(b.close())
+        self.snapshot = snapshot
+
+    async def _metadata_from(self, broker: Broker, topics: list[str] | None) -> ClusterSnapshot:
+        if topics is None:
+            req = MetadataRequest(
+                topics=None, allow_auto_topic_creation=self.allow_auto_topic_creation
+            )
+        else:
+            req = MetadataRequest(
+                topics=[MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
+                allow_auto_topic_creation=self.allow_auto_topic_creation,
+            )
+        resp = await broker.request(req)
+        return snapshot_from_response(resp, self.snapshot, topics)
+
+    async def _do_refresh(self) -> None:
+        gen = self._requested_gen
+        topics = None if self._want_all or not self._started else sorted(self._interest)
+        if topics is not None and not topics:
+            topics = []
+        errors: list[str] = []
+        candidates: list[Broker] = []
+        if self.snapshot.brokers:
+            first = self.least_loaded_broker()
+            candidates.append(first)
+            candidates.extend(b for b in self.brokers.values() if b is not first)
+        # Bootstrap addresses come last (or alone, before the first metadata).
+        if not self._bootstrap_brokers and not self.snapshot.brokers:
+            for address in self.bootstrap:
+                try:
+                    host, port = split_address(address)
+                except ValueError:
+                    errors.append(f"{address}: not host:port")
+                    continue
+                self._bootstrap_brokers.append(Broker(host, port, self.options))
+        candidates.extend(self._bootstrap_brokers)
+        if not candidates and not errors:
+            raise NoBrokersAvailableError("no bootstrap servers configured")
+        for broker in candidates:
+            self._check_open()
+            try:
+                snapshot = await self._metadata_from(broker, topics)
+            except AuthenticationError:
+                raise
+            except KafkaError as exc:
+                errors.append(f"{broker.address}: {exc.message}")
+                continue
+            self._adopt(snapshot)
+            self._completed_gen = gen
+            return
+        if not self.snapshot.brokers:
+            raise NoBrokersAvailableError(
+                "no bootstrap broker answered: " + "; ".join(errors or ["none tried"])
+            )
+        raise KafkaConnectionError("metadata refresh failed on every broker: " + "; ".join(errors))
+
+    async def refresh(self, topics: Iterable[str] | None = None, *, all_topics: bool = False) -> None:
+        """Fetch fresh metadata (for ``topics`` plus those already of interest,
+        or for every topic). Concurrent callers share one request."""
+        self._check_open()
+        if topics is not None:
+            self._interest.update(topics)
+        if all_topics:
+            self._want_all = True
+        self._requested_gen += 1
+        want = self._requested_gen
+        try:
+            while self._completed_gen < want:
+                task = self._refresh_task
+                if task is None or task.done():
+                    task = self._refresh_task = asyncio.ensure_future(self._do_refresh())
+                    task.add_done_callback(_consume)
+                await asyncio.shield(task)
+        finally:
+            if all_topics:
+                self._want_all = False
+
+    async def _refresh_periodically(self) -> None:
+        while not self._closed:
+            await asyncio.sleep(self.metadata_max_age)
+            try:
+                await self.refresh()
+            except KafkaError as exc:
+                log.warning("periodic metadata refresh failed: %s", exc)
+
+    def leader_is_down(self, topic: str, partition: int) -> None:
+        """Forget the leader of ``topic``/``partition``; the next lookup refreshes."""
+        info = self.snapshot.topics.get(topic)
+        if info is not None and partition in info.partitions:
+            old = info.partitions[partition]
+            info.partitions[partition] = PartitionInfo(
+                old.topic, old.partition, -1, old.leader_epoch, old.replicas, old.isr,
+                old.offline_replicas, _LEADER_NOT_AVAILABLE,
+            )
+
+    async def topic(self, name: str, *, timeout: float | None = None) -> TopicInfo:
+        """Metadata of topic ``name``, refreshing until it is known or ``timeout``
+        (seconds; default: the request timeout) passes."""
+        self._check_open()
+        info = self.snapshot.topics.get(name)
+        if info is not None and name in self._interest:
+            return info
+        total = timeout if timeout is not None else self.options.request_timeout_ms / 1000
+        deadline = time.monotonic() + total
+        backoff = Backoff(self.retry_backoff_ms, self.retry_backoff_max_ms)
+        while True:
+            await self.refresh([name])
+            info = self.snapshot.topics.get(name)
+            if info is not None and info.partitions:
+                return info
+            code = self.snapshot.topic_errors.get(name, _UNKNOWN_TOPIC)
+            err = error_for_code(code)
+            if not err.retriable and code != _UNKNOWN_TOPIC:
+                raise err(f"metadata for topic {name!r}")
+            delay = backoff.next_delay()
+            if time.monotonic() + delay > deadline:
+                raise err(f"topic {name!r} not available within {total:g}s")
+            await asyncio.sleep(delay)
+
+    async def partitions(self, topic: str, *, timeout: float | None = None) -> list[int]:
+        return (await self.topic(topic, timeout=timeout)).partition_ids
+
+    async def leader(
+        self, topic: str, partition: int, *, timeout: float | None = None
+    ) -> tuple[Broker, PartitionInfo]:
+        """The broker leading ``topic``/``partition`` and the partition's metadata.
+
+        Refreshes (with backoff, up to ``timeout``) while the leader is unknown.
+        """
+        deadline = time.monotonic() + (
+            timeout if timeout is not None else self.options.request_timeout_ms / 1000
+        )
+        backoff = Backoff(self.retry_backoff_ms, self.retry_backoff_max_ms)
+        while True:
+            info = await self.topic(topic, timeout=max(deadline - time.monotonic(), 0.001))
+            p = info.partitions.get(partition)
+            if p is None:
+                raise error_for_code(_UNKNOWN_TOPIC)(
+                    f"topic {topic!r} has no partition {partition} "
+                    f"(it has {len(info.partitions)})"
+                )
+            if p.leader >= 0 and p.leader in self.snapshot.brokers:
+                return self.broker(p.leader), p
+            delay = backoff.next_delay()
+            if time.monotonic() + delay > deadline:
+                raise error_for_code(_LEADER_NOT_AVAILABLE)(
+                    f"no leader for {topic}-{partition}"
+                )
+            await asyncio.sleep(delay)
+            await self.refresh([topic])
+
+    # ------------------------------------------------------------ coordinators
+
+    async def coordinator(
+        self, key: str, key_type: int = GROUP, *, timeout: float | None = None
+    ) -> Broker:
+        """The broker coordinating group (``key_type=GROUP``) or transactional id
+        (``TRANSACTION``) ``key``; retried while the coordinator is loading."""
+        self._check_open()
+        cached = self._coordinators.get((key_type, key))
+        if cached is not None:
+            b = self._coordinator_brokers.get(cached) or self._brokers.get(cached)
+            if b is not None:
+                return b
+        if not self.snapshot.brokers:
+            await self.start()
+        what = "group" if key_type == GROUP else "transactional id"
+        deadline = time.monotonic() + (
+            timeout if timeout is not None else self.options.request_timeout_ms / 1000
+        )
+        backoff = Backoff(self.retry_backoff_ms, self.retry_backoff_max_ms)
+        last: KafkaError | None = None
+        while True:
+            try:
+                return await self._find_coordinator(key, key_type, what)
+            except KafkaError as exc:
+                if not exc.retriable:
+                    raise
+                last = exc
+            delay = backoff.next_delay()
+            if time.monotonic() + delay > deadline:
+                raise KafkaTimeoutError(
+                    f"no coordinator found for {what} {key!r}: {last.message if last else ''}"
+                )
+            await asyncio.sleep(delay)
+
+    async def _find_coordinator(self, key: str, key_type: int, what: str) -> Broker:
+        broker = self.least_loaded_broker()
+        version = await broker.api_version(FindCoordinatorRequest)
+        if version >= 4:
+            req = FindCoordinatorRequest(key_type=key_type, coordinator_keys=[key])
+        else:
+            req = FindCoordinatorRequest(key=key, key_type=key_type)
+        resp = await broker.request(req, version=version)
+        c: Any = resp.coordinators[0] if version >= 4 else resp
+        if c.error_code:
+            raise error_for_code(c.error_code)(
+                f"FindCoordinator for {what} {key!r} on {broker.describe()}",
+                error_message=c.error_message,
+            )
+        node_id, host, port = c.node_id, c.host, c.port
+        self._coordinators[(key_type, key)] = node_id
+        b = self._brokers.get(node_id)
+        if b is None or (b.host, b.port) != (host, port):
+            b = self._coordinator_brokers.get(node_id)
+            if b is None or (b.host, b.port) != (host, port):
+                b = Broker(host, port, self.options, node_id=node_id)
+                self._coordinator_brokers[node_id] = b
+        return b
+
+    def coordinator_is_down(self, key: str, key_type: int = GROUP) -> None:
+        """Forget the coordinator of ``key``; the next lookup asks again."""
+        self._coordinators.pop((key_type, key), None)
+
+
+def _consume(fut: asyncio.Future[Any]) -> None:
+    if not fut.cancelled():
+        fut.exception()

@@ -1,0 +1,99 @@
+"""A background thread that owns an asyncio event loop: the engine of the sync face.
+
+Role: ``kpax.Producer``, ``kpax.Consumer`` and ``kpax.Admin`` each start one
+:class:`LoopThread`; all I/O runs on it. Callers in other threads hand it
+coroutines with :meth:`LoopThread.run` (wait for the result, bounded by a
+timeout) or :meth:`LoopThread.submit` (fire and get a concurrent future).
+Calling :meth:`run` from the loop's own thread would deadlock, so it raises.
+
+Imports: kpax.proto.errors and the standard library.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+from kpax.proto.errors import ClientClosedError, IllegalStateError, KafkaTimeoutError
+
+T = TypeVar("T")
+
+
+class LoopThread:
+    """An event loop running forever on a daemon thread until :meth:`stop`."""
+
+    def __init__(self, name: str = "kpax-io") -> None:
+        self.name = name
+        self.loop = asyncio.new_event_loop()
+        self._stopped = False
+        started = threading.Event()
+        self._thread = threading.Thread(
+            target=self._main, args=(started,), name=name, daemon=True
+        )
+        self._thread.start()
+        started.wait()
+
+    def _main(self, started: threading.Event) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.call_soon(started.set)
+        try:
+            self.loop.run_forever()
+        finally:
+            try:
+                pending = asyncio.all_tasks(self.loop)
+                for task in pending:
+                    task.cancel()
+                if pending:
+                    self.loop.run_until_complete(
+                        asyncio.gather(*pending, return_exceptions=True)
+                    )
+                self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+            finally:
+                self.loop.close()
+
+    @property
+    def in_loop_thread(self) -> bool:
+        return threading.current_thread() is self._thread
+
+    @property
+    def alive(self) -> bool:
+        return not self._stopped and self._thread.is_alive()
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        if self._stopped:
+            coro.close()
+            raise ClientClosedError(f"{self.name}: client is closed")
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None, what: str = "") -> T:
+        """Run ``coro`` on the loop and wait for its result (at most ``timeout`` seconds)."""
+        if self.in_loop_thread:
+            coro.close()
+            raise IllegalStateError(
+                "a blocking kpax call was made from kpax's own I/O thread (e.g. from a "
+                "callback); use the asyncio API there"
+            )
+        future = self.submit(coro)
+        try:
+            return future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise KafkaTimeoutError(f"{what or 'operation'} did not finish within {timeout:g}s")
+
+    def call_soon(self, fn: Callable[..., Any], *args: Any) -> None:
+        if not self._stopped:
+            self.loop.call_soon_threadsafe(fn, *args)
+
+    def stop(self, timeout: float | None = 5.0) -> None:
+        """Stop the loop (pending tasks are cancelled) and join the thread."""
+        if self._stopped:
+            return
+        self._stopped = True
+        if self.in_loop_thread:
+            self.loop.stop()
+            return
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout)

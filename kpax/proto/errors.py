@@ -91,6 +91,11 @@ class ClientClosedError(IllegalStateError):
     """The client has been closed."""
 
 
+class InvalidMessageError(KafkaError, ValueError):
+    """A protocol message cannot be built as asked: a version outside the API's
+    range, a field the chosen version cannot carry, or a value out of range."""
+
+
 class UnsupportedApiError(KafkaError):
     """The broker does not support an API (or any version kpax knows of it)."""
 

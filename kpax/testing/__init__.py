@@ -1,0 +1,51 @@
+"""kpax.testing: a real Apache Kafka on demand, for tests, demos and benchmarks.
+
+Role: public face of the package. Nothing here depends on the rest of kpax.
+
+Backends (chosen by `select_backend`, in order): an existing cluster
+(``KPAX_TEST_BOOTSTRAP``), Docker via testcontainers (``apache/kafka`` image,
+when a Docker engine answers a 2 s ping), else local KRaft JVM brokers from
+Apache Kafka's jars on Maven Central (needs Java 17+ and Maven; jars cached
+under ``$KPAX_CACHE_DIR`` or ``~/.cache/kpax``).
+
+Public API::
+
+    start_kafka(brokers=1, *, version=None, sasl=False, ssl=False, config=None,
+                backend=None) -> KafkaCluster
+    LocalCluster(brokers=1, *, version=None, sasl=False, ssl=False, config=None,
+                 workdir=None, jvm_opts=None, startup_timeout=120.0,
+                 log_level="INFO", detached=False).start() -> LocalCluster
+    KafkaCluster: .bootstrap, .brokers, .listener(name), .listeners(name),
+        .ssl_cafile, .sasl_users, .version, .backend,
+        .kill_broker(node_id, sig=SIGKILL), .restart_broker(node_id),
+        .pause_broker(node_id), .resume_broker(node_id), .log_tail(node_id=None, n=40),
+        .stop(); a context manager
+    select_backend() -> "existing" | "docker" | "local";  docker_available(timeout=2.0)
+    ensure_jars(version=None) -> Path;  classpath(version=None) -> str  (java -cp)
+    DEFAULT_KAFKA_VERSION;  KafkaStartError;  wire.api_versions(address, ...)
+
+Imports: kpax.testing.* only.
+"""
+
+from kpax.testing.backends import docker_available, select_backend, start_kafka
+from kpax.testing.base import DEFAULT_SASL_USERS, ExistingCluster, KafkaCluster
+from kpax.testing.errors import KafkaStartError
+from kpax.testing.jars import DEFAULT_KAFKA_VERSION, classpath, ensure_jars
+from kpax.testing.local import LocalCluster
+from kpax.testing.wire import ApiVersionsResult, api_versions
+
+__all__ = [
+    "DEFAULT_KAFKA_VERSION",
+    "DEFAULT_SASL_USERS",
+    "ApiVersionsResult",
+    "ExistingCluster",
+    "KafkaCluster",
+    "KafkaStartError",
+    "LocalCluster",
+    "api_versions",
+    "classpath",
+    "docker_available",
+    "ensure_jars",
+    "select_backend",
+    "start_kafka",
+]

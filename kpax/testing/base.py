@@ -129,7 +129,9 @@ class ExistingCluster(KafkaCluster):
 
     def listeners(self, name: str) -> dict[int, str]:
         if name not in self._addrs:
-            env = "KPAX_TEST_SASL_BOOTSTRAP" if name.startswith("SASL") else "KPAX_TEST_SSL_BOOTSTRAP"
+            env = (
+                "KPAX_TEST_SASL_BOOTSTRAP" if name.startswith("SASL") else "KPAX_TEST_SSL_BOOTSTRAP"
+            )
             raise KafkaStartError(
                 f"existing cluster {self.bootstrap}: no {name} listener known (set {env})"
             )

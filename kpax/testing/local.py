@@ -130,6 +130,25 @@ def _tail_file(path: Path, n: int) -> str:
         return ""
 
 
+def _pid_runs(pid: int, node_dir: Path) -> bool:
+    """True if *pid* is a live (not zombie) JVM of the node in *node_dir*."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as f:
+            if f.read().rpartition(")")[2].split()[0] in ("Z", "X"):
+                return False
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return str(node_dir).encode() in f.read()
+    except OSError:
+        pass
+    if os.path.isdir("/proc"):
+        return False
+    try:  # no procfs (macOS): trust the pid
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    return True
+
+
 def _die_with_parent() -> None:  # runs in the child between fork and exec
     with contextlib.suppress(Exception):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
@@ -170,13 +189,7 @@ class _Node:
     def alive(self) -> bool:
         if self.proc is not None:
             return self.proc.poll() is None
-        if self.pid is None:
-            return False
-        try:
-            os.kill(self.pid, 0)
-        except OSError:
-            return False
-        return True
+        return self.pid is not None and _pid_runs(self.pid, self.dir)
 
 
 _live: set[LocalCluster] = set()
@@ -238,7 +251,7 @@ class LocalCluster(KafkaCluster):
         self.n = brokers
         self.sasl = sasl
         self.ssl = ssl
-        self.overrides = {k: v for k, v in (config or {}).items()}
+        self.overrides = dict(config or {})
         self._workdir_arg = Path(workdir) if workdir else None
         env_opts = os.environ.get("KPAX_KAFKA_JVM_OPTS")
         self.jvm_opts = list(jvm_opts or (env_opts.split() if env_opts else DEFAULT_JVM_OPTS))
@@ -329,8 +342,7 @@ class LocalCluster(KafkaCluster):
             plain_users = " ".join(f'user_{u}="{p}"' for u, p in self.sasl_users.items())
             props["sasl.enabled.mechanisms"] = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
             props["listener.name.sasl_plaintext.plain.sasl.jaas.config"] = (
-                "org.apache.kafka.common.security.plain.PlainLoginModule required "
-                f"{plain_users};"
+                f"org.apache.kafka.common.security.plain.PlainLoginModule required {plain_users};"
             )
             for mech in ("scram-sha-256", "scram-sha-512"):
                 props[f"listener.name.sasl_plaintext.{mech}.sasl.jaas.config"] = (
@@ -455,7 +467,8 @@ class LocalCluster(KafkaCluster):
                 stderr=subprocess.STDOUT,
                 cwd=node.dir,
                 start_new_session=True,
-                preexec_fn=None if detach else _die_with_parent,
+                # only set from the main thread (see `detach` above), where it is safe
+                preexec_fn=None if detach else _die_with_parent,  # noqa: PLW1509
             )
         node.pid = node.proc.pid
 
@@ -496,7 +509,7 @@ class LocalCluster(KafkaCluster):
         return self.nodes[node_id]
 
     def _signal(self, node: _Node, sig: int) -> None:
-        if node.pid is not None:
+        if node.pid is not None and node.alive():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(node.pid, sig)
 
@@ -513,7 +526,8 @@ class LocalCluster(KafkaCluster):
                 time.sleep(0.05)
             if node.alive():
                 self._signal(node, signal.SIGKILL)
-                while node.alive():
+                deadline = time.monotonic() + 10.0
+                while node.alive() and time.monotonic() < deadline:
                     time.sleep(0.05)
 
     def kill_broker(self, node_id: int, sig: int = signal.SIGKILL) -> None:

@@ -1,0 +1,188 @@
+"""pytest plugin (entry point ``pytest11: kpax``): real Kafka fixtures.
+
+Fixtures:
+
+- ``kafka`` (session, lazy): one broker with PLAINTEXT, SASL_PLAINTEXT (PLAIN,
+  SCRAM-SHA-256/512, users in ``kafka.sasl_users``) and SSL (``kafka.ssl_cafile``)
+  listeners, auto-create topics on. Backend per `kpax.testing.select_backend`.
+- ``kafka_cluster3`` (session, lazy): three local brokers (node ids 1..3) that
+  tests may kill, restart, pause and resume. Always the local JVM backend.
+  Tests using it get the ``multibroker`` marker automatically.
+- ``kafka_factory`` (module): ``kafka_factory(brokers=1, *, sasl=False, ssl=False,
+  config=None) -> KafkaCluster`` for a broker with special settings, e.g.
+  ``kafka_factory(config={"auto.create.topics.enable": "false"})``; stopped at
+  the end of the module.
+- ``topic`` (function): ``topic(partitions=1, *, replication_factor=1,
+  config=None, cluster=None) -> str`` creates a topic with a random name on
+  *cluster* (default: the ``kafka`` fixture) and waits until every partition has
+  a leader.
+
+When a test that used a broker fails, the last lines of each broker's log are
+added to its report ("kafka broker log" section).
+
+Imports: pytest, kpax.testing; kafka-python (test-only) lazily inside ``topic``.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Generator, Iterator
+from typing import Any
+
+import pytest
+
+from kpax.testing.backends import start_kafka
+from kpax.testing.base import KafkaCluster
+from kpax.testing.local import LocalCluster
+
+__all__ = ["TopicFactory"]
+
+TopicFactory = Callable[..., str]
+
+_BROKER_FIXTURES = ("kafka", "kafka_cluster3", "kafka_factory")
+# fixture name -> clusters it made (for log tails in failure reports)
+_clusters: dict[str, list[KafkaCluster]] = {name: [] for name in _BROKER_FIXTURES}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for line in (
+        "slow: long-running test (still runs in make test)",
+        "multibroker: needs a cluster of several brokers",
+    ):
+        config.addinivalue_line("markers", line)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "kafka_cluster3" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.multibroker)
+
+
+@pytest.fixture(scope="session")
+def kafka() -> Iterator[KafkaCluster]:
+    """The session's broker: PLAINTEXT + SASL_PLAINTEXT + SSL, auto-create topics on."""
+    cluster = start_kafka(1, sasl=True, ssl=True)
+    _clusters["kafka"].append(cluster)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+        _clusters["kafka"].remove(cluster)
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster3() -> Iterator[LocalCluster]:
+    """Three local brokers (node ids 1..3), for failure tests."""
+    cluster = LocalCluster(3).start()
+    _clusters["kafka_cluster3"].append(cluster)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+        _clusters["kafka_cluster3"].remove(cluster)
+
+
+@pytest.fixture(scope="module")
+def kafka_factory() -> Iterator[Callable[..., KafkaCluster]]:
+    """Start extra brokers with special settings; all are stopped after the module."""
+    made: list[KafkaCluster] = []
+
+    def factory(
+        brokers: int = 1,
+        *,
+        sasl: bool = False,
+        ssl: bool = False,
+        config: dict[str, Any] | None = None,
+    ) -> KafkaCluster:
+        cluster = start_kafka(brokers, sasl=sasl, ssl=ssl, config=config)
+        made.append(cluster)
+        _clusters["kafka_factory"].append(cluster)
+        return cluster
+
+    try:
+        yield factory
+    finally:
+        for cluster in made:
+            cluster.stop()
+            _clusters["kafka_factory"].remove(cluster)
+
+
+def create_topic(
+    cluster: KafkaCluster,
+    partitions: int = 1,
+    *,
+    replication_factor: int = 1,
+    config: dict[str, str] | None = None,
+    name: str | None = None,
+    timeout: float = 30.0,
+) -> str:
+    """Create a topic (random name unless given) and wait until all partitions have leaders."""
+    from kafka.admin import KafkaAdminClient, NewTopic  # type: ignore[import-untyped]
+
+    name = name or f"t-{uuid.uuid4().hex[:12]}"
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, client_id="kpax-test-admin")
+    try:
+        admin.create_topics(
+            [
+                NewTopic(
+                    name,
+                    num_partitions=partitions,
+                    replication_factor=replication_factor,
+                    topic_configs=config or {},
+                )
+            ]
+        )
+        deadline = time.monotonic() + timeout
+        while True:
+            described = admin.describe_topics([name])
+            parts = described[0].get("partitions", []) if described else []
+            if len(parts) == partitions and all(p.get("leader", -1) >= 0 for p in parts):
+                return name
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"topic {name} on {cluster.bootstrap}: no leaders after {timeout}s"
+                )
+            time.sleep(0.1)
+    finally:
+        admin.close()
+
+
+@pytest.fixture
+def topic(request: pytest.FixtureRequest) -> TopicFactory:
+    """Factory: ``topic(partitions=1, *, replication_factor=1, config=None, cluster=None)``."""
+
+    def make(
+        partitions: int = 1,
+        *,
+        replication_factor: int = 1,
+        config: dict[str, str] | None = None,
+        cluster: KafkaCluster | None = None,
+    ) -> str:
+        target = cluster if cluster is not None else request.getfixturevalue("kafka")
+        return create_topic(
+            target, partitions, replication_factor=replication_factor, config=config
+        )
+
+    return make
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, Any, None]:
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()
+    if not report.failed:
+        return
+    used = getattr(item, "fixturenames", ())
+    for name in _BROKER_FIXTURES:
+        if name not in used:
+            continue
+        for cluster in _clusters[name]:
+            try:
+                tail = cluster.log_tail(None, 30)
+            except Exception as exc:
+                tail = f"(log unavailable: {exc})"
+            if tail.strip():
+                report.sections.append((f"kafka broker log ({name}, {cluster!r})", tail))

@@ -616,6 +616,7 @@ class ModuleGen:
                     self.default_expr(f),
                     f.ignorable,
                     f.flexible,
+                    f.name,
                 )
             )
         self.schema[sd.qual] = rows
@@ -891,7 +892,8 @@ def generate(specs_dir: Path) -> tuple[dict[Path, str], list[str]]:
         "Maps a class's qualified name to its fields as tuples:",
         "(attr, spec type, versions, nullable versions or None, tag or None,",
         " tagged versions or None, struct qualname or None, default expression,",
-        " ignorable, field-level flexible versions or None). Version ranges are",
+        " ignorable, field-level flexible versions or None, spec field name).",
+        " Version ranges are",
         f" (lo, hi) pairs, hi = {MAXV} meaning open-ended. Tests build strategies from it.",
         '"""',
         "",

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
@@ -108,6 +109,12 @@ def kafka_factory() -> Iterator[Callable[..., KafkaCluster]]:
             _clusters["kafka_factory"].remove(cluster)
 
 
+def _leader(partition: dict[str, Any]) -> int:
+    # kafka-python 2.x says "leader", 3.x "leader_id"
+    leader = partition.get("leader_id", partition.get("leader", -1))
+    return int(leader) if leader is not None else -1
+
+
 def create_topic(
     cluster: KafkaCluster,
     partitions: int = 1,
@@ -118,6 +125,20 @@ def create_topic(
     timeout: float = 30.0,
 ) -> str:
     """Create a topic (random name unless given) and wait until all partitions have leaders."""
+    with warnings.catch_warnings():
+        # kafka-python loads its message schemas with deprecated importlib.resources calls
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return _create_topic(cluster, partitions, replication_factor, config, name, timeout)
+
+
+def _create_topic(
+    cluster: KafkaCluster,
+    partitions: int,
+    replication_factor: int,
+    config: dict[str, str] | None,
+    name: str | None,
+    timeout: float,
+) -> str:
     from kafka.admin import KafkaAdminClient, NewTopic  # type: ignore[import-untyped]
 
     name = name or f"t-{uuid.uuid4().hex[:12]}"
@@ -137,7 +158,7 @@ def create_topic(
         while True:
             described = admin.describe_topics([name])
             parts = described[0].get("partitions", []) if described else []
-            if len(parts) == partitions and all(p.get("leader", -1) >= 0 for p in parts):
+            if len(parts) == partitions and all(_leader(p) >= 0 for p in parts):
                 return name
             if time.monotonic() > deadline:
                 raise TimeoutError(

@@ -4,3 +4,9 @@ ApiVersions negotiation, correlation-id matching, many requests in flight,
 TLS, SASL, per-request timeouts, reconnect with backoff.
 Imports: kpax.proto and the standard library.
 """
+
+from kpax.broker.broker import Broker
+from kpax.broker.connection import BrokerConnection
+from kpax.broker.options import COMMON_OPTIONS, ConnectionOptions, connection_options
+
+__all__ = ["COMMON_OPTIONS", "Broker", "BrokerConnection", "ConnectionOptions", "connection_options"]

@@ -34,6 +34,7 @@ import asyncio
 import collections
 import logging
 import random
+import ssl
 import struct
 import time
 from typing import Any, TypeVar
@@ -181,6 +182,10 @@ class BrokerConnection(asyncio.BufferedProtocol):
         except asyncio.TimeoutError:
             raise KafkaConnectionError(
                 f"connecting to {conn.describe()} timed out after {timeout:g}s"
+            ) from None
+        except ssl.SSLError as exc:
+            raise AuthenticationError(
+                f"TLS handshake with {conn.describe()} failed: {exc.reason or exc}"
             ) from None
         except OSError as exc:
             raise KafkaConnectionError(
@@ -474,6 +479,8 @@ class BrokerConnection(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         reason = f": {_os_reason(exc)}" if isinstance(exc, OSError) else ""
         self.close(KafkaConnectionError(f"connection to {self.describe()} lost{reason}"))
+        self._transport = None
+        self._closed_event.set()
 
     def eof_received(self) -> bool | None:
         self.close(KafkaConnectionError(f"{self.describe()} closed the connection"))
@@ -520,9 +527,11 @@ class BrokerConnection(asyncio.BufferedProtocol):
                     entry.future.set_exception(failure)
         self._write_ready.set()
         self._gate.set()
-        self._closed_event.set()
+        if self._transport is None:
+            self._closed_event.set()  # else connection_lost sets it once the socket is gone
 
     async def wait_closed(self) -> None:
+        """Wait until the socket is really closed (after :meth:`close`)."""
         await self._closed_event.wait()
 
 

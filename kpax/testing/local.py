@@ -149,6 +149,23 @@ def _pid_runs(pid: int, node_dir: Path) -> bool:
     return True
 
 
+def _sweep_stale(tmp: Path) -> None:
+    """Remove work dirs left by a Python process that was SIGKILLed (its JVMs died with it)."""
+    for state_file in tmp.glob(f"kpax-kafka-*/{_STATE_FILE}"):
+        try:
+            if time.time() - state_file.stat().st_mtime < 60:
+                continue
+            state = json.loads(state_file.read_text(encoding="utf-8"))
+            if any(
+                nd.get("pid") and _pid_runs(int(nd["pid"]), Path(nd["dir"]))
+                for nd in state.get("nodes", [])
+            ):
+                continue
+        except (OSError, ValueError, TypeError, KeyError):
+            continue
+        shutil.rmtree(state_file.parent, ignore_errors=True)
+
+
 def _die_with_parent() -> None:  # runs in the child between fork and exec
     with contextlib.suppress(Exception):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
@@ -390,6 +407,7 @@ class LocalCluster(KafkaCluster):
             self._workdir_arg.mkdir(parents=True, exist_ok=True)
             self.workdir = Path(tempfile.mkdtemp(prefix="kafka-", dir=self._workdir_arg))
         else:
+            _sweep_stale(Path(tempfile.gettempdir()))
             self.workdir = Path(tempfile.mkdtemp(prefix="kpax-kafka-"))
         with _live_lock:
             _live.add(self)

@@ -128,12 +128,20 @@ def create_topic(
     with warnings.catch_warnings():
         # kafka-python loads its message schemas with deprecated importlib.resources calls
         warnings.simplefilter("ignore", DeprecationWarning)
-        return _create_topic(cluster, partitions, replication_factor, config, name, timeout)
+        return _create_topic(
+            cluster,
+            partitions,
+            replication_factor=replication_factor,
+            config=config,
+            name=name,
+            timeout=timeout,
+        )
 
 
 def _create_topic(
     cluster: KafkaCluster,
     partitions: int,
+    *,
     replication_factor: int,
     config: dict[str, str] | None,
     name: str | None,

@@ -16,1342 +16,1348 @@ from kpax.proto.errors import (
 
 @register_error
 class UnknownServerError(BrokerResponseError):
-    """Unknown server error."""
+    """The broker hit an unexpected failure while handling the request."""
 
     code = -1
     name = "UNKNOWN_SERVER_ERROR"
     retriable = False
-    description = "Unknown server error."
+    description = "The broker hit an unexpected failure while handling the request."
 
 
 @register_error
 class OffsetOutOfRangeError(BrokerResponseError):
-    """Offset out of range."""
+    """The requested offset is outside the partition's log (before its start or after its end)."""
 
     code = 1
     name = "OFFSET_OUT_OF_RANGE"
     retriable = False
-    description = "Offset out of range."
+    description = (
+        "The requested offset is outside the partition's log (before its start or after its end)."
+    )
 
 
 @register_error
 class CorruptMessageError(BrokerResponseError):
-    """Corrupt message."""
+    """A record failed its CRC or size check, or is otherwise malformed."""
 
     code = 2
     name = "CORRUPT_MESSAGE"
     retriable = True
-    description = "Corrupt message."
+    description = "A record failed its CRC or size check, or is otherwise malformed."
 
 
 @register_error
 class UnknownTopicOrPartitionError(BrokerResponseError):
-    """Unknown topic or partition."""
+    """The broker does not host this topic or partition."""
 
     code = 3
     name = "UNKNOWN_TOPIC_OR_PARTITION"
     retriable = True
-    description = "Unknown topic or partition."
+    description = "The broker does not host this topic or partition."
 
 
 @register_error
 class InvalidFetchSizeError(BrokerResponseError):
-    """Invalid fetch size."""
+    """The fetch size asked for is not valid."""
 
     code = 4
     name = "INVALID_FETCH_SIZE"
     retriable = False
-    description = "Invalid fetch size."
+    description = "The fetch size asked for is not valid."
 
 
 @register_error
 class LeaderNotAvailableError(BrokerResponseError):
-    """Leader not available."""
+    """The partition has no leader right now, e.g. during an election."""
 
     code = 5
     name = "LEADER_NOT_AVAILABLE"
     retriable = True
-    description = "Leader not available."
+    description = "The partition has no leader right now, e.g. during an election."
 
 
 @register_error
 class NotLeaderOrFollowerError(BrokerResponseError):
-    """Not leader or follower."""
+    """This broker is neither leader nor follower of the partition: refresh metadata."""
 
     code = 6
     name = "NOT_LEADER_OR_FOLLOWER"
     retriable = True
-    description = "Not leader or follower."
+    description = "This broker is neither leader nor follower of the partition: refresh metadata."
 
 
 @register_error
 class RequestTimedOutError(BrokerResponseError):
-    """Request timed out."""
+    """The broker gave up waiting for the request to complete."""
 
     code = 7
     name = "REQUEST_TIMED_OUT"
     retriable = True
-    description = "Request timed out."
+    description = "The broker gave up waiting for the request to complete."
 
 
 @register_error
 class BrokerNotAvailableError(BrokerResponseError):
-    """Broker not available."""
+    """The broker is not available."""
 
     code = 8
     name = "BROKER_NOT_AVAILABLE"
     retriable = False
-    description = "Broker not available."
+    description = "The broker is not available."
 
 
 @register_error
 class ReplicaNotAvailableError(BrokerResponseError):
-    """Replica not available."""
+    """A replica the request needs is not available."""
 
     code = 9
     name = "REPLICA_NOT_AVAILABLE"
     retriable = True
-    description = "Replica not available."
+    description = "A replica the request needs is not available."
 
 
 @register_error
 class MessageTooLargeError(BrokerResponseError):
-    """Message too large."""
+    """A record batch is larger than the topic or broker allows."""
 
     code = 10
     name = "MESSAGE_TOO_LARGE"
     retriable = False
-    description = "Message too large."
+    description = "A record batch is larger than the topic or broker allows."
 
 
 @register_error
 class StaleControllerEpochError(BrokerResponseError):
-    """Stale controller epoch."""
+    """The request carries an outdated controller epoch."""
 
     code = 11
     name = "STALE_CONTROLLER_EPOCH"
     retriable = False
-    description = "Stale controller epoch."
+    description = "The request carries an outdated controller epoch."
 
 
 @register_error
 class OffsetMetadataTooLargeError(BrokerResponseError):
-    """Offset metadata too large."""
+    """The metadata string attached to a committed offset is too long."""
 
     code = 12
     name = "OFFSET_METADATA_TOO_LARGE"
     retriable = False
-    description = "Offset metadata too large."
+    description = "The metadata string attached to a committed offset is too long."
 
 
 @register_error
 class NetworkError(BrokerResponseError):
-    """Network exception."""
+    """The broker lost a connection while handling the request."""
 
     code = 13
     name = "NETWORK_EXCEPTION"
     retriable = True
-    description = "Network exception."
+    description = "The broker lost a connection while handling the request."
 
 
 @register_error
 class CoordinatorLoadInProgressError(BrokerResponseError):
-    """Coordinator load in progress."""
+    """The coordinator is still loading its state; retry shortly."""
 
     code = 14
     name = "COORDINATOR_LOAD_IN_PROGRESS"
     retriable = True
-    description = "Coordinator load in progress."
+    description = "The coordinator is still loading its state; retry shortly."
 
 
 @register_error
 class CoordinatorNotAvailableError(BrokerResponseError):
-    """Coordinator not available."""
+    """The group or transaction coordinator is not available."""
 
     code = 15
     name = "COORDINATOR_NOT_AVAILABLE"
     retriable = True
-    description = "Coordinator not available."
+    description = "The group or transaction coordinator is not available."
 
 
 @register_error
 class NotCoordinatorError(BrokerResponseError):
-    """Not coordinator."""
+    """This broker is not the coordinator for the group or transactional id."""
 
     code = 16
     name = "NOT_COORDINATOR"
     retriable = True
-    description = "Not coordinator."
+    description = "This broker is not the coordinator for the group or transactional id."
 
 
 @register_error
 class InvalidTopicError(BrokerResponseError):
-    """Invalid topic exception."""
+    """The topic name is invalid, or the operation is not allowed on this (internal) topic."""
 
     code = 17
     name = "INVALID_TOPIC_EXCEPTION"
     retriable = False
-    description = "Invalid topic exception."
+    description = (
+        "The topic name is invalid, or the operation is not allowed on this (internal) topic."
+    )
 
 
 @register_error
 class RecordListTooLargeError(BrokerResponseError):
-    """Record list too large."""
+    """The batch of records exceeds the configured segment size."""
 
     code = 18
     name = "RECORD_LIST_TOO_LARGE"
     retriable = False
-    description = "Record list too large."
+    description = "The batch of records exceeds the configured segment size."
 
 
 @register_error
 class NotEnoughReplicasError(BrokerResponseError):
-    """Not enough replicas."""
+    """Fewer in-sync replicas than min.insync.replicas: the write was refused."""
 
     code = 19
     name = "NOT_ENOUGH_REPLICAS"
     retriable = True
-    description = "Not enough replicas."
+    description = "Fewer in-sync replicas than min.insync.replicas: the write was refused."
 
 
 @register_error
 class NotEnoughReplicasAfterAppendError(BrokerResponseError):
-    """Not enough replicas after append."""
+    """The write was stored but too few in-sync replicas acknowledged it."""
 
     code = 20
     name = "NOT_ENOUGH_REPLICAS_AFTER_APPEND"
     retriable = True
-    description = "Not enough replicas after append."
+    description = "The write was stored but too few in-sync replicas acknowledged it."
 
 
 @register_error
 class InvalidRequiredAcksError(BrokerResponseError):
-    """Invalid required acks."""
+    """The acks value is not one of -1, 0 or 1."""
 
     code = 21
     name = "INVALID_REQUIRED_ACKS"
     retriable = False
-    description = "Invalid required acks."
+    description = "The acks value is not one of -1, 0 or 1."
 
 
 @register_error
 class IllegalGenerationError(BrokerResponseError):
-    """Illegal generation."""
+    """The group generation in the request is not the current one."""
 
     code = 22
     name = "ILLEGAL_GENERATION"
     retriable = False
-    description = "Illegal generation."
+    description = "The group generation in the request is not the current one."
 
 
 @register_error
 class InconsistentGroupProtocolError(BrokerResponseError):
-    """Inconsistent group protocol."""
+    """The member's protocol type or protocols do not match the group's."""
 
     code = 23
     name = "INCONSISTENT_GROUP_PROTOCOL"
     retriable = False
-    description = "Inconsistent group protocol."
+    description = "The member's protocol type or protocols do not match the group's."
 
 
 @register_error
 class InvalidGroupIdError(BrokerResponseError):
-    """Invalid group id."""
+    """The group id is empty or otherwise invalid."""
 
     code = 24
     name = "INVALID_GROUP_ID"
     retriable = False
-    description = "Invalid group id."
+    description = "The group id is empty or otherwise invalid."
 
 
 @register_error
 class UnknownMemberIdError(BrokerResponseError):
-    """Unknown member id."""
+    """The coordinator does not know this member id."""
 
     code = 25
     name = "UNKNOWN_MEMBER_ID"
     retriable = False
-    description = "Unknown member id."
+    description = "The coordinator does not know this member id."
 
 
 @register_error
 class InvalidSessionTimeoutError(BrokerResponseError):
-    """Invalid session timeout."""
+    """The session timeout is outside the broker's allowed range."""
 
     code = 26
     name = "INVALID_SESSION_TIMEOUT"
     retriable = False
-    description = "Invalid session timeout."
+    description = "The session timeout is outside the broker's allowed range."
 
 
 @register_error
 class RebalanceInProgressError(BrokerResponseError):
-    """Rebalance in progress."""
+    """The group is rebalancing; rejoin it."""
 
     code = 27
     name = "REBALANCE_IN_PROGRESS"
     retriable = False
-    description = "Rebalance in progress."
+    description = "The group is rebalancing; rejoin it."
 
 
 @register_error
 class InvalidCommitOffsetSizeError(BrokerResponseError):
-    """Invalid commit offset size."""
+    """The offset commit was rejected because of its size."""
 
     code = 28
     name = "INVALID_COMMIT_OFFSET_SIZE"
     retriable = False
-    description = "Invalid commit offset size."
+    description = "The offset commit was rejected because of its size."
 
 
 @register_error
 class TopicAuthorizationFailedError(BrokerResponseError, AuthorizationError):
-    """Topic authorization failed."""
+    """The principal may not access this topic."""
 
     code = 29
     name = "TOPIC_AUTHORIZATION_FAILED"
     retriable = False
-    description = "Topic authorization failed."
+    description = "The principal may not access this topic."
 
 
 @register_error
 class GroupAuthorizationFailedError(BrokerResponseError, AuthorizationError):
-    """Group authorization failed."""
+    """The principal may not access this group."""
 
     code = 30
     name = "GROUP_AUTHORIZATION_FAILED"
     retriable = False
-    description = "Group authorization failed."
+    description = "The principal may not access this group."
 
 
 @register_error
 class ClusterAuthorizationFailedError(BrokerResponseError, AuthorizationError):
-    """Cluster authorization failed."""
+    """The principal may not perform this cluster-level operation."""
 
     code = 31
     name = "CLUSTER_AUTHORIZATION_FAILED"
     retriable = False
-    description = "Cluster authorization failed."
+    description = "The principal may not perform this cluster-level operation."
 
 
 @register_error
 class InvalidTimestampError(BrokerResponseError):
-    """Invalid timestamp."""
+    """A record timestamp is outside the range the topic accepts."""
 
     code = 32
     name = "INVALID_TIMESTAMP"
     retriable = False
-    description = "Invalid timestamp."
+    description = "A record timestamp is outside the range the topic accepts."
 
 
 @register_error
 class UnsupportedSaslMechanismError(BrokerResponseError, AuthenticationError):
-    """Unsupported sasl mechanism."""
+    """The broker does not offer the requested SASL mechanism."""
 
     code = 33
     name = "UNSUPPORTED_SASL_MECHANISM"
     retriable = False
-    description = "Unsupported sasl mechanism."
+    description = "The broker does not offer the requested SASL mechanism."
 
 
 @register_error
 class IllegalSaslStateError(BrokerResponseError, AuthenticationError):
-    """Illegal sasl state."""
+    """The request is not allowed in the current SASL exchange state."""
 
     code = 34
     name = "ILLEGAL_SASL_STATE"
     retriable = False
-    description = "Illegal sasl state."
+    description = "The request is not allowed in the current SASL exchange state."
 
 
 @register_error
 class UnsupportedVersionError(BrokerResponseError):
-    """Unsupported version."""
+    """The broker does not support this version of the API."""
 
     code = 35
     name = "UNSUPPORTED_VERSION"
     retriable = False
-    description = "Unsupported version."
+    description = "The broker does not support this version of the API."
 
 
 @register_error
 class TopicAlreadyExistsError(BrokerResponseError):
-    """Topic already exists."""
+    """A topic with this name already exists."""
 
     code = 36
     name = "TOPIC_ALREADY_EXISTS"
     retriable = False
-    description = "Topic already exists."
+    description = "A topic with this name already exists."
 
 
 @register_error
 class InvalidPartitionsError(BrokerResponseError):
-    """Invalid partitions."""
+    """The partition count is invalid."""
 
     code = 37
     name = "INVALID_PARTITIONS"
     retriable = False
-    description = "Invalid partitions."
+    description = "The partition count is invalid."
 
 
 @register_error
 class InvalidReplicationFactorError(BrokerResponseError):
-    """Invalid replication factor."""
+    """The replication factor is invalid (e.g. larger than the broker count)."""
 
     code = 38
     name = "INVALID_REPLICATION_FACTOR"
     retriable = False
-    description = "Invalid replication factor."
+    description = "The replication factor is invalid (e.g. larger than the broker count)."
 
 
 @register_error
 class InvalidReplicaAssignmentError(BrokerResponseError):
-    """Invalid replica assignment."""
+    """The replica assignment is invalid."""
 
     code = 39
     name = "INVALID_REPLICA_ASSIGNMENT"
     retriable = False
-    description = "Invalid replica assignment."
+    description = "The replica assignment is invalid."
 
 
 @register_error
 class InvalidConfigError(BrokerResponseError):
-    """Invalid config."""
+    """A configuration value is invalid."""
 
     code = 40
     name = "INVALID_CONFIG"
     retriable = False
-    description = "Invalid config."
+    description = "A configuration value is invalid."
 
 
 @register_error
 class NotControllerError(BrokerResponseError):
-    """Not controller."""
+    """This broker is not the active controller."""
 
     code = 41
     name = "NOT_CONTROLLER"
     retriable = True
-    description = "Not controller."
+    description = "This broker is not the active controller."
 
 
 @register_error
 class InvalidRequestError(BrokerResponseError):
-    """Invalid request."""
+    """The request is malformed or inconsistent; the broker log says more."""
 
     code = 42
     name = "INVALID_REQUEST"
     retriable = False
-    description = "Invalid request."
+    description = "The request is malformed or inconsistent; the broker log says more."
 
 
 @register_error
 class UnsupportedForMessageFormatError(BrokerResponseError):
-    """Unsupported for message format."""
+    """The operation needs a newer record format than the topic uses."""
 
     code = 43
     name = "UNSUPPORTED_FOR_MESSAGE_FORMAT"
     retriable = False
-    description = "Unsupported for message format."
+    description = "The operation needs a newer record format than the topic uses."
 
 
 @register_error
 class PolicyViolationError(BrokerResponseError):
-    """Policy violation."""
+    """The request breaks a broker-side create/alter policy."""
 
     code = 44
     name = "POLICY_VIOLATION"
     retriable = False
-    description = "Policy violation."
+    description = "The request breaks a broker-side create/alter policy."
 
 
 @register_error
 class OutOfOrderSequenceNumberError(BrokerResponseError):
-    """Out of order sequence number."""
+    """The broker saw a producer sequence number out of order."""
 
     code = 45
     name = "OUT_OF_ORDER_SEQUENCE_NUMBER"
     retriable = False
-    description = "Out of order sequence number."
+    description = "The broker saw a producer sequence number out of order."
 
 
 @register_error
 class DuplicateSequenceNumberError(BrokerResponseError):
-    """Duplicate sequence number."""
+    """The broker already has a batch with this producer sequence number."""
 
     code = 46
     name = "DUPLICATE_SEQUENCE_NUMBER"
     retriable = False
-    description = "Duplicate sequence number."
+    description = "The broker already has a batch with this producer sequence number."
 
 
 @register_error
 class InvalidProducerEpochError(BrokerResponseError):
-    """Invalid producer epoch."""
+    """The producer epoch is older than the broker's current one."""
 
     code = 47
     name = "INVALID_PRODUCER_EPOCH"
     retriable = False
-    description = "Invalid producer epoch."
+    description = "The producer epoch is older than the broker's current one."
 
 
 @register_error
 class InvalidTxnStateError(BrokerResponseError):
-    """Invalid txn state."""
+    """The transactional operation is not allowed in the current transaction state."""
 
     code = 48
     name = "INVALID_TXN_STATE"
     retriable = False
-    description = "Invalid txn state."
+    description = "The transactional operation is not allowed in the current transaction state."
 
 
 @register_error
 class InvalidProducerIdMappingError(BrokerResponseError):
-    """Invalid producer id mapping."""
+    """The producer id does not match the transactional id."""
 
     code = 49
     name = "INVALID_PRODUCER_ID_MAPPING"
     retriable = False
-    description = "Invalid producer id mapping."
+    description = "The producer id does not match the transactional id."
 
 
 @register_error
 class InvalidTransactionTimeoutError(BrokerResponseError):
-    """Invalid transaction timeout."""
+    """The transaction timeout exceeds transaction.max.timeout.ms."""
 
     code = 50
     name = "INVALID_TRANSACTION_TIMEOUT"
     retriable = False
-    description = "Invalid transaction timeout."
+    description = "The transaction timeout exceeds transaction.max.timeout.ms."
 
 
 @register_error
 class ConcurrentTransactionsError(BrokerResponseError):
-    """Concurrent transactions."""
+    """Another transaction operation for this producer is still completing."""
 
     code = 51
     name = "CONCURRENT_TRANSACTIONS"
     retriable = True
-    description = "Concurrent transactions."
+    description = "Another transaction operation for this producer is still completing."
 
 
 @register_error
 class TransactionCoordinatorFencedError(BrokerResponseError):
-    """Transaction coordinator fenced."""
+    """A newer transaction coordinator has taken over."""
 
     code = 52
     name = "TRANSACTION_COORDINATOR_FENCED"
     retriable = False
-    description = "Transaction coordinator fenced."
+    description = "A newer transaction coordinator has taken over."
 
 
 @register_error
 class TransactionalIdAuthorizationFailedError(BrokerResponseError, AuthorizationError):
-    """Transactional id authorization failed."""
+    """The principal may not use this transactional id."""
 
     code = 53
     name = "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
     retriable = False
-    description = "Transactional id authorization failed."
+    description = "The principal may not use this transactional id."
 
 
 @register_error
 class SecurityDisabledError(BrokerResponseError):
-    """Security disabled."""
+    """Security features are disabled on the broker."""
 
     code = 54
     name = "SECURITY_DISABLED"
     retriable = False
-    description = "Security disabled."
+    description = "Security features are disabled on the broker."
 
 
 @register_error
 class OperationNotAttemptedError(BrokerResponseError):
-    """Operation not attempted."""
+    """The broker skipped this part because another part of the request failed."""
 
     code = 55
     name = "OPERATION_NOT_ATTEMPTED"
     retriable = False
-    description = "Operation not attempted."
+    description = "The broker skipped this part because another part of the request failed."
 
 
 @register_error
 class KafkaStorageError(BrokerResponseError):
-    """Kafka storage error."""
+    """A disk holding the partition failed on the broker."""
 
     code = 56
     name = "KAFKA_STORAGE_ERROR"
     retriable = True
-    description = "Kafka storage error."
+    description = "A disk holding the partition failed on the broker."
 
 
 @register_error
 class LogDirNotFoundError(BrokerResponseError):
-    """Log dir not found."""
+    """The requested log directory does not exist."""
 
     code = 57
     name = "LOG_DIR_NOT_FOUND"
     retriable = False
-    description = "Log dir not found."
+    description = "The requested log directory does not exist."
 
 
 @register_error
 class SaslAuthenticationFailedError(BrokerResponseError, AuthenticationError):
-    """Sasl authentication failed."""
+    """SASL authentication failed (bad credentials or mechanism setup)."""
 
     code = 58
     name = "SASL_AUTHENTICATION_FAILED"
     retriable = False
-    description = "Sasl authentication failed."
+    description = "SASL authentication failed (bad credentials or mechanism setup)."
 
 
 @register_error
 class UnknownProducerIdError(BrokerResponseError):
-    """Unknown producer id."""
+    """The broker has no state for this producer id (it may have expired)."""
 
     code = 59
     name = "UNKNOWN_PRODUCER_ID"
     retriable = False
-    description = "Unknown producer id."
+    description = "The broker has no state for this producer id (it may have expired)."
 
 
 @register_error
 class ReassignmentInProgressError(BrokerResponseError):
-    """Reassignment in progress."""
+    """A partition reassignment is already in progress."""
 
     code = 60
     name = "REASSIGNMENT_IN_PROGRESS"
     retriable = False
-    description = "Reassignment in progress."
+    description = "A partition reassignment is already in progress."
 
 
 @register_error
 class DelegationTokenAuthDisabledError(BrokerResponseError):
-    """Delegation token auth disabled."""
+    """Delegation token authentication is disabled."""
 
     code = 61
     name = "DELEGATION_TOKEN_AUTH_DISABLED"
     retriable = False
-    description = "Delegation token auth disabled."
+    description = "Delegation token authentication is disabled."
 
 
 @register_error
 class DelegationTokenNotFoundError(BrokerResponseError):
-    """Delegation token not found."""
+    """No such delegation token."""
 
     code = 62
     name = "DELEGATION_TOKEN_NOT_FOUND"
     retriable = False
-    description = "Delegation token not found."
+    description = "No such delegation token."
 
 
 @register_error
 class DelegationTokenOwnerMismatchError(BrokerResponseError):
-    """Delegation token owner mismatch."""
+    """The principal does not own or renew this delegation token."""
 
     code = 63
     name = "DELEGATION_TOKEN_OWNER_MISMATCH"
     retriable = False
-    description = "Delegation token owner mismatch."
+    description = "The principal does not own or renew this delegation token."
 
 
 @register_error
 class DelegationTokenRequestNotAllowedError(BrokerResponseError):
-    """Delegation token request not allowed."""
+    """Delegation token requests are not allowed on this channel or with these credentials."""
 
     code = 64
     name = "DELEGATION_TOKEN_REQUEST_NOT_ALLOWED"
     retriable = False
-    description = "Delegation token request not allowed."
+    description = (
+        "Delegation token requests are not allowed on this channel or with these credentials."
+    )
 
 
 @register_error
 class DelegationTokenAuthorizationFailedError(BrokerResponseError, AuthorizationError):
-    """Delegation token authorization failed."""
+    """The principal may not manage this delegation token."""
 
     code = 65
     name = "DELEGATION_TOKEN_AUTHORIZATION_FAILED"
     retriable = False
-    description = "Delegation token authorization failed."
+    description = "The principal may not manage this delegation token."
 
 
 @register_error
 class DelegationTokenExpiredError(BrokerResponseError):
-    """Delegation token expired."""
+    """The delegation token has expired."""
 
     code = 66
     name = "DELEGATION_TOKEN_EXPIRED"
     retriable = False
-    description = "Delegation token expired."
+    description = "The delegation token has expired."
 
 
 @register_error
 class InvalidPrincipalTypeError(BrokerResponseError):
-    """Invalid principal type."""
+    """The principal type is not supported."""
 
     code = 67
     name = "INVALID_PRINCIPAL_TYPE"
     retriable = False
-    description = "Invalid principal type."
+    description = "The principal type is not supported."
 
 
 @register_error
 class NonEmptyGroupError(BrokerResponseError):
-    """Non empty group."""
+    """The group still has members, so it cannot be deleted."""
 
     code = 68
     name = "NON_EMPTY_GROUP"
     retriable = False
-    description = "Non empty group."
+    description = "The group still has members, so it cannot be deleted."
 
 
 @register_error
 class GroupIdNotFoundError(BrokerResponseError):
-    """Group id not found."""
+    """No such group."""
 
     code = 69
     name = "GROUP_ID_NOT_FOUND"
     retriable = False
-    description = "Group id not found."
+    description = "No such group."
 
 
 @register_error
 class FetchSessionIdNotFoundError(BrokerResponseError):
-    """Fetch session id not found."""
+    """The broker does not know this fetch session; start a new one."""
 
     code = 70
     name = "FETCH_SESSION_ID_NOT_FOUND"
     retriable = True
-    description = "Fetch session id not found."
+    description = "The broker does not know this fetch session; start a new one."
 
 
 @register_error
 class InvalidFetchSessionEpochError(BrokerResponseError):
-    """Invalid fetch session epoch."""
+    """The fetch session epoch is not the expected one."""
 
     code = 71
     name = "INVALID_FETCH_SESSION_EPOCH"
     retriable = True
-    description = "Invalid fetch session epoch."
+    description = "The fetch session epoch is not the expected one."
 
 
 @register_error
 class ListenerNotFoundError(BrokerResponseError):
-    """Listener not found."""
+    """The leader has no endpoint for the listener the request came in on."""
 
     code = 72
     name = "LISTENER_NOT_FOUND"
     retriable = True
-    description = "Listener not found."
+    description = "The leader has no endpoint for the listener the request came in on."
 
 
 @register_error
 class TopicDeletionDisabledError(BrokerResponseError):
-    """Topic deletion disabled."""
+    """Topic deletion is disabled on the cluster."""
 
     code = 73
     name = "TOPIC_DELETION_DISABLED"
     retriable = False
-    description = "Topic deletion disabled."
+    description = "Topic deletion is disabled on the cluster."
 
 
 @register_error
 class FencedLeaderEpochError(BrokerResponseError):
-    """Fenced leader epoch."""
+    """The leader epoch in the request is older than the broker's."""
 
     code = 74
     name = "FENCED_LEADER_EPOCH"
     retriable = True
-    description = "Fenced leader epoch."
+    description = "The leader epoch in the request is older than the broker's."
 
 
 @register_error
 class UnknownLeaderEpochError(BrokerResponseError):
-    """Unknown leader epoch."""
+    """The leader epoch in the request is newer than the broker knows."""
 
     code = 75
     name = "UNKNOWN_LEADER_EPOCH"
     retriable = True
-    description = "Unknown leader epoch."
+    description = "The leader epoch in the request is newer than the broker knows."
 
 
 @register_error
 class UnsupportedCompressionTypeError(BrokerResponseError):
-    """Unsupported compression type."""
+    """The consumer's fetch version cannot read the topic's compression type."""
 
     code = 76
     name = "UNSUPPORTED_COMPRESSION_TYPE"
     retriable = False
-    description = "Unsupported compression type."
+    description = "The consumer's fetch version cannot read the topic's compression type."
 
 
 @register_error
 class StaleBrokerEpochError(BrokerResponseError):
-    """Stale broker epoch."""
+    """The broker epoch in the request is outdated."""
 
     code = 77
     name = "STALE_BROKER_EPOCH"
     retriable = False
-    description = "Stale broker epoch."
+    description = "The broker epoch in the request is outdated."
 
 
 @register_error
 class OffsetNotAvailableError(BrokerResponseError):
-    """Offset not available."""
+    """The leader has no offset for this query yet (e.g. right after an election)."""
 
     code = 78
     name = "OFFSET_NOT_AVAILABLE"
     retriable = True
-    description = "Offset not available."
+    description = "The leader has no offset for this query yet (e.g. right after an election)."
 
 
 @register_error
 class MemberIdRequiredError(BrokerResponseError):
-    """Member id required."""
+    """The group requires a member id: rejoin with the one given."""
 
     code = 79
     name = "MEMBER_ID_REQUIRED"
     retriable = False
-    description = "Member id required."
+    description = "The group requires a member id: rejoin with the one given."
 
 
 @register_error
 class PreferredLeaderNotAvailableError(BrokerResponseError):
-    """Preferred leader not available."""
+    """The preferred leader could not become leader."""
 
     code = 80
     name = "PREFERRED_LEADER_NOT_AVAILABLE"
     retriable = True
-    description = "Preferred leader not available."
+    description = "The preferred leader could not become leader."
 
 
 @register_error
 class GroupMaxSizeReachedError(BrokerResponseError):
-    """Group max size reached."""
+    """The group already has its maximum number of members."""
 
     code = 81
     name = "GROUP_MAX_SIZE_REACHED"
     retriable = False
-    description = "Group max size reached."
+    description = "The group already has its maximum number of members."
 
 
 @register_error
 class FencedInstanceIdError(BrokerResponseError):
-    """Fenced instance id."""
+    """Another member with the same group.instance.id has fenced this one."""
 
     code = 82
     name = "FENCED_INSTANCE_ID"
     retriable = False
-    description = "Fenced instance id."
+    description = "Another member with the same group.instance.id has fenced this one."
 
 
 @register_error
 class EligibleLeadersNotAvailableError(BrokerResponseError):
-    """Eligible leaders not available."""
+    """No eligible replica can lead the partition."""
 
     code = 83
     name = "ELIGIBLE_LEADERS_NOT_AVAILABLE"
     retriable = True
-    description = "Eligible leaders not available."
+    description = "No eligible replica can lead the partition."
 
 
 @register_error
 class ElectionNotNeededError(BrokerResponseError):
-    """Election not needed."""
+    """The partition already has the leader the election would pick."""
 
     code = 84
     name = "ELECTION_NOT_NEEDED"
     retriable = True
-    description = "Election not needed."
+    description = "The partition already has the leader the election would pick."
 
 
 @register_error
 class NoReassignmentInProgressError(BrokerResponseError):
-    """No reassignment in progress."""
+    """There is no reassignment to cancel."""
 
     code = 85
     name = "NO_REASSIGNMENT_IN_PROGRESS"
     retriable = False
-    description = "No reassignment in progress."
+    description = "There is no reassignment to cancel."
 
 
 @register_error
 class GroupSubscribedToTopicError(BrokerResponseError):
-    """Group subscribed to topic."""
+    """The group still subscribes to the topic, so its offsets cannot be deleted."""
 
     code = 86
     name = "GROUP_SUBSCRIBED_TO_TOPIC"
     retriable = False
-    description = "Group subscribed to topic."
+    description = "The group still subscribes to the topic, so its offsets cannot be deleted."
 
 
 @register_error
 class InvalidRecordError(BrokerResponseError):
-    """Invalid record."""
+    """A record failed broker-side validation (e.g. missing key on a compacted topic)."""
 
     code = 87
     name = "INVALID_RECORD"
     retriable = False
-    description = "Invalid record."
+    description = "A record failed broker-side validation (e.g. missing key on a compacted topic)."
 
 
 @register_error
 class UnstableOffsetCommitError(BrokerResponseError):
-    """Unstable offset commit."""
+    """Offsets are pending in an open transaction; retry the fetch later."""
 
     code = 88
     name = "UNSTABLE_OFFSET_COMMIT"
     retriable = True
-    description = "Unstable offset commit."
+    description = "Offsets are pending in an open transaction; retry the fetch later."
 
 
 @register_error
 class ThrottlingQuotaExceededError(BrokerResponseError):
-    """Throttling quota exceeded."""
+    """A controller mutation quota was exceeded."""
 
     code = 89
     name = "THROTTLING_QUOTA_EXCEEDED"
     retriable = True
-    description = "Throttling quota exceeded."
+    description = "A controller mutation quota was exceeded."
 
 
 @register_error
 class ProducerFencedError(BrokerResponseError):
-    """Producer fenced."""
+    """A newer producer with the same transactional id has fenced this one."""
 
     code = 90
     name = "PRODUCER_FENCED"
     retriable = False
-    description = "Producer fenced."
+    description = "A newer producer with the same transactional id has fenced this one."
 
 
 @register_error
 class ResourceNotFoundError(BrokerResponseError):
-    """Resource not found."""
+    """A resource the request names does not exist."""
 
     code = 91
     name = "RESOURCE_NOT_FOUND"
     retriable = False
-    description = "Resource not found."
+    description = "A resource the request names does not exist."
 
 
 @register_error
 class DuplicateResourceError(BrokerResponseError):
-    """Duplicate resource."""
+    """The request names the same resource twice."""
 
     code = 92
     name = "DUPLICATE_RESOURCE"
     retriable = False
-    description = "Duplicate resource."
+    description = "The request names the same resource twice."
 
 
 @register_error
 class UnacceptableCredentialError(BrokerResponseError):
-    """Unacceptable credential."""
+    """The credential does not meet the broker's requirements."""
 
     code = 93
     name = "UNACCEPTABLE_CREDENTIAL"
     retriable = False
-    description = "Unacceptable credential."
+    description = "The credential does not meet the broker's requirements."
 
 
 @register_error
 class InconsistentVoterSetError(BrokerResponseError):
-    """Inconsistent voter set."""
+    """The voter set differs between the request and the receiver."""
 
     code = 94
     name = "INCONSISTENT_VOTER_SET"
     retriable = False
-    description = "Inconsistent voter set."
+    description = "The voter set differs between the request and the receiver."
 
 
 @register_error
 class InvalidUpdateVersionError(BrokerResponseError):
-    """Invalid update version."""
+    """The update version is invalid."""
 
     code = 95
     name = "INVALID_UPDATE_VERSION"
     retriable = False
-    description = "Invalid update version."
+    description = "The update version is invalid."
 
 
 @register_error
 class FeatureUpdateFailedError(BrokerResponseError):
-    """Feature update failed."""
+    """The feature update could not be applied."""
 
     code = 96
     name = "FEATURE_UPDATE_FAILED"
     retriable = False
-    description = "Feature update failed."
+    description = "The feature update could not be applied."
 
 
 @register_error
 class PrincipalDeserializationFailureError(BrokerResponseError):
-    """Principal deserialization failure."""
+    """The forwarded request's principal could not be deserialized."""
 
     code = 97
     name = "PRINCIPAL_DESERIALIZATION_FAILURE"
     retriable = False
-    description = "Principal deserialization failure."
+    description = "The forwarded request's principal could not be deserialized."
 
 
 @register_error
 class SnapshotNotFoundError(BrokerResponseError):
-    """Snapshot not found."""
+    """The requested metadata snapshot does not exist."""
 
     code = 98
     name = "SNAPSHOT_NOT_FOUND"
     retriable = False
-    description = "Snapshot not found."
+    description = "The requested metadata snapshot does not exist."
 
 
 @register_error
 class PositionOutOfRangeError(BrokerResponseError):
-    """Position out of range."""
+    """The requested snapshot position is out of range."""
 
     code = 99
     name = "POSITION_OUT_OF_RANGE"
     retriable = False
-    description = "Position out of range."
+    description = "The requested snapshot position is out of range."
 
 
 @register_error
 class UnknownTopicIdError(BrokerResponseError):
-    """Unknown topic id."""
+    """The broker does not know this topic id."""
 
     code = 100
     name = "UNKNOWN_TOPIC_ID"
     retriable = True
-    description = "Unknown topic id."
+    description = "The broker does not know this topic id."
 
 
 @register_error
 class DuplicateBrokerRegistrationError(BrokerResponseError):
-    """Duplicate broker registration."""
+    """Another live broker is already registered with this id."""
 
     code = 101
     name = "DUPLICATE_BROKER_REGISTRATION"
     retriable = False
-    description = "Duplicate broker registration."
+    description = "Another live broker is already registered with this id."
 
 
 @register_error
 class BrokerIdNotRegisteredError(BrokerResponseError):
-    """Broker id not registered."""
+    """The broker id is not registered."""
 
     code = 102
     name = "BROKER_ID_NOT_REGISTERED"
     retriable = False
-    description = "Broker id not registered."
+    description = "The broker id is not registered."
 
 
 @register_error
 class InconsistentTopicIdError(BrokerResponseError):
-    """Inconsistent topic id."""
+    """The topic id does not match the topic id in the log."""
 
     code = 103
     name = "INCONSISTENT_TOPIC_ID"
     retriable = True
-    description = "Inconsistent topic id."
+    description = "The topic id does not match the topic id in the log."
 
 
 @register_error
 class InconsistentClusterIdError(BrokerResponseError):
-    """Inconsistent cluster id."""
+    """The cluster id does not match this cluster's."""
 
     code = 104
     name = "INCONSISTENT_CLUSTER_ID"
     retriable = False
-    description = "Inconsistent cluster id."
+    description = "The cluster id does not match this cluster's."
 
 
 @register_error
 class TransactionalIdNotFoundError(BrokerResponseError):
-    """Transactional id not found."""
+    """No such transactional id."""
 
     code = 105
     name = "TRANSACTIONAL_ID_NOT_FOUND"
     retriable = False
-    description = "Transactional id not found."
+    description = "No such transactional id."
 
 
 @register_error
 class FetchSessionTopicIdError(BrokerResponseError):
-    """Fetch session topic id error."""
+    """Topic ids in the fetch session changed or are inconsistent."""
 
     code = 106
     name = "FETCH_SESSION_TOPIC_ID_ERROR"
     retriable = True
-    description = "Fetch session topic id error."
+    description = "Topic ids in the fetch session changed or are inconsistent."
 
 
 @register_error
 class IneligibleReplicaError(BrokerResponseError):
-    """Ineligible replica."""
+    """A replica proposed for the ISR is not eligible."""
 
     code = 107
     name = "INELIGIBLE_REPLICA"
     retriable = False
-    description = "Ineligible replica."
+    description = "A replica proposed for the ISR is not eligible."
 
 
 @register_error
 class NewLeaderElectedError(BrokerResponseError):
-    """New leader elected."""
+    """A new leader was elected since the request was issued."""
 
     code = 108
     name = "NEW_LEADER_ELECTED"
     retriable = False
-    description = "New leader elected."
+    description = "A new leader was elected since the request was issued."
 
 
 @register_error
 class OffsetMovedToTieredStorageError(BrokerResponseError):
-    """Offset moved to tiered storage."""
+    """The requested offset now lives in tiered storage."""
 
     code = 109
     name = "OFFSET_MOVED_TO_TIERED_STORAGE"
     retriable = False
-    description = "Offset moved to tiered storage."
+    description = "The requested offset now lives in tiered storage."
 
 
 @register_error
 class FencedMemberEpochError(BrokerResponseError):
-    """Fenced member epoch."""
+    """The member epoch is fenced by the coordinator: rejoin with epoch 0."""
 
     code = 110
     name = "FENCED_MEMBER_EPOCH"
     retriable = False
-    description = "Fenced member epoch."
+    description = "The member epoch is fenced by the coordinator: rejoin with epoch 0."
 
 
 @register_error
 class UnreleasedInstanceIdError(BrokerResponseError):
-    """Unreleased instance id."""
+    """The static member's instance id has not been released yet."""
 
     code = 111
     name = "UNRELEASED_INSTANCE_ID"
     retriable = False
-    description = "Unreleased instance id."
+    description = "The static member's instance id has not been released yet."
 
 
 @register_error
 class UnsupportedAssignorError(BrokerResponseError):
-    """Unsupported assignor."""
+    """The coordinator does not support the requested assignor."""
 
     code = 112
     name = "UNSUPPORTED_ASSIGNOR"
     retriable = False
-    description = "Unsupported assignor."
+    description = "The coordinator does not support the requested assignor."
 
 
 @register_error
 class StaleMemberEpochError(BrokerResponseError):
-    """Stale member epoch."""
+    """The member epoch is stale (an offset commit from an older epoch)."""
 
     code = 113
     name = "STALE_MEMBER_EPOCH"
     retriable = False
-    description = "Stale member epoch."
+    description = "The member epoch is stale (an offset commit from an older epoch)."
 
 
 @register_error
 class MismatchedEndpointTypeError(BrokerResponseError):
-    """Mismatched endpoint type."""
+    """The request was sent to the wrong kind of endpoint (broker or controller)."""
 
     code = 114
     name = "MISMATCHED_ENDPOINT_TYPE"
     retriable = False
-    description = "Mismatched endpoint type."
+    description = "The request was sent to the wrong kind of endpoint (broker or controller)."
 
 
 @register_error
 class UnsupportedEndpointTypeError(BrokerResponseError):
-    """Unsupported endpoint type."""
+    """This endpoint type does not support the request."""
 
     code = 115
     name = "UNSUPPORTED_ENDPOINT_TYPE"
     retriable = False
-    description = "Unsupported endpoint type."
+    description = "This endpoint type does not support the request."
 
 
 @register_error
 class UnknownControllerIdError(BrokerResponseError):
-    """Unknown controller id."""
+    """The controller id is unknown."""
 
     code = 116
     name = "UNKNOWN_CONTROLLER_ID"
     retriable = False
-    description = "Unknown controller id."
+    description = "The controller id is unknown."
 
 
 @register_error
 class UnknownSubscriptionIdError(BrokerResponseError):
-    """Unknown subscription id."""
+    """The client telemetry subscription id is unknown or outdated."""
 
     code = 117
     name = "UNKNOWN_SUBSCRIPTION_ID"
     retriable = False
-    description = "Unknown subscription id."
+    description = "The client telemetry subscription id is unknown or outdated."
 
 
 @register_error
 class TelemetryTooLargeError(BrokerResponseError):
-    """Telemetry too large."""
+    """The pushed client telemetry is too large."""
 
     code = 118
     name = "TELEMETRY_TOO_LARGE"
     retriable = False
-    description = "Telemetry too large."
+    description = "The pushed client telemetry is too large."
 
 
 @register_error
 class InvalidRegistrationError(BrokerResponseError):
-    """Invalid registration."""
+    """The controller registration is invalid."""
 
     code = 119
     name = "INVALID_REGISTRATION"
     retriable = False
-    description = "Invalid registration."
+    description = "The controller registration is invalid."
 
 
 @register_error
 class TransactionAbortableError(BrokerResponseError):
-    """Transaction abortable."""
+    """The transaction hit an error it can recover from by aborting."""
 
     code = 120
     name = "TRANSACTION_ABORTABLE"
     retriable = False
-    description = "Transaction abortable."
+    description = "The transaction hit an error it can recover from by aborting."
 
 
 @register_error
 class InvalidRecordStateError(BrokerResponseError):
-    """Invalid record state."""
+    """The share-group record is not in a state allowing this operation."""
 
     code = 121
     name = "INVALID_RECORD_STATE"
     retriable = False
-    description = "Invalid record state."
+    description = "The share-group record is not in a state allowing this operation."
 
 
 @register_error
 class ShareSessionNotFoundError(BrokerResponseError):
-    """Share session not found."""
+    """The broker does not know this share session."""
 
     code = 122
     name = "SHARE_SESSION_NOT_FOUND"
     retriable = True
-    description = "Share session not found."
+    description = "The broker does not know this share session."
 
 
 @register_error
 class InvalidShareSessionEpochError(BrokerResponseError):
-    """Invalid share session epoch."""
+    """The share session epoch is not the expected one."""
 
     code = 123
     name = "INVALID_SHARE_SESSION_EPOCH"
     retriable = True
-    description = "Invalid share session epoch."
+    description = "The share session epoch is not the expected one."
 
 
 @register_error
 class FencedStateEpochError(BrokerResponseError):
-    """Fenced state epoch."""
+    """The share-group state epoch is fenced."""
 
     code = 124
     name = "FENCED_STATE_EPOCH"
     retriable = False
-    description = "Fenced state epoch."
+    description = "The share-group state epoch is fenced."
 
 
 @register_error
 class InvalidVoterKeyError(BrokerResponseError):
-    """Invalid voter key."""
+    """The voter key does not match the receiver's."""
 
     code = 125
     name = "INVALID_VOTER_KEY"
     retriable = False
-    description = "Invalid voter key."
+    description = "The voter key does not match the receiver's."
 
 
 @register_error
 class DuplicateVoterError(BrokerResponseError):
-    """Duplicate voter."""
+    """The voter is already in the voter set."""
 
     code = 126
     name = "DUPLICATE_VOTER"
     retriable = False
-    description = "Duplicate voter."
+    description = "The voter is already in the voter set."
 
 
 @register_error
 class VoterNotFoundError(BrokerResponseError):
-    """Voter not found."""
+    """The voter is not in the voter set."""
 
     code = 127
     name = "VOTER_NOT_FOUND"
     retriable = False
-    description = "Voter not found."
+    description = "The voter is not in the voter set."
 
 
 @register_error
 class InvalidRegularExpressionError(BrokerResponseError):
-    """Invalid regular expression."""
+    """The subscription regular expression is invalid."""
 
     code = 128
     name = "INVALID_REGULAR_EXPRESSION"
     retriable = False
-    description = "Invalid regular expression."
+    description = "The subscription regular expression is invalid."
 
 
 @register_error
 class RebootstrapRequiredError(BrokerResponseError):
-    """Rebootstrap required."""
+    """The client must rebootstrap its metadata from the bootstrap servers."""
 
     code = 129
     name = "REBOOTSTRAP_REQUIRED"
     retriable = False
-    description = "Rebootstrap required."
+    description = "The client must rebootstrap its metadata from the bootstrap servers."
 
 
 @register_error
 class StreamsInvalidTopologyError(BrokerResponseError):
-    """Streams invalid topology."""
+    """The streams topology is invalid."""
 
     code = 130
     name = "STREAMS_INVALID_TOPOLOGY"
     retriable = False
-    description = "Streams invalid topology."
+    description = "The streams topology is invalid."
 
 
 @register_error
 class StreamsInvalidTopologyEpochError(BrokerResponseError):
-    """Streams invalid topology epoch."""
+    """The streams topology epoch is invalid."""
 
     code = 131
     name = "STREAMS_INVALID_TOPOLOGY_EPOCH"
     retriable = False
-    description = "Streams invalid topology epoch."
+    description = "The streams topology epoch is invalid."
 
 
 @register_error
 class StreamsTopologyFencedError(BrokerResponseError):
-    """Streams topology fenced."""
+    """The streams topology was replaced by a newer one."""
 
     code = 132
     name = "STREAMS_TOPOLOGY_FENCED"
     retriable = False
-    description = "Streams topology fenced."
+    description = "The streams topology was replaced by a newer one."
 
 
 @register_error
 class ShareSessionLimitReachedError(BrokerResponseError):
-    """Share session limit reached."""
+    """The broker has reached its limit of share sessions."""
 
     code = 133
     name = "SHARE_SESSION_LIMIT_REACHED"
     retriable = True
-    description = "Share session limit reached."
+    description = "The broker has reached its limit of share sessions."
 
 
 __all__ = [

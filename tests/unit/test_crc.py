@@ -33,4 +33,4 @@ def test_use_backend() -> None:
         assert crc.crc32c(b"123456789") == 0xE3069283
     finally:
         crc.use_backend(before)
-    assert crc.CRC32C_BACKEND == ("crc32c" if "crc32c" in crc.available_backends() else "crcmod")
+    assert ("crc32c" if "crc32c" in crc.available_backends() else "crcmod") == crc.CRC32C_BACKEND

@@ -106,6 +106,8 @@ def test_round_trip(magic: int, codec: str, data: st.DataObject) -> None:
         assert b.crc == b.compute_crc() == crc.crc32c(raw[21:])
         offs, tss, keys, vals, hdrs = b.columns()
         assert offs == [r.offset for r in out] and vals == [r.value for r in out]
+        assert tss == [r.timestamp for r in out] and keys == [r.key for r in out]
+        assert hdrs == [r.headers for r in out]
         assert b.tuples() == [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in out]
     elif codec == "none":
         assert len(batches) == n
@@ -253,7 +255,7 @@ def test_decompression_bomb_in_batch() -> None:
     raw = encode_batch([Record(b"\0" * (4 << 20), timestamp=1)], compression="gzip")
     assert len(raw) < 10_000
     (b,) = decode_batches(raw, max_decompressed_size=1 << 20)
-    with pytest.raises(CorruptRecordError, match="batch at offset 0: gzip .* cap"):
+    with pytest.raises(CorruptRecordError, match=r"batch at offset 0: gzip .* cap"):
         list(b)
 
 

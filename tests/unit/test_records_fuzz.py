@@ -8,6 +8,7 @@ mutation reaches the record parser and the decompressors.
 
 from __future__ import annotations
 
+import itertools
 import random
 import struct
 import time
@@ -31,7 +32,7 @@ def _seeds() -> list[bytes]:
                     Record(
                         rng.randbytes(rng.randint(0, 70)) if i % 4 else None,
                         key=rng.randbytes(rng.randint(0, 9)) if i % 3 else None,
-                        headers=[("h%d" % i, b"x" * i), ("n", None)]
+                        headers=[(f"h{i}", b"x" * i), ("n", None)]
                         if magic == 2 and i % 2
                         else None,
                         timestamp=1_700_000_000_000 + rng.randint(0, 10**6),
@@ -104,7 +105,7 @@ def _decode_all(data: bytes, validate: bool, partial: bool) -> int:
 def test_fuzz_record_decoder() -> None:
     rng = random.Random(20240601)
     seeds = _seeds()
-    doubles = [a + b for a, b in zip(seeds, seeds[1:], strict=False)]
+    doubles = [a + b for a, b in itertools.pairwise(seeds)]
     pool = seeds + doubles
     started = time.monotonic()
     outcomes = {"ok": 0, "corrupt": 0}

@@ -600,6 +600,36 @@ class ModuleGen:
         lines.append(f"{indent}    ) -> None:")
         for a in assigns:
             lines.append(f"{indent}        {a}")
+        lines.extend(self.map_key_helpers(sd, indent))
+        return lines
+
+    def map_key_helpers(self, sd: StructDef, indent: str) -> list[str]:
+        """``<field>_by_<key>()`` dict views for arrays whose elements declare a mapKey."""
+        lines: list[str] = []
+        taken = {f.attr for f in sd.fields}
+        for f in sd.fields:
+            if not f.is_array or f.struct is None:
+                continue
+            keys = [k for k in f.struct.fields if k.map_key]
+            if not keys:
+                continue
+            if len(keys) == 1:
+                name = f"{f.attr}_by_{keys[0].attr}"
+                ktype = self.py_type(keys[0])
+                kexpr = f"e.{keys[0].attr}"
+                what = f"its {keys[0].attr}"
+            else:
+                name = f"{f.attr}_by_key"
+                ktype = f"tuple[{', '.join(self.py_type(k) for k in keys)}]"
+                kexpr = f"({', '.join(f'e.{k.attr}' for k in keys)})"
+                what = f"({', '.join(k.attr for k in keys)})"
+            if name in taken:
+                continue
+            taken.add(name)
+            lines.append("")
+            lines.append(f"{indent}    def {name}(self) -> dict[{ktype}, {f.struct.qual}]:")
+            lines.append(f'{indent}        """The elements of ``{f.attr}`` by {what}."""')
+            lines.append(f"{indent}        return {{{kexpr}: e for e in self.{f.attr} or ()}}")
         return lines
 
     def schema_for(self, sd: StructDef) -> None:

@@ -157,3 +157,15 @@ def test_trailing_bytes_rejected() -> None:
     data = MetadataResponse().encode(12) + b"\x00"
     with pytest.raises(ProtocolError, match="1 unexpected bytes"):
         MetadataResponse.decode(data, 12)
+
+
+def test_map_key_views() -> None:
+    resp = MetadataResponse(
+        brokers=[
+            MetadataResponse.MetadataResponseBroker(node_id=2, host="b", port=1),
+            MetadataResponse.MetadataResponseBroker(node_id=1, host="a", port=1),
+        ],
+        topics=[MetadataResponse.MetadataResponseTopic(name="orders")],
+    )
+    assert resp.brokers_by_node_id()[1].host == "a"
+    assert resp.topics_by_name()["orders"] is resp.topics[0]

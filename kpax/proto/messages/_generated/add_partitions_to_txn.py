@@ -101,6 +101,10 @@ class AddPartitionsToTxnRequest(Request):
             self.topics = [] if topics is _DEFAULT else topics
             self.unknown_tags = unknown_tags
 
+        def topics_by_name(self) -> dict[str, AddPartitionsToTxnRequest.AddPartitionsToTxnTopic]:
+            """The elements of ``topics`` by its name."""
+            return {e.name: e for e in self.topics or ()}
+
     __slots__ = ('transactions', 'v3_and_below_transactional_id', 'v3_and_below_producer_id', 'v3_and_below_producer_epoch', 'v3_and_below_topics')
 
     def __init__(
@@ -119,6 +123,14 @@ class AddPartitionsToTxnRequest(Request):
         self.v3_and_below_producer_epoch = v3_and_below_producer_epoch
         self.v3_and_below_topics = [] if v3_and_below_topics is _DEFAULT else v3_and_below_topics
         self.unknown_tags = unknown_tags
+
+    def transactions_by_transactional_id(self) -> dict[str, AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction]:
+        """The elements of ``transactions`` by its transactional_id."""
+        return {e.transactional_id: e for e in self.transactions or ()}
+
+    def v3_and_below_topics_by_name(self) -> dict[str, AddPartitionsToTxnRequest.AddPartitionsToTxnTopic]:
+        """The elements of ``v3_and_below_topics`` by its name."""
+        return {e.name: e for e in self.v3_and_below_topics or ()}
 
 
 class AddPartitionsToTxnResponse(Response):
@@ -163,6 +175,10 @@ class AddPartitionsToTxnResponse(Response):
             self.results_by_partition = [] if results_by_partition is _DEFAULT else results_by_partition
             self.unknown_tags = unknown_tags
 
+        def results_by_partition_by_partition_index(self) -> dict[int, AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult]:
+            """The elements of ``results_by_partition`` by its partition_index."""
+            return {e.partition_index: e for e in self.results_by_partition or ()}
+
     class AddPartitionsToTxnResult(Struct):
         """AddPartitionsToTxnResponse.AddPartitionsToTxnResult."""
 
@@ -178,6 +194,10 @@ class AddPartitionsToTxnResponse(Response):
             self.transactional_id = transactional_id
             self.topic_results = [] if topic_results is _DEFAULT else topic_results
             self.unknown_tags = unknown_tags
+
+        def topic_results_by_name(self) -> dict[str, AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult]:
+            """The elements of ``topic_results`` by its name."""
+            return {e.name: e for e in self.topic_results or ()}
 
     __slots__ = ('throttle_time_ms', 'error_code', 'results_by_transaction', 'results_by_topic_v3_and_below')
 
@@ -195,6 +215,14 @@ class AddPartitionsToTxnResponse(Response):
         self.results_by_transaction = [] if results_by_transaction is _DEFAULT else results_by_transaction
         self.results_by_topic_v3_and_below = [] if results_by_topic_v3_and_below is _DEFAULT else results_by_topic_v3_and_below
         self.unknown_tags = unknown_tags
+
+    def results_by_transaction_by_transactional_id(self) -> dict[str, AddPartitionsToTxnResponse.AddPartitionsToTxnResult]:
+        """The elements of ``results_by_transaction`` by its transactional_id."""
+        return {e.transactional_id: e for e in self.results_by_transaction or ()}
+
+    def results_by_topic_v3_and_below_by_name(self) -> dict[str, AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult]:
+        """The elements of ``results_by_topic_v3_and_below`` by its name."""
+        return {e.name: e for e in self.results_by_topic_v3_and_below or ()}
 
 
 AddPartitionsToTxnRequest.RESPONSE = AddPartitionsToTxnResponse

@@ -102,6 +102,10 @@ class AddRaftVoterRequest(Request):
         self.ack_when_committed = ack_when_committed
         self.unknown_tags = unknown_tags
 
+    def listeners_by_name(self) -> dict[str, AddRaftVoterRequest.Listener]:
+        """The elements of ``listeners`` by its name."""
+        return {e.name: e for e in self.listeners or ()}
+
 
 class AddRaftVoterResponse(Response):
     """AddRaftVoterResponse (versions 0-1, flexible from v0)."""

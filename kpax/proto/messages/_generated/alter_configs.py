@@ -97,6 +97,10 @@ class AlterConfigsRequest(Request):
             self.configs = [] if configs is _DEFAULT else configs
             self.unknown_tags = unknown_tags
 
+        def configs_by_name(self) -> dict[str, AlterConfigsRequest.AlterableConfig]:
+            """The elements of ``configs`` by its name."""
+            return {e.name: e for e in self.configs or ()}
+
     __slots__ = ('resources', 'validate_only')
 
     def __init__(
@@ -109,6 +113,10 @@ class AlterConfigsRequest(Request):
         self.resources = [] if resources is _DEFAULT else resources
         self.validate_only = validate_only
         self.unknown_tags = unknown_tags
+
+    def resources_by_key(self) -> dict[tuple[int, str], AlterConfigsRequest.AlterConfigsResource]:
+        """The elements of ``resources`` by (resource_type, resource_name)."""
+        return {(e.resource_type, e.resource_name): e for e in self.resources or ()}
 
 
 class AlterConfigsResponse(Response):

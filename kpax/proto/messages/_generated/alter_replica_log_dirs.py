@@ -93,6 +93,10 @@ class AlterReplicaLogDirsRequest(Request):
             self.topics = [] if topics is _DEFAULT else topics
             self.unknown_tags = unknown_tags
 
+        def topics_by_name(self) -> dict[str, AlterReplicaLogDirsRequest.AlterReplicaLogDirTopic]:
+            """The elements of ``topics`` by its name."""
+            return {e.name: e for e in self.topics or ()}
+
     __slots__ = ('dirs',)
 
     def __init__(
@@ -103,6 +107,10 @@ class AlterReplicaLogDirsRequest(Request):
     ) -> None:
         self.dirs = [] if dirs is _DEFAULT else dirs
         self.unknown_tags = unknown_tags
+
+    def dirs_by_path(self) -> dict[str, AlterReplicaLogDirsRequest.AlterReplicaLogDir]:
+        """The elements of ``dirs`` by its path."""
+        return {e.path: e for e in self.dirs or ()}
 
 
 class AlterReplicaLogDirsResponse(Response):

@@ -107,6 +107,10 @@ class AlterShareGroupOffsetsRequest(Request):
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tags = unknown_tags
 
+    def topics_by_topic_name(self) -> dict[str, AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic]:
+        """The elements of ``topics`` by its topic_name."""
+        return {e.topic_name: e for e in self.topics or ()}
+
 
 class AlterShareGroupOffsetsResponse(Response):
     """AlterShareGroupOffsetsResponse (versions 0, flexible from v0)."""
@@ -170,6 +174,10 @@ class AlterShareGroupOffsetsResponse(Response):
         self.error_message = error_message
         self.responses = [] if responses is _DEFAULT else responses
         self.unknown_tags = unknown_tags
+
+    def responses_by_topic_name(self) -> dict[str, AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic]:
+        """The elements of ``responses`` by its topic_name."""
+        return {e.topic_name: e for e in self.responses or ()}
 
 
 AlterShareGroupOffsetsRequest.RESPONSE = AlterShareGroupOffsetsResponse

@@ -166,6 +166,18 @@ class ApiVersionsResponse(Response):
         self.zk_migration_ready = zk_migration_ready
         self.unknown_tags = unknown_tags
 
+    def api_keys_by_api_key(self) -> dict[int, ApiVersionsResponse.ApiVersion]:
+        """The elements of ``api_keys`` by its api_key."""
+        return {e.api_key: e for e in self.api_keys or ()}
+
+    def supported_features_by_name(self) -> dict[str, ApiVersionsResponse.SupportedFeatureKey]:
+        """The elements of ``supported_features`` by its name."""
+        return {e.name: e for e in self.supported_features or ()}
+
+    def finalized_features_by_name(self) -> dict[str, ApiVersionsResponse.FinalizedFeatureKey]:
+        """The elements of ``finalized_features`` by its name."""
+        return {e.name: e for e in self.finalized_features or ()}
+
 
 ApiVersionsRequest.RESPONSE = ApiVersionsResponse
 ApiVersionsResponse.REQUEST = ApiVersionsRequest

@@ -131,6 +131,14 @@ class BrokerRegistrationRequest(Request):
         self.previous_broker_epoch = previous_broker_epoch
         self.unknown_tags = unknown_tags
 
+    def listeners_by_name(self) -> dict[str, BrokerRegistrationRequest.Listener]:
+        """The elements of ``listeners`` by its name."""
+        return {e.name: e for e in self.listeners or ()}
+
+    def features_by_name(self) -> dict[str, BrokerRegistrationRequest.Feature]:
+        """The elements of ``features`` by its name."""
+        return {e.name: e for e in self.features or ()}
+
 
 class BrokerRegistrationResponse(Response):
     """BrokerRegistrationResponse (versions 0-4, flexible from v0)."""

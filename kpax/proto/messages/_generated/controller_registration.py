@@ -120,6 +120,14 @@ class ControllerRegistrationRequest(Request):
         self.features = [] if features is _DEFAULT else features
         self.unknown_tags = unknown_tags
 
+    def listeners_by_name(self) -> dict[str, ControllerRegistrationRequest.Listener]:
+        """The elements of ``listeners`` by its name."""
+        return {e.name: e for e in self.listeners or ()}
+
+    def features_by_name(self) -> dict[str, ControllerRegistrationRequest.Feature]:
+        """The elements of ``features`` by its name."""
+        return {e.name: e for e in self.features or ()}
+
 
 class ControllerRegistrationResponse(Response):
     """ControllerRegistrationResponse (versions 0, flexible from v0)."""

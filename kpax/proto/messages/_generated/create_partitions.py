@@ -109,6 +109,10 @@ class CreatePartitionsRequest(Request):
         self.validate_only = validate_only
         self.unknown_tags = unknown_tags
 
+    def topics_by_name(self) -> dict[str, CreatePartitionsRequest.CreatePartitionsTopic]:
+        """The elements of ``topics`` by its name."""
+        return {e.name: e for e in self.topics or ()}
+
 
 class CreatePartitionsResponse(Response):
     """CreatePartitionsResponse (versions 0-3, flexible from v2)."""

@@ -119,6 +119,14 @@ class CreateTopicsRequest(Request):
             self.configs = [] if configs is _DEFAULT else configs
             self.unknown_tags = unknown_tags
 
+        def assignments_by_partition_index(self) -> dict[int, CreateTopicsRequest.CreatableReplicaAssignment]:
+            """The elements of ``assignments`` by its partition_index."""
+            return {e.partition_index: e for e in self.assignments or ()}
+
+        def configs_by_name(self) -> dict[str, CreateTopicsRequest.CreatableTopicConfig]:
+            """The elements of ``configs`` by its name."""
+            return {e.name: e for e in self.configs or ()}
+
     __slots__ = ('topics', 'timeout_ms', 'validate_only')
 
     def __init__(
@@ -133,6 +141,10 @@ class CreateTopicsRequest(Request):
         self.timeout_ms = timeout_ms
         self.validate_only = validate_only
         self.unknown_tags = unknown_tags
+
+    def topics_by_name(self) -> dict[str, CreateTopicsRequest.CreatableTopic]:
+        """The elements of ``topics`` by its name."""
+        return {e.name: e for e in self.topics or ()}
 
 
 class CreateTopicsResponse(Response):
@@ -207,6 +219,10 @@ class CreateTopicsResponse(Response):
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tags = unknown_tags
+
+    def topics_by_name(self) -> dict[str, CreateTopicsResponse.CreatableTopicResult]:
+        """The elements of ``topics`` by its name."""
+        return {e.name: e for e in self.topics or ()}
 
 
 CreateTopicsRequest.RESPONSE = CreateTopicsResponse

@@ -94,6 +94,10 @@ class ConsumerProtocolAssignment(Data):
         self.user_data = user_data
         self.unknown_tags = unknown_tags
 
+    def assigned_partitions_by_topic(self) -> dict[str, ConsumerProtocolAssignment.TopicPartition]:
+        """The elements of ``assigned_partitions`` by its topic."""
+        return {e.topic: e for e in self.assigned_partitions or ()}
+
 
 class ConsumerProtocolSubscription(Data):
     """ConsumerProtocolSubscription (versions 0-3, never flexible)."""
@@ -137,6 +141,10 @@ class ConsumerProtocolSubscription(Data):
         self.generation_id = generation_id
         self.rack_id = rack_id
         self.unknown_tags = unknown_tags
+
+    def owned_partitions_by_topic(self) -> dict[str, ConsumerProtocolSubscription.TopicPartition]:
+        """The elements of ``owned_partitions`` by its topic."""
+        return {e.topic: e for e in self.owned_partitions or ()}
 
 
 class DefaultPrincipalData(Data):
@@ -350,6 +358,10 @@ class VotersRecord(Data):
             self.endpoints = [] if endpoints is _DEFAULT else endpoints
             self.k_raft_version_feature = VotersRecord.KRaftVersionFeature() if k_raft_version_feature is _DEFAULT else k_raft_version_feature
             self.unknown_tags = unknown_tags
+
+        def endpoints_by_name(self) -> dict[str, VotersRecord.Endpoint]:
+            """The elements of ``endpoints`` by its name."""
+            return {e.name: e for e in self.endpoints or ()}
 
     __slots__ = ('version', 'voters')
 

@@ -112,6 +112,10 @@ class DeleteGroupsResponse(Response):
         self.results = [] if results is _DEFAULT else results
         self.unknown_tags = unknown_tags
 
+    def results_by_group_id(self) -> dict[str, DeleteGroupsResponse.DeletableGroupResult]:
+        """The elements of ``results`` by its group_id."""
+        return {e.group_id: e for e in self.results or ()}
+
 
 DeleteGroupsRequest.RESPONSE = DeleteGroupsResponse
 DeleteGroupsResponse.REQUEST = DeleteGroupsRequest

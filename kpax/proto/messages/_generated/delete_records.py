@@ -152,6 +152,10 @@ class DeleteRecordsResponse(Response):
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tags = unknown_tags
 
+        def partitions_by_partition_index(self) -> dict[int, DeleteRecordsResponse.DeleteRecordsPartitionResult]:
+            """The elements of ``partitions`` by its partition_index."""
+            return {e.partition_index: e for e in self.partitions or ()}
+
     __slots__ = ('throttle_time_ms', 'topics')
 
     def __init__(
@@ -164,6 +168,10 @@ class DeleteRecordsResponse(Response):
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tags = unknown_tags
+
+    def topics_by_name(self) -> dict[str, DeleteRecordsResponse.DeleteRecordsTopicResult]:
+        """The elements of ``topics`` by its name."""
+        return {e.name: e for e in self.topics or ()}
 
 
 DeleteRecordsRequest.RESPONSE = DeleteRecordsResponse

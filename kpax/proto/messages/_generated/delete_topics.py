@@ -138,6 +138,10 @@ class DeleteTopicsResponse(Response):
         self.responses = [] if responses is _DEFAULT else responses
         self.unknown_tags = unknown_tags
 
+    def responses_by_name(self) -> dict[str | None, DeleteTopicsResponse.DeletableTopicResult]:
+        """The elements of ``responses`` by its name."""
+        return {e.name: e for e in self.responses or ()}
+
 
 DeleteTopicsRequest.RESPONSE = DeleteTopicsResponse
 DeleteTopicsResponse.REQUEST = DeleteTopicsRequest

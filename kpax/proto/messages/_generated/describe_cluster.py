@@ -138,6 +138,10 @@ class DescribeClusterResponse(Response):
         self.cluster_authorized_operations = cluster_authorized_operations
         self.unknown_tags = unknown_tags
 
+    def brokers_by_broker_id(self) -> dict[int, DescribeClusterResponse.DescribeClusterBroker]:
+        """The elements of ``brokers`` by its broker_id."""
+        return {e.broker_id: e for e in self.brokers or ()}
+
 
 DescribeClusterRequest.RESPONSE = DescribeClusterResponse
 DescribeClusterResponse.REQUEST = DescribeClusterRequest

@@ -91,6 +91,10 @@ class DescribeLogDirsRequest(Request):
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tags = unknown_tags
 
+    def topics_by_topic(self) -> dict[str, DescribeLogDirsRequest.DescribableLogDirTopic]:
+        """The elements of ``topics`` by its topic."""
+        return {e.topic: e for e in self.topics or ()}
+
 
 class DescribeLogDirsResponse(Response):
     """DescribeLogDirsResponse (versions 1-4, flexible from v2)."""

@@ -222,6 +222,10 @@ class DescribeQuorumResponse(Response):
             self.listeners = [] if listeners is _DEFAULT else listeners
             self.unknown_tags = unknown_tags
 
+        def listeners_by_name(self) -> dict[str, DescribeQuorumResponse.Listener]:
+            """The elements of ``listeners`` by its name."""
+            return {e.name: e for e in self.listeners or ()}
+
     __slots__ = ('error_code', 'error_message', 'topics', 'nodes')
 
     def __init__(
@@ -238,6 +242,10 @@ class DescribeQuorumResponse(Response):
         self.topics = [] if topics is _DEFAULT else topics
         self.nodes = [] if nodes is _DEFAULT else nodes
         self.unknown_tags = unknown_tags
+
+    def nodes_by_node_id(self) -> dict[int, DescribeQuorumResponse.Node]:
+        """The elements of ``nodes`` by its node_id."""
+        return {e.node_id: e for e in self.nodes or ()}
 
 
 DescribeQuorumRequest.RESPONSE = DescribeQuorumResponse

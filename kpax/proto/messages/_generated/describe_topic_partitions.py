@@ -204,6 +204,10 @@ class DescribeTopicPartitionsResponse(Response):
         self.next_cursor = next_cursor
         self.unknown_tags = unknown_tags
 
+    def topics_by_name(self) -> dict[str | None, DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic]:
+        """The elements of ``topics`` by its name."""
+        return {e.name: e for e in self.topics or ()}
+
 
 DescribeTopicPartitionsRequest.RESPONSE = DescribeTopicPartitionsResponse
 DescribeTopicPartitionsResponse.REQUEST = DescribeTopicPartitionsRequest

@@ -128,6 +128,10 @@ class DescribeTransactionsResponse(Response):
             self.topics = [] if topics is _DEFAULT else topics
             self.unknown_tags = unknown_tags
 
+        def topics_by_topic(self) -> dict[str, DescribeTransactionsResponse.TopicData]:
+            """The elements of ``topics`` by its topic."""
+            return {e.topic: e for e in self.topics or ()}
+
     __slots__ = ('throttle_time_ms', 'transaction_states')
 
     def __init__(

@@ -93,6 +93,10 @@ class ElectLeadersRequest(Request):
         self.timeout_ms = timeout_ms
         self.unknown_tags = unknown_tags
 
+    def topic_partitions_by_topic(self) -> dict[str, ElectLeadersRequest.TopicPartitions]:
+        """The elements of ``topic_partitions`` by its topic."""
+        return {e.topic: e for e in self.topic_partitions or ()}
+
 
 class ElectLeadersResponse(Response):
     """ElectLeadersResponse (versions 0-2, flexible from v2)."""

@@ -152,6 +152,10 @@ class EndQuorumEpochRequest(Request):
         self.leader_endpoints = [] if leader_endpoints is _DEFAULT else leader_endpoints
         self.unknown_tags = unknown_tags
 
+    def leader_endpoints_by_name(self) -> dict[str, EndQuorumEpochRequest.LeaderEndpoint]:
+        """The elements of ``leader_endpoints`` by its name."""
+        return {e.name: e for e in self.leader_endpoints or ()}
+
 
 class EndQuorumEpochResponse(Response):
     """EndQuorumEpochResponse (versions 0-1, flexible from v1)."""
@@ -231,6 +235,10 @@ class EndQuorumEpochResponse(Response):
         self.topics = [] if topics is _DEFAULT else topics
         self.node_endpoints = [] if node_endpoints is _DEFAULT else node_endpoints
         self.unknown_tags = unknown_tags
+
+    def node_endpoints_by_node_id(self) -> dict[int, EndQuorumEpochResponse.NodeEndpoint]:
+        """The elements of ``node_endpoints`` by its node_id."""
+        return {e.node_id: e for e in self.node_endpoints or ()}
 
 
 EndQuorumEpochRequest.RESPONSE = EndQuorumEpochResponse

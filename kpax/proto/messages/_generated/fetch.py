@@ -357,6 +357,10 @@ class FetchResponse(Response):
         self.node_endpoints = [] if node_endpoints is _DEFAULT else node_endpoints
         self.unknown_tags = unknown_tags
 
+    def node_endpoints_by_node_id(self) -> dict[int, FetchResponse.NodeEndpoint]:
+        """The elements of ``node_endpoints`` by its node_id."""
+        return {e.node_id: e for e in self.node_endpoints or ()}
+
 
 FetchRequest.RESPONSE = FetchResponse
 FetchResponse.REQUEST = FetchRequest

@@ -258,6 +258,10 @@ class FetchSnapshotResponse(Response):
         self.node_endpoints = [] if node_endpoints is _DEFAULT else node_endpoints
         self.unknown_tags = unknown_tags
 
+    def node_endpoints_by_node_id(self) -> dict[int, FetchSnapshotResponse.NodeEndpoint]:
+        """The elements of ``node_endpoints`` by its node_id."""
+        return {e.node_id: e for e in self.node_endpoints or ()}
+
 
 FetchSnapshotRequest.RESPONSE = FetchSnapshotResponse
 FetchSnapshotResponse.REQUEST = FetchSnapshotRequest

@@ -99,6 +99,10 @@ class IncrementalAlterConfigsRequest(Request):
             self.configs = [] if configs is _DEFAULT else configs
             self.unknown_tags = unknown_tags
 
+        def configs_by_key(self) -> dict[tuple[str, int], IncrementalAlterConfigsRequest.AlterableConfig]:
+            """The elements of ``configs`` by (name, config_operation)."""
+            return {(e.name, e.config_operation): e for e in self.configs or ()}
+
     __slots__ = ('resources', 'validate_only')
 
     def __init__(
@@ -111,6 +115,10 @@ class IncrementalAlterConfigsRequest(Request):
         self.resources = [] if resources is _DEFAULT else resources
         self.validate_only = validate_only
         self.unknown_tags = unknown_tags
+
+    def resources_by_key(self) -> dict[tuple[int, str], IncrementalAlterConfigsRequest.AlterConfigsResource]:
+        """The elements of ``resources`` by (resource_type, resource_name)."""
+        return {(e.resource_type, e.resource_name): e for e in self.resources or ()}
 
 
 class IncrementalAlterConfigsResponse(Response):

@@ -105,6 +105,10 @@ class JoinGroupRequest(Request):
         self.reason = reason
         self.unknown_tags = unknown_tags
 
+    def protocols_by_name(self) -> dict[str, JoinGroupRequest.JoinGroupRequestProtocol]:
+        """The elements of ``protocols`` by its name."""
+        return {e.name: e for e in self.protocols or ()}
+
 
 class JoinGroupResponse(Response):
     """JoinGroupResponse (versions 0-9, flexible from v6)."""

@@ -205,6 +205,14 @@ class MetadataResponse(Response):
         self.error_code = error_code
         self.unknown_tags = unknown_tags
 
+    def brokers_by_node_id(self) -> dict[int, MetadataResponse.MetadataResponseBroker]:
+        """The elements of ``brokers`` by its node_id."""
+        return {e.node_id: e for e in self.brokers or ()}
+
+    def topics_by_name(self) -> dict[str | None, MetadataResponse.MetadataResponseTopic]:
+        """The elements of ``topics`` by its name."""
+        return {e.name: e for e in self.topics or ()}
+
 
 MetadataRequest.RESPONSE = MetadataResponse
 MetadataResponse.REQUEST = MetadataRequest

@@ -105,6 +105,10 @@ class OffsetDeleteRequest(Request):
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tags = unknown_tags
 
+    def topics_by_name(self) -> dict[str, OffsetDeleteRequest.OffsetDeleteRequestTopic]:
+        """The elements of ``topics`` by its name."""
+        return {e.name: e for e in self.topics or ()}
+
 
 class OffsetDeleteResponse(Response):
     """OffsetDeleteResponse (versions 0, never flexible)."""
@@ -148,6 +152,10 @@ class OffsetDeleteResponse(Response):
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tags = unknown_tags
 
+        def partitions_by_partition_index(self) -> dict[int, OffsetDeleteResponse.OffsetDeleteResponsePartition]:
+            """The elements of ``partitions`` by its partition_index."""
+            return {e.partition_index: e for e in self.partitions or ()}
+
     __slots__ = ('error_code', 'throttle_time_ms', 'topics')
 
     def __init__(
@@ -162,6 +170,10 @@ class OffsetDeleteResponse(Response):
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tags = unknown_tags
+
+    def topics_by_name(self) -> dict[str, OffsetDeleteResponse.OffsetDeleteResponseTopic]:
+        """The elements of ``topics`` by its name."""
+        return {e.name: e for e in self.topics or ()}
 
 
 OffsetDeleteRequest.RESPONSE = OffsetDeleteResponse

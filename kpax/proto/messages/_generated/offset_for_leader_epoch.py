@@ -109,6 +109,10 @@ class OffsetForLeaderEpochRequest(Request):
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tags = unknown_tags
 
+    def topics_by_topic(self) -> dict[str, OffsetForLeaderEpochRequest.OffsetForLeaderTopic]:
+        """The elements of ``topics`` by its topic."""
+        return {e.topic: e for e in self.topics or ()}
+
 
 class OffsetForLeaderEpochResponse(Response):
     """OffsetForLeaderEpochResponse (versions 2-4, flexible from v4)."""
@@ -168,6 +172,10 @@ class OffsetForLeaderEpochResponse(Response):
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tags = unknown_tags
+
+    def topics_by_topic(self) -> dict[str, OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult]:
+        """The elements of ``topics`` by its topic."""
+        return {e.topic: e for e in self.topics or ()}
 
 
 OffsetForLeaderEpochRequest.RESPONSE = OffsetForLeaderEpochResponse

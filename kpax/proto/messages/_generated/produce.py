@@ -116,6 +116,10 @@ class ProduceRequest(Request):
         self.topic_data = [] if topic_data is _DEFAULT else topic_data
         self.unknown_tags = unknown_tags
 
+    def topic_data_by_key(self) -> dict[tuple[str, uuid.UUID], ProduceRequest.TopicProduceData]:
+        """The elements of ``topic_data`` by (name, topic_id)."""
+        return {(e.name, e.topic_id): e for e in self.topic_data or ()}
+
 
 class ProduceResponse(Response):
     """ProduceResponse (versions 3-13, flexible from v9)."""
@@ -239,6 +243,14 @@ class ProduceResponse(Response):
         self.throttle_time_ms = throttle_time_ms
         self.node_endpoints = [] if node_endpoints is _DEFAULT else node_endpoints
         self.unknown_tags = unknown_tags
+
+    def responses_by_key(self) -> dict[tuple[str, uuid.UUID], ProduceResponse.TopicProduceResponse]:
+        """The elements of ``responses`` by (name, topic_id)."""
+        return {(e.name, e.topic_id): e for e in self.responses or ()}
+
+    def node_endpoints_by_node_id(self) -> dict[int, ProduceResponse.NodeEndpoint]:
+        """The elements of ``node_endpoints`` by its node_id."""
+        return {e.node_id: e for e in self.node_endpoints or ()}
 
 
 ProduceRequest.RESPONSE = ProduceResponse

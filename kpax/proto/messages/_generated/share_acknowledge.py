@@ -115,6 +115,10 @@ class ShareAcknowledgeRequest(Request):
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tags = unknown_tags
 
+        def partitions_by_partition_index(self) -> dict[int, ShareAcknowledgeRequest.AcknowledgePartition]:
+            """The elements of ``partitions`` by its partition_index."""
+            return {e.partition_index: e for e in self.partitions or ()}
+
     __slots__ = ('group_id', 'member_id', 'share_session_epoch', 'is_renew_ack', 'topics')
 
     def __init__(
@@ -133,6 +137,10 @@ class ShareAcknowledgeRequest(Request):
         self.is_renew_ack = is_renew_ack
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tags = unknown_tags
+
+    def topics_by_topic_id(self) -> dict[uuid.UUID, ShareAcknowledgeRequest.AcknowledgeTopic]:
+        """The elements of ``topics`` by its topic_id."""
+        return {e.topic_id: e for e in self.topics or ()}
 
 
 class ShareAcknowledgeResponse(Response):
@@ -237,6 +245,14 @@ class ShareAcknowledgeResponse(Response):
         self.responses = [] if responses is _DEFAULT else responses
         self.node_endpoints = [] if node_endpoints is _DEFAULT else node_endpoints
         self.unknown_tags = unknown_tags
+
+    def responses_by_topic_id(self) -> dict[uuid.UUID, ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse]:
+        """The elements of ``responses`` by its topic_id."""
+        return {e.topic_id: e for e in self.responses or ()}
+
+    def node_endpoints_by_node_id(self) -> dict[int, ShareAcknowledgeResponse.NodeEndpoint]:
+        """The elements of ``node_endpoints`` by its node_id."""
+        return {e.node_id: e for e in self.node_endpoints or ()}
 
 
 ShareAcknowledgeRequest.RESPONSE = ShareAcknowledgeResponse

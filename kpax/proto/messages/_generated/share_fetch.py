@@ -120,6 +120,10 @@ class ShareFetchRequest(Request):
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tags = unknown_tags
 
+        def partitions_by_partition_index(self) -> dict[int, ShareFetchRequest.FetchPartition]:
+            """The elements of ``partitions`` by its partition_index."""
+            return {e.partition_index: e for e in self.partitions or ()}
+
     class ForgottenTopic(Struct):
         """ShareFetchRequest.ForgottenTopic."""
 
@@ -168,6 +172,10 @@ class ShareFetchRequest(Request):
         self.topics = [] if topics is _DEFAULT else topics
         self.forgotten_topics_data = [] if forgotten_topics_data is _DEFAULT else forgotten_topics_data
         self.unknown_tags = unknown_tags
+
+    def topics_by_topic_id(self) -> dict[uuid.UUID, ShareFetchRequest.FetchTopic]:
+        """The elements of ``topics`` by its topic_id."""
+        return {e.topic_id: e for e in self.topics or ()}
 
 
 class ShareFetchResponse(Response):
@@ -298,6 +306,14 @@ class ShareFetchResponse(Response):
         self.responses = [] if responses is _DEFAULT else responses
         self.node_endpoints = [] if node_endpoints is _DEFAULT else node_endpoints
         self.unknown_tags = unknown_tags
+
+    def responses_by_topic_id(self) -> dict[uuid.UUID, ShareFetchResponse.ShareFetchableTopicResponse]:
+        """The elements of ``responses`` by its topic_id."""
+        return {e.topic_id: e for e in self.responses or ()}
+
+    def node_endpoints_by_node_id(self) -> dict[int, ShareFetchResponse.NodeEndpoint]:
+        """The elements of ``node_endpoints`` by its node_id."""
+        return {e.node_id: e for e in self.node_endpoints or ()}
 
 
 ShareFetchRequest.RESPONSE = ShareFetchResponse

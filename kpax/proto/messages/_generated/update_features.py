@@ -101,6 +101,10 @@ class UpdateFeaturesRequest(Request):
         self.validate_only = validate_only
         self.unknown_tags = unknown_tags
 
+    def feature_updates_by_feature(self) -> dict[str, UpdateFeaturesRequest.FeatureUpdateKey]:
+        """The elements of ``feature_updates`` by its feature."""
+        return {e.feature: e for e in self.feature_updates or ()}
+
 
 class UpdateFeaturesResponse(Response):
     """UpdateFeaturesResponse (versions 0-2, flexible from v0)."""
@@ -146,6 +150,10 @@ class UpdateFeaturesResponse(Response):
         self.error_message = error_message
         self.results = [] if results is _DEFAULT else results
         self.unknown_tags = unknown_tags
+
+    def results_by_feature(self) -> dict[str, UpdateFeaturesResponse.UpdatableFeatureResult]:
+        """The elements of ``results`` by its feature."""
+        return {e.feature: e for e in self.results or ()}
 
 
 UpdateFeaturesRequest.RESPONSE = UpdateFeaturesResponse

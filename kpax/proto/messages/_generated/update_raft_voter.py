@@ -120,6 +120,10 @@ class UpdateRaftVoterRequest(Request):
         self.k_raft_version_feature = UpdateRaftVoterRequest.KRaftVersionFeature() if k_raft_version_feature is _DEFAULT else k_raft_version_feature
         self.unknown_tags = unknown_tags
 
+    def listeners_by_name(self) -> dict[str, UpdateRaftVoterRequest.Listener]:
+        """The elements of ``listeners`` by its name."""
+        return {e.name: e for e in self.listeners or ()}
+
 
 class UpdateRaftVoterResponse(Response):
     """UpdateRaftVoterResponse (versions 0, flexible from v0)."""

@@ -207,6 +207,10 @@ class VoteResponse(Response):
         self.node_endpoints = [] if node_endpoints is _DEFAULT else node_endpoints
         self.unknown_tags = unknown_tags
 
+    def node_endpoints_by_node_id(self) -> dict[int, VoteResponse.NodeEndpoint]:
+        """The elements of ``node_endpoints`` by its node_id."""
+        return {e.node_id: e for e in self.node_endpoints or ()}
+
 
 VoteRequest.RESPONSE = VoteResponse
 VoteResponse.REQUEST = VoteRequest

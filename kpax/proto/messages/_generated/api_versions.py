@@ -347,40 +347,43 @@ def _d8(data: memoryview, pos: int) -> tuple[ApiVersionsResponse, int]:
     pos += 4
     x_tags: dict[int, bytes] | None = None
     kw: dict[str, Any] = {}
-    n, pos = read_uvarint(data, pos)
-    for _ in range(n):
-        tag, pos = read_uvarint(data, pos)
-        size, pos = read_uvarint(data, pos)
-        end = pos + size
-        if end > len(data):
-            raise _trunc_tag(tag)
-        if tag == 0:
-            sub = data[:end]
-            kw['supported_features'], pos = read_array(sub, pos, True, False, 'supported_features', _d6)
-            if pos != end:
-                raise _bad_tag(0, 'supported_features')
-        elif tag == 1:
-            sub = data[:end]
-            kw['finalized_features_epoch'] = _S4.unpack_from(sub, pos)[0]
-            pos += 8
-            if pos != end:
-                raise _bad_tag(1, 'finalized_features_epoch')
-        elif tag == 2:
-            sub = data[:end]
-            kw['finalized_features'], pos = read_array(sub, pos, True, False, 'finalized_features', _d7)
-            if pos != end:
-                raise _bad_tag(2, 'finalized_features')
-        elif tag == 3:
-            sub = data[:end]
-            kw['zk_migration_ready'] = _S5.unpack_from(sub, pos)[0]
-            pos += 1
-            if pos != end:
-                raise _bad_tag(3, 'zk_migration_ready')
-        else:
-            if x_tags is None:
-                x_tags = {}
-            x_tags[tag] = bytes(data[pos:end])
-        pos = end
+    if data[pos] == 0:
+        pos += 1
+    else:
+        n, pos = read_uvarint(data, pos)
+        for _ in range(n):
+            tag, pos = read_uvarint(data, pos)
+            size, pos = read_uvarint(data, pos)
+            end = pos + size
+            if end > len(data):
+                raise _trunc_tag(tag)
+            if tag == 0:
+                sub = data[:end]
+                kw['supported_features'], pos = read_array(sub, pos, True, False, 'supported_features', _d6)
+                if pos != end:
+                    raise _bad_tag(0, 'supported_features')
+            elif tag == 1:
+                sub = data[:end]
+                kw['finalized_features_epoch'] = _S4.unpack_from(sub, pos)[0]
+                pos += 8
+                if pos != end:
+                    raise _bad_tag(1, 'finalized_features_epoch')
+            elif tag == 2:
+                sub = data[:end]
+                kw['finalized_features'], pos = read_array(sub, pos, True, False, 'finalized_features', _d7)
+                if pos != end:
+                    raise _bad_tag(2, 'finalized_features')
+            elif tag == 3:
+                sub = data[:end]
+                kw['zk_migration_ready'] = _S5.unpack_from(sub, pos)[0]
+                pos += 1
+                if pos != end:
+                    raise _bad_tag(3, 'zk_migration_ready')
+            else:
+                if x_tags is None:
+                    x_tags = {}
+                x_tags[tag] = bytes(data[pos:end])
+            pos = end
     return _C_ApiVersionsResponse(error_code=x_error_code, api_keys=x_api_keys, throttle_time_ms=x_throttle_time_ms, unknown_tags=x_tags, **kw), pos
 
 

@@ -473,23 +473,26 @@ def _d13(data: memoryview, pos: int) -> tuple[BeginQuorumEpochResponse, int]:
     x_topics, pos = read_array(data, pos, True, False, 'topics', _d11)
     x_tags: dict[int, bytes] | None = None
     kw: dict[str, Any] = {}
-    n, pos = read_uvarint(data, pos)
-    for _ in range(n):
-        tag, pos = read_uvarint(data, pos)
-        size, pos = read_uvarint(data, pos)
-        end = pos + size
-        if end > len(data):
-            raise _trunc_tag(tag)
-        if tag == 0:
-            sub = data[:end]
-            kw['node_endpoints'], pos = read_array(sub, pos, True, False, 'node_endpoints', _d12)
-            if pos != end:
-                raise _bad_tag(0, 'node_endpoints')
-        else:
-            if x_tags is None:
-                x_tags = {}
-            x_tags[tag] = bytes(data[pos:end])
-        pos = end
+    if data[pos] == 0:
+        pos += 1
+    else:
+        n, pos = read_uvarint(data, pos)
+        for _ in range(n):
+            tag, pos = read_uvarint(data, pos)
+            size, pos = read_uvarint(data, pos)
+            end = pos + size
+            if end > len(data):
+                raise _trunc_tag(tag)
+            if tag == 0:
+                sub = data[:end]
+                kw['node_endpoints'], pos = read_array(sub, pos, True, False, 'node_endpoints', _d12)
+                if pos != end:
+                    raise _bad_tag(0, 'node_endpoints')
+            else:
+                if x_tags is None:
+                    x_tags = {}
+                x_tags[tag] = bytes(data[pos:end])
+            pos = end
     return _C_BeginQuorumEpochResponse(error_code=x_error_code, topics=x_topics, unknown_tags=x_tags, **kw), pos
 
 

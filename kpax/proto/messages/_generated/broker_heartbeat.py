@@ -156,23 +156,26 @@ def _d1(data: memoryview, pos: int) -> tuple[BrokerHeartbeatRequest, int]:
     pos += 22
     x_tags: dict[int, bytes] | None = None
     kw: dict[str, Any] = {}
-    n, pos = read_uvarint(data, pos)
-    for _ in range(n):
-        tag, pos = read_uvarint(data, pos)
-        size, pos = read_uvarint(data, pos)
-        end = pos + size
-        if end > len(data):
-            raise _trunc_tag(tag)
-        if tag == 0:
-            sub = data[:end]
-            kw['offline_log_dirs'], pos = read_array(sub, pos, True, False, 'offline_log_dirs', read_uuid)
-            if pos != end:
-                raise _bad_tag(0, 'offline_log_dirs')
-        else:
-            if x_tags is None:
-                x_tags = {}
-            x_tags[tag] = bytes(data[pos:end])
-        pos = end
+    if data[pos] == 0:
+        pos += 1
+    else:
+        n, pos = read_uvarint(data, pos)
+        for _ in range(n):
+            tag, pos = read_uvarint(data, pos)
+            size, pos = read_uvarint(data, pos)
+            end = pos + size
+            if end > len(data):
+                raise _trunc_tag(tag)
+            if tag == 0:
+                sub = data[:end]
+                kw['offline_log_dirs'], pos = read_array(sub, pos, True, False, 'offline_log_dirs', read_uuid)
+                if pos != end:
+                    raise _bad_tag(0, 'offline_log_dirs')
+            else:
+                if x_tags is None:
+                    x_tags = {}
+                x_tags[tag] = bytes(data[pos:end])
+            pos = end
     return _C_BrokerHeartbeatRequest(broker_id=x_broker_id, broker_epoch=x_broker_epoch, current_metadata_offset=x_current_metadata_offset, want_fence=x_want_fence, want_shut_down=x_want_shut_down, unknown_tags=x_tags, **kw), pos
 
 

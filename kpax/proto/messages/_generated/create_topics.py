@@ -448,24 +448,27 @@ def _d11(data: memoryview, pos: int) -> tuple[CreateTopicsResponse.CreatableTopi
     x_configs, pos = read_array(data, pos, True, True, 'configs', _d10)
     x_tags: dict[int, bytes] | None = None
     kw: dict[str, Any] = {}
-    n, pos = read_uvarint(data, pos)
-    for _ in range(n):
-        tag, pos = read_uvarint(data, pos)
-        size, pos = read_uvarint(data, pos)
-        end = pos + size
-        if end > len(data):
-            raise _trunc_tag(tag)
-        if tag == 0:
-            sub = data[:end]
-            kw['topic_config_error_code'] = _S3.unpack_from(sub, pos)[0]
-            pos += 2
-            if pos != end:
-                raise _bad_tag(0, 'topic_config_error_code')
-        else:
-            if x_tags is None:
-                x_tags = {}
-            x_tags[tag] = bytes(data[pos:end])
-        pos = end
+    if data[pos] == 0:
+        pos += 1
+    else:
+        n, pos = read_uvarint(data, pos)
+        for _ in range(n):
+            tag, pos = read_uvarint(data, pos)
+            size, pos = read_uvarint(data, pos)
+            end = pos + size
+            if end > len(data):
+                raise _trunc_tag(tag)
+            if tag == 0:
+                sub = data[:end]
+                kw['topic_config_error_code'] = _S3.unpack_from(sub, pos)[0]
+                pos += 2
+                if pos != end:
+                    raise _bad_tag(0, 'topic_config_error_code')
+            else:
+                if x_tags is None:
+                    x_tags = {}
+                x_tags[tag] = bytes(data[pos:end])
+            pos = end
     return _C_CreateTopicsResponse_CreatableTopicResult(name=x_name, error_code=x_error_code, error_message=x_error_message, num_partitions=x_num_partitions, replication_factor=x_replication_factor, configs=x_configs, unknown_tags=x_tags, **kw), pos
 
 
@@ -515,24 +518,27 @@ def _d13(data: memoryview, pos: int) -> tuple[CreateTopicsResponse.CreatableTopi
     x_configs, pos = read_array(data, pos, True, True, 'configs', _d10)
     x_tags: dict[int, bytes] | None = None
     kw: dict[str, Any] = {}
-    n, pos = read_uvarint(data, pos)
-    for _ in range(n):
-        tag, pos = read_uvarint(data, pos)
-        size, pos = read_uvarint(data, pos)
-        end = pos + size
-        if end > len(data):
-            raise _trunc_tag(tag)
-        if tag == 0:
-            sub = data[:end]
-            kw['topic_config_error_code'] = _S3.unpack_from(sub, pos)[0]
-            pos += 2
-            if pos != end:
-                raise _bad_tag(0, 'topic_config_error_code')
-        else:
-            if x_tags is None:
-                x_tags = {}
-            x_tags[tag] = bytes(data[pos:end])
-        pos = end
+    if data[pos] == 0:
+        pos += 1
+    else:
+        n, pos = read_uvarint(data, pos)
+        for _ in range(n):
+            tag, pos = read_uvarint(data, pos)
+            size, pos = read_uvarint(data, pos)
+            end = pos + size
+            if end > len(data):
+                raise _trunc_tag(tag)
+            if tag == 0:
+                sub = data[:end]
+                kw['topic_config_error_code'] = _S3.unpack_from(sub, pos)[0]
+                pos += 2
+                if pos != end:
+                    raise _bad_tag(0, 'topic_config_error_code')
+            else:
+                if x_tags is None:
+                    x_tags = {}
+                x_tags[tag] = bytes(data[pos:end])
+            pos = end
     return _C_CreateTopicsResponse_CreatableTopicResult(name=x_name, topic_id=x_topic_id, error_code=x_error_code, error_message=x_error_message, num_partitions=x_num_partitions, replication_factor=x_replication_factor, configs=x_configs, unknown_tags=x_tags, **kw), pos
 
 

@@ -633,23 +633,26 @@ def _d15(data: memoryview, pos: int) -> tuple[FetchRequest, int]:
     x_rack_id, pos = read_str(data, pos, True, False, 'rack_id')
     x_tags: dict[int, bytes] | None = None
     kw: dict[str, Any] = {}
-    n, pos = read_uvarint(data, pos)
-    for _ in range(n):
-        tag, pos = read_uvarint(data, pos)
-        size, pos = read_uvarint(data, pos)
-        end = pos + size
-        if end > len(data):
-            raise _trunc_tag(tag)
-        if tag == 0:
-            sub = data[:end]
-            kw['cluster_id'], pos = read_str(sub, pos, True, True, 'cluster_id')
-            if pos != end:
-                raise _bad_tag(0, 'cluster_id')
-        else:
-            if x_tags is None:
-                x_tags = {}
-            x_tags[tag] = bytes(data[pos:end])
-        pos = end
+    if data[pos] == 0:
+        pos += 1
+    else:
+        n, pos = read_uvarint(data, pos)
+        for _ in range(n):
+            tag, pos = read_uvarint(data, pos)
+            size, pos = read_uvarint(data, pos)
+            end = pos + size
+            if end > len(data):
+                raise _trunc_tag(tag)
+            if tag == 0:
+                sub = data[:end]
+                kw['cluster_id'], pos = read_str(sub, pos, True, True, 'cluster_id')
+                if pos != end:
+                    raise _bad_tag(0, 'cluster_id')
+            else:
+                if x_tags is None:
+                    x_tags = {}
+                x_tags[tag] = bytes(data[pos:end])
+            pos = end
     return _C_FetchRequest(replica_id=x_replica_id, max_wait_ms=x_max_wait_ms, min_bytes=x_min_bytes, max_bytes=x_max_bytes, isolation_level=x_isolation_level, session_id=x_session_id, session_epoch=x_session_epoch, topics=x_topics, forgotten_topics_data=x_forgotten_topics_data, rack_id=x_rack_id, unknown_tags=x_tags, **kw), pos
 
 
@@ -721,23 +724,26 @@ def _d18(data: memoryview, pos: int) -> tuple[FetchRequest, int]:
     x_rack_id, pos = read_str(data, pos, True, False, 'rack_id')
     x_tags: dict[int, bytes] | None = None
     kw: dict[str, Any] = {}
-    n, pos = read_uvarint(data, pos)
-    for _ in range(n):
-        tag, pos = read_uvarint(data, pos)
-        size, pos = read_uvarint(data, pos)
-        end = pos + size
-        if end > len(data):
-            raise _trunc_tag(tag)
-        if tag == 0:
-            sub = data[:end]
-            kw['cluster_id'], pos = read_str(sub, pos, True, True, 'cluster_id')
-            if pos != end:
-                raise _bad_tag(0, 'cluster_id')
-        else:
-            if x_tags is None:
-                x_tags = {}
-            x_tags[tag] = bytes(data[pos:end])
-        pos = end
+    if data[pos] == 0:
+        pos += 1
+    else:
+        n, pos = read_uvarint(data, pos)
+        for _ in range(n):
+            tag, pos = read_uvarint(data, pos)
+            size, pos = read_uvarint(data, pos)
+            end = pos + size
+            if end > len(data):
+                raise _trunc_tag(tag)
+            if tag == 0:
+                sub = data[:end]
+                kw['cluster_id'], pos = read_str(sub, pos, True, True, 'cluster_id')
+                if pos != end:
+                    raise _bad_tag(0, 'cluster_id')
+            else:
+                if x_tags is None:
+                    x_tags = {}
+                x_tags[tag] = bytes(data[pos:end])
+            pos = end
     return _C_FetchRequest(replica_id=x_replica_id, max_wait_ms=x_max_wait_ms, min_bytes=x_min_bytes, max_bytes=x_max_bytes, isolation_level=x_isolation_level, session_id=x_session_id, session_epoch=x_session_epoch, topics=x_topics, forgotten_topics_data=x_forgotten_topics_data, rack_id=x_rack_id, unknown_tags=x_tags, **kw), pos
 
 
@@ -787,28 +793,31 @@ def _d20(data: memoryview, pos: int) -> tuple[FetchRequest, int]:
     x_rack_id, pos = read_str(data, pos, True, False, 'rack_id')
     x_tags: dict[int, bytes] | None = None
     kw: dict[str, Any] = {}
-    n, pos = read_uvarint(data, pos)
-    for _ in range(n):
-        tag, pos = read_uvarint(data, pos)
-        size, pos = read_uvarint(data, pos)
-        end = pos + size
-        if end > len(data):
-            raise _trunc_tag(tag)
-        if tag == 0:
-            sub = data[:end]
-            kw['cluster_id'], pos = read_str(sub, pos, True, True, 'cluster_id')
-            if pos != end:
-                raise _bad_tag(0, 'cluster_id')
-        elif tag == 1:
-            sub = data[:end]
-            kw['replica_state'], pos = _d19(sub, pos)
-            if pos != end:
-                raise _bad_tag(1, 'replica_state')
-        else:
-            if x_tags is None:
-                x_tags = {}
-            x_tags[tag] = bytes(data[pos:end])
-        pos = end
+    if data[pos] == 0:
+        pos += 1
+    else:
+        n, pos = read_uvarint(data, pos)
+        for _ in range(n):
+            tag, pos = read_uvarint(data, pos)
+            size, pos = read_uvarint(data, pos)
+            end = pos + size
+            if end > len(data):
+                raise _trunc_tag(tag)
+            if tag == 0:
+                sub = data[:end]
+                kw['cluster_id'], pos = read_str(sub, pos, True, True, 'cluster_id')
+                if pos != end:
+                    raise _bad_tag(0, 'cluster_id')
+            elif tag == 1:
+                sub = data[:end]
+                kw['replica_state'], pos = _d19(sub, pos)
+                if pos != end:
+                    raise _bad_tag(1, 'replica_state')
+            else:
+                if x_tags is None:
+                    x_tags = {}
+                x_tags[tag] = bytes(data[pos:end])
+            pos = end
     return _C_FetchRequest(max_wait_ms=x_max_wait_ms, min_bytes=x_min_bytes, max_bytes=x_max_bytes, isolation_level=x_isolation_level, session_id=x_session_id, session_epoch=x_session_epoch, topics=x_topics, forgotten_topics_data=x_forgotten_topics_data, rack_id=x_rack_id, unknown_tags=x_tags, **kw), pos
 
 
@@ -827,24 +836,27 @@ def _d21(data: memoryview, pos: int) -> tuple[FetchRequest.FetchPartition, int]:
     pos += 32
     x_tags: dict[int, bytes] | None = None
     kw: dict[str, Any] = {}
-    n, pos = read_uvarint(data, pos)
-    for _ in range(n):
-        tag, pos = read_uvarint(data, pos)
-        size, pos = read_uvarint(data, pos)
-        end = pos + size
-        if end > len(data):
-            raise _trunc_tag(tag)
-        if tag == 0:
-            sub = data[:end]
-            kw['replica_directory_id'] = _uuid(sub, pos)
-            pos += 16
-            if pos != end:
-                raise _bad_tag(0, 'replica_directory_id')
-        else:
-            if x_tags is None:
-                x_tags = {}
-            x_tags[tag] = bytes(data[pos:end])
-        pos = end
+    if data[pos] == 0:
+        pos += 1
+    else:
+        n, pos = read_uvarint(data, pos)
+        for _ in range(n):
+            tag, pos = read_uvarint(data, pos)
+            size, pos = read_uvarint(data, pos)
+            end = pos + size
+            if end > len(data):
+                raise _trunc_tag(tag)
+            if tag == 0:
+                sub = data[:end]
+                kw['replica_directory_id'] = _uuid(sub, pos)
+                pos += 16
+                if pos != end:
+                    raise _bad_tag(0, 'replica_directory_id')
+            else:
+                if x_tags is None:
+                    x_tags = {}
+                x_tags[tag] = bytes(data[pos:end])
+            pos = end
     return _C_FetchRequest_FetchPartition(partition=x_partition, current_leader_epoch=x_current_leader_epoch, fetch_offset=x_fetch_offset, last_fetched_epoch=x_last_fetched_epoch, log_start_offset=x_log_start_offset, partition_max_bytes=x_partition_max_bytes, unknown_tags=x_tags, **kw), pos
 
 
@@ -897,28 +909,31 @@ def _d23(data: memoryview, pos: int) -> tuple[FetchRequest, int]:
     x_rack_id, pos = read_str(data, pos, True, False, 'rack_id')
     x_tags: dict[int, bytes] | None = None
     kw: dict[str, Any] = {}
-    n, pos = read_uvarint(data, pos)
-    for _ in range(n):
-        tag, pos = read_uvarint(data, pos)
-        size, pos = read_uvarint(data, pos)
-        end = pos + size
-        if end > len(data):
-            raise _trunc_tag(tag)
-        if tag == 0:
-            sub = data[:end]
-            kw['cluster_id'], pos = read_str(sub, pos, True, True, 'cluster_id')
-            if pos != end:
-                raise _bad_tag(0, 'cluster_id')
-        elif tag == 1:
-            sub = data[:end]
-            kw['replica_state'], pos = _d19(sub, pos)
-            if pos != end:
-                raise _bad_tag(1, 'replica_state')
-        else:
-            if x_tags is None:
-                x_tags = {}
-            x_tags[tag] = bytes(data[pos:end])
-        pos = end
+    if data[pos] == 0:
+        pos += 1
+    else:
+        n, pos = read_uvarint(data, pos)
+        for _ in range(n):
+            tag, pos = read_uvarint(data, pos)
+            size, pos = read_uvarint(data, pos)
+            end = pos + size
+            if end > len(data):
+                raise _trunc_tag(tag)
+            if tag == 0:
+                sub = data[:end]
+                kw['cluster_id'], pos = read_str(sub, pos, True, True, 'cluster_id')
+                if pos != end:
+                    raise _bad_tag(0, 'cluster_id')
+            elif tag == 1:
+                sub = data[:end]
+                kw['replica_state'], pos = _d19(sub, pos)
+                if pos != end:
+                    raise _bad_tag(1, 'replica_state')
+            else:
+                if x_tags is None:
+                    x_tags = {}
+                x_tags[tag] = bytes(data[pos:end])
+            pos = end
     return _C_FetchRequest(max_wait_ms=x_max_wait_ms, min_bytes=x_min_bytes, max_bytes=x_max_bytes, isolation_level=x_isolation_level, session_id=x_session_id, session_epoch=x_session_epoch, topics=x_topics, forgotten_topics_data=x_forgotten_topics_data, rack_id=x_rack_id, unknown_tags=x_tags, **kw), pos
 
 
@@ -941,30 +956,33 @@ def _d24(data: memoryview, pos: int) -> tuple[FetchRequest.FetchPartition, int]:
     pos += 32
     x_tags: dict[int, bytes] | None = None
     kw: dict[str, Any] = {}
-    n, pos = read_uvarint(data, pos)
-    for _ in range(n):
-        tag, pos = read_uvarint(data, pos)
-        size, pos = read_uvarint(data, pos)
-        end = pos + size
-        if end > len(data):
-            raise _trunc_tag(tag)
-        if tag == 0:
-            sub = data[:end]
-            kw['replica_directory_id'] = _uuid(sub, pos)
-            pos += 16
-            if pos != end:
-                raise _bad_tag(0, 'replica_directory_id')
-        elif tag == 1:
-            sub = data[:end]
-            kw['high_watermark'] = _S13.unpack_from(sub, pos)[0]
-            pos += 8
-            if pos != end:
-                raise _bad_tag(1, 'high_watermark')
-        else:
-            if x_tags is None:
-                x_tags = {}
-            x_tags[tag] = bytes(data[pos:end])
-        pos = end
+    if data[pos] == 0:
+        pos += 1
+    else:
+        n, pos = read_uvarint(data, pos)
+        for _ in range(n):
+            tag, pos = read_uvarint(data, pos)
+            size, pos = read_uvarint(data, pos)
+            end = pos + size
+            if end > len(data):
+                raise _trunc_tag(tag)
+            if tag == 0:
+                sub = data[:end]
+                kw['replica_directory_id'] = _uuid(sub, pos)
+                pos += 16
+                if pos != end:
+                    raise _bad_tag(0, 'replica_directory_id')
+            elif tag == 1:
+                sub = data[:end]
+                kw['high_watermark'] = _S13.unpack_from(sub, pos)[0]
+                pos += 8
+                if pos != end:
+                    raise _bad_tag(1, 'high_watermark')
+            else:
+                if x_tags is None:
+                    x_tags = {}
+                x_tags[tag] = bytes(data[pos:end])
+            pos = end
     return _C_FetchRequest_FetchPartition(partition=x_partition, current_leader_epoch=x_current_leader_epoch, fetch_offset=x_fetch_offset, last_fetched_epoch=x_last_fetched_epoch, log_start_offset=x_log_start_offset, partition_max_bytes=x_partition_max_bytes, unknown_tags=x_tags, **kw), pos
 
 
@@ -1017,28 +1035,31 @@ def _d26(data: memoryview, pos: int) -> tuple[FetchRequest, int]:
     x_rack_id, pos = read_str(data, pos, True, False, 'rack_id')
     x_tags: dict[int, bytes] | None = None
     kw: dict[str, Any] = {}
-    n, pos = read_uvarint(data, pos)
-    for _ in range(n):
-        tag, pos = read_uvarint(data, pos)
-        size, pos = read_uvarint(data, pos)
-        end = pos + size
-        if end > len(data):
-            raise _trunc_tag(tag)
-        if tag == 0:
-            sub = data[:end]
-            kw['cluster_id'], pos = read_str(sub, pos, True, True, 'cluster_id')
-            if pos != end:
-                raise _bad_tag(0, 'cluster_id')
-        elif tag == 1:
-            sub = data[:end]
-            kw['replica_state'], pos = _d19(sub, pos)
-            if pos != end:
-                raise _bad_tag(1, 'replica_state')
-        else:
-            if x_tags is None:
-                x_tags = {}
-            x_tags[tag] = bytes(data[pos:end])
-        pos = end
+    if data[pos] == 0:
+        pos += 1
+    else:
+        n, pos = read_uvarint(data, pos)
+        for _ in range(n):
+            tag, pos = read_uvarint(data, pos)
+            size, pos = read_uvarint(data, pos)
+            end = pos + size
+            if end > len(data):
+                raise _trunc_tag(tag)
+            if tag == 0:
+                sub = data[:end]
+                kw['cluster_id'], pos = read_str(sub, pos, True, True, 'cluster_id')
+                if pos != end:
+                    raise _bad_tag(0, 'cluster_id')
+            elif tag == 1:
+                sub = data[:end]
+                kw['replica_state'], pos = _d19(sub, pos)
+                if pos != end:
+                    raise _bad_tag(1, 'replica_state')
+            else:
+                if x_tags is None:
+                    x_tags = {}
+                x_tags[tag] = bytes(data[pos:end])
+            pos = end
     return _C_FetchRequest(max_wait_ms=x_max_wait_ms, min_bytes=x_min_bytes, max_bytes=x_max_bytes, isolation_level=x_isolation_level, session_id=x_session_id, session_epoch=x_session_epoch, topics=x_topics, forgotten_topics_data=x_forgotten_topics_data, rack_id=x_rack_id, unknown_tags=x_tags, **kw), pos
 
 
@@ -1318,33 +1339,36 @@ def _d42(data: memoryview, pos: int) -> tuple[FetchResponse.PartitionData, int]:
     x_records, pos = read_records(data, pos, True, True, 'records')
     x_tags: dict[int, bytes] | None = None
     kw: dict[str, Any] = {}
-    n, pos = read_uvarint(data, pos)
-    for _ in range(n):
-        tag, pos = read_uvarint(data, pos)
-        size, pos = read_uvarint(data, pos)
-        end = pos + size
-        if end > len(data):
-            raise _trunc_tag(tag)
-        if tag == 0:
-            sub = data[:end]
-            kw['diverging_epoch'], pos = _d38(sub, pos)
-            if pos != end:
-                raise _bad_tag(0, 'diverging_epoch')
-        elif tag == 1:
-            sub = data[:end]
-            kw['current_leader'], pos = _d39(sub, pos)
-            if pos != end:
-                raise _bad_tag(1, 'current_leader')
-        elif tag == 2:
-            sub = data[:end]
-            kw['snapshot_id'], pos = _d40(sub, pos)
-            if pos != end:
-                raise _bad_tag(2, 'snapshot_id')
-        else:
-            if x_tags is None:
-                x_tags = {}
-            x_tags[tag] = bytes(data[pos:end])
-        pos = end
+    if data[pos] == 0:
+        pos += 1
+    else:
+        n, pos = read_uvarint(data, pos)
+        for _ in range(n):
+            tag, pos = read_uvarint(data, pos)
+            size, pos = read_uvarint(data, pos)
+            end = pos + size
+            if end > len(data):
+                raise _trunc_tag(tag)
+            if tag == 0:
+                sub = data[:end]
+                kw['diverging_epoch'], pos = _d38(sub, pos)
+                if pos != end:
+                    raise _bad_tag(0, 'diverging_epoch')
+            elif tag == 1:
+                sub = data[:end]
+                kw['current_leader'], pos = _d39(sub, pos)
+                if pos != end:
+                    raise _bad_tag(1, 'current_leader')
+            elif tag == 2:
+                sub = data[:end]
+                kw['snapshot_id'], pos = _d40(sub, pos)
+                if pos != end:
+                    raise _bad_tag(2, 'snapshot_id')
+            else:
+                if x_tags is None:
+                    x_tags = {}
+                x_tags[tag] = bytes(data[pos:end])
+            pos = end
     return _C_FetchResponse_PartitionData(partition_index=x_partition_index, error_code=x_error_code, high_watermark=x_high_watermark, last_stable_offset=x_last_stable_offset, log_start_offset=x_log_start_offset, aborted_transactions=x_aborted_transactions, preferred_read_replica=x_preferred_read_replica, records=x_records, unknown_tags=x_tags, **kw), pos
 
 
@@ -1479,23 +1503,26 @@ def _d48(data: memoryview, pos: int) -> tuple[FetchResponse, int]:
     x_responses, pos = read_array(data, pos, True, False, 'responses', _d45)
     x_tags: dict[int, bytes] | None = None
     kw: dict[str, Any] = {}
-    n, pos = read_uvarint(data, pos)
-    for _ in range(n):
-        tag, pos = read_uvarint(data, pos)
-        size, pos = read_uvarint(data, pos)
-        end = pos + size
-        if end > len(data):
-            raise _trunc_tag(tag)
-        if tag == 0:
-            sub = data[:end]
-            kw['node_endpoints'], pos = read_array(sub, pos, True, False, 'node_endpoints', _d47)
-            if pos != end:
-                raise _bad_tag(0, 'node_endpoints')
-        else:
-            if x_tags is None:
-                x_tags = {}
-            x_tags[tag] = bytes(data[pos:end])
-        pos = end
+    if data[pos] == 0:
+        pos += 1
+    else:
+        n, pos = read_uvarint(data, pos)
+        for _ in range(n):
+            tag, pos = read_uvarint(data, pos)
+            size, pos = read_uvarint(data, pos)
+            end = pos + size
+            if end > len(data):
+                raise _trunc_tag(tag)
+            if tag == 0:
+                sub = data[:end]
+                kw['node_endpoints'], pos = read_array(sub, pos, True, False, 'node_endpoints', _d47)
+                if pos != end:
+                    raise _bad_tag(0, 'node_endpoints')
+            else:
+                if x_tags is None:
+                    x_tags = {}
+                x_tags[tag] = bytes(data[pos:end])
+            pos = end
     return _C_FetchResponse(throttle_time_ms=x_throttle_time_ms, error_code=x_error_code, session_id=x_session_id, responses=x_responses, unknown_tags=x_tags, **kw), pos
 
 

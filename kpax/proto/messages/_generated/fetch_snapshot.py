@@ -358,23 +358,26 @@ def _d3(data: memoryview, pos: int) -> tuple[FetchSnapshotRequest, int]:
     x_topics, pos = read_array(data, pos, True, False, 'topics', _d2)
     x_tags: dict[int, bytes] | None = None
     kw: dict[str, Any] = {}
-    n, pos = read_uvarint(data, pos)
-    for _ in range(n):
-        tag, pos = read_uvarint(data, pos)
-        size, pos = read_uvarint(data, pos)
-        end = pos + size
-        if end > len(data):
-            raise _trunc_tag(tag)
-        if tag == 0:
-            sub = data[:end]
-            kw['cluster_id'], pos = read_str(sub, pos, True, True, 'cluster_id')
-            if pos != end:
-                raise _bad_tag(0, 'cluster_id')
-        else:
-            if x_tags is None:
-                x_tags = {}
-            x_tags[tag] = bytes(data[pos:end])
-        pos = end
+    if data[pos] == 0:
+        pos += 1
+    else:
+        n, pos = read_uvarint(data, pos)
+        for _ in range(n):
+            tag, pos = read_uvarint(data, pos)
+            size, pos = read_uvarint(data, pos)
+            end = pos + size
+            if end > len(data):
+                raise _trunc_tag(tag)
+            if tag == 0:
+                sub = data[:end]
+                kw['cluster_id'], pos = read_str(sub, pos, True, True, 'cluster_id')
+                if pos != end:
+                    raise _bad_tag(0, 'cluster_id')
+            else:
+                if x_tags is None:
+                    x_tags = {}
+                x_tags[tag] = bytes(data[pos:end])
+            pos = end
     return _C_FetchSnapshotRequest(replica_id=x_replica_id, max_bytes=x_max_bytes, topics=x_topics, unknown_tags=x_tags, **kw), pos
 
 
@@ -398,24 +401,27 @@ def _d4(data: memoryview, pos: int) -> tuple[FetchSnapshotRequest.PartitionSnaps
     pos += 8
     x_tags: dict[int, bytes] | None = None
     kw: dict[str, Any] = {}
-    n, pos = read_uvarint(data, pos)
-    for _ in range(n):
-        tag, pos = read_uvarint(data, pos)
-        size, pos = read_uvarint(data, pos)
-        end = pos + size
-        if end > len(data):
-            raise _trunc_tag(tag)
-        if tag == 0:
-            sub = data[:end]
-            kw['replica_directory_id'] = _uuid(sub, pos)
-            pos += 16
-            if pos != end:
-                raise _bad_tag(0, 'replica_directory_id')
-        else:
-            if x_tags is None:
-                x_tags = {}
-            x_tags[tag] = bytes(data[pos:end])
-        pos = end
+    if data[pos] == 0:
+        pos += 1
+    else:
+        n, pos = read_uvarint(data, pos)
+        for _ in range(n):
+            tag, pos = read_uvarint(data, pos)
+            size, pos = read_uvarint(data, pos)
+            end = pos + size
+            if end > len(data):
+                raise _trunc_tag(tag)
+            if tag == 0:
+                sub = data[:end]
+                kw['replica_directory_id'] = _uuid(sub, pos)
+                pos += 16
+                if pos != end:
+                    raise _bad_tag(0, 'replica_directory_id')
+            else:
+                if x_tags is None:
+                    x_tags = {}
+                x_tags[tag] = bytes(data[pos:end])
+            pos = end
     return _C_FetchSnapshotRequest_PartitionSnapshot(partition=x_partition, current_leader_epoch=x_current_leader_epoch, snapshot_id=x_snapshot_id, position=x_position, unknown_tags=x_tags, **kw), pos
 
 
@@ -456,23 +462,26 @@ def _d6(data: memoryview, pos: int) -> tuple[FetchSnapshotRequest, int]:
     x_topics, pos = read_array(data, pos, True, False, 'topics', _d5)
     x_tags: dict[int, bytes] | None = None
     kw: dict[str, Any] = {}
-    n, pos = read_uvarint(data, pos)
-    for _ in range(n):
-        tag, pos = read_uvarint(data, pos)
-        size, pos = read_uvarint(data, pos)
-        end = pos + size
-        if end > len(data):
-            raise _trunc_tag(tag)
-        if tag == 0:
-            sub = data[:end]
-            kw['cluster_id'], pos = read_str(sub, pos, True, True, 'cluster_id')
-            if pos != end:
-                raise _bad_tag(0, 'cluster_id')
-        else:
-            if x_tags is None:
-                x_tags = {}
-            x_tags[tag] = bytes(data[pos:end])
-        pos = end
+    if data[pos] == 0:
+        pos += 1
+    else:
+        n, pos = read_uvarint(data, pos)
+        for _ in range(n):
+            tag, pos = read_uvarint(data, pos)
+            size, pos = read_uvarint(data, pos)
+            end = pos + size
+            if end > len(data):
+                raise _trunc_tag(tag)
+            if tag == 0:
+                sub = data[:end]
+                kw['cluster_id'], pos = read_str(sub, pos, True, True, 'cluster_id')
+                if pos != end:
+                    raise _bad_tag(0, 'cluster_id')
+            else:
+                if x_tags is None:
+                    x_tags = {}
+                x_tags[tag] = bytes(data[pos:end])
+            pos = end
     return _C_FetchSnapshotRequest(replica_id=x_replica_id, max_bytes=x_max_bytes, topics=x_topics, unknown_tags=x_tags, **kw), pos
 
 
@@ -536,23 +545,26 @@ def _d9(data: memoryview, pos: int) -> tuple[FetchSnapshotResponse.PartitionSnap
     x_unaligned_records, pos = read_records(data, pos, True, False, 'unaligned_records')
     x_tags: dict[int, bytes] | None = None
     kw: dict[str, Any] = {}
-    n, pos = read_uvarint(data, pos)
-    for _ in range(n):
-        tag, pos = read_uvarint(data, pos)
-        size, pos = read_uvarint(data, pos)
-        end = pos + size
-        if end > len(data):
-            raise _trunc_tag(tag)
-        if tag == 0:
-            sub = data[:end]
-            kw['current_leader'], pos = _d8(sub, pos)
-            if pos != end:
-                raise _bad_tag(0, 'current_leader')
-        else:
-            if x_tags is None:
-                x_tags = {}
-            x_tags[tag] = bytes(data[pos:end])
-        pos = end
+    if data[pos] == 0:
+        pos += 1
+    else:
+        n, pos = read_uvarint(data, pos)
+        for _ in range(n):
+            tag, pos = read_uvarint(data, pos)
+            size, pos = read_uvarint(data, pos)
+            end = pos + size
+            if end > len(data):
+                raise _trunc_tag(tag)
+            if tag == 0:
+                sub = data[:end]
+                kw['current_leader'], pos = _d8(sub, pos)
+                if pos != end:
+                    raise _bad_tag(0, 'current_leader')
+            else:
+                if x_tags is None:
+                    x_tags = {}
+                x_tags[tag] = bytes(data[pos:end])
+            pos = end
     return _C_FetchSnapshotResponse_PartitionSnapshot(index=x_index, error_code=x_error_code, snapshot_id=x_snapshot_id, size=x_size, position=x_position, unaligned_records=x_unaligned_records, unknown_tags=x_tags, **kw), pos
 
 
@@ -640,23 +652,26 @@ def _d13(data: memoryview, pos: int) -> tuple[FetchSnapshotResponse, int]:
     x_topics, pos = read_array(data, pos, True, False, 'topics', _d10)
     x_tags: dict[int, bytes] | None = None
     kw: dict[str, Any] = {}
-    n, pos = read_uvarint(data, pos)
-    for _ in range(n):
-        tag, pos = read_uvarint(data, pos)
-        size, pos = read_uvarint(data, pos)
-        end = pos + size
-        if end > len(data):
-            raise _trunc_tag(tag)
-        if tag == 0:
-            sub = data[:end]
-            kw['node_endpoints'], pos = read_array(sub, pos, True, False, 'node_endpoints', _d12)
-            if pos != end:
-                raise _bad_tag(0, 'node_endpoints')
-        else:
-            if x_tags is None:
-                x_tags = {}
-            x_tags[tag] = bytes(data[pos:end])
-        pos = end
+    if data[pos] == 0:
+        pos += 1
+    else:
+        n, pos = read_uvarint(data, pos)
+        for _ in range(n):
+            tag, pos = read_uvarint(data, pos)
+            size, pos = read_uvarint(data, pos)
+            end = pos + size
+            if end > len(data):
+                raise _trunc_tag(tag)
+            if tag == 0:
+                sub = data[:end]
+                kw['node_endpoints'], pos = read_array(sub, pos, True, False, 'node_endpoints', _d12)
+                if pos != end:
+                    raise _bad_tag(0, 'node_endpoints')
+            else:
+                if x_tags is None:
+                    x_tags = {}
+                x_tags[tag] = bytes(data[pos:end])
+            pos = end
     return _C_FetchSnapshotResponse(throttle_time_ms=x_throttle_time_ms, error_code=x_error_code, topics=x_topics, unknown_tags=x_tags, **kw), pos
 
 

@@ -667,23 +667,26 @@ def _d23(data: memoryview, pos: int) -> tuple[ProduceResponse.PartitionProduceRe
     x_error_message, pos = read_str(data, pos, True, True, 'error_message')
     x_tags: dict[int, bytes] | None = None
     kw: dict[str, Any] = {}
-    n, pos = read_uvarint(data, pos)
-    for _ in range(n):
-        tag, pos = read_uvarint(data, pos)
-        size, pos = read_uvarint(data, pos)
-        end = pos + size
-        if end > len(data):
-            raise _trunc_tag(tag)
-        if tag == 0:
-            sub = data[:end]
-            kw['current_leader'], pos = _d22(sub, pos)
-            if pos != end:
-                raise _bad_tag(0, 'current_leader')
-        else:
-            if x_tags is None:
-                x_tags = {}
-            x_tags[tag] = bytes(data[pos:end])
-        pos = end
+    if data[pos] == 0:
+        pos += 1
+    else:
+        n, pos = read_uvarint(data, pos)
+        for _ in range(n):
+            tag, pos = read_uvarint(data, pos)
+            size, pos = read_uvarint(data, pos)
+            end = pos + size
+            if end > len(data):
+                raise _trunc_tag(tag)
+            if tag == 0:
+                sub = data[:end]
+                kw['current_leader'], pos = _d22(sub, pos)
+                if pos != end:
+                    raise _bad_tag(0, 'current_leader')
+            else:
+                if x_tags is None:
+                    x_tags = {}
+                x_tags[tag] = bytes(data[pos:end])
+            pos = end
     return _C_ProduceResponse_PartitionProduceResponse(index=x_index, error_code=x_error_code, base_offset=x_base_offset, log_append_time_ms=x_log_append_time_ms, log_start_offset=x_log_start_offset, record_errors=x_record_errors, error_message=x_error_message, unknown_tags=x_tags, **kw), pos
 
 
@@ -750,23 +753,26 @@ def _d26(data: memoryview, pos: int) -> tuple[ProduceResponse, int]:
     pos += 4
     x_tags: dict[int, bytes] | None = None
     kw: dict[str, Any] = {}
-    n, pos = read_uvarint(data, pos)
-    for _ in range(n):
-        tag, pos = read_uvarint(data, pos)
-        size, pos = read_uvarint(data, pos)
-        end = pos + size
-        if end > len(data):
-            raise _trunc_tag(tag)
-        if tag == 0:
-            sub = data[:end]
-            kw['node_endpoints'], pos = read_array(sub, pos, True, False, 'node_endpoints', _d25)
-            if pos != end:
-                raise _bad_tag(0, 'node_endpoints')
-        else:
-            if x_tags is None:
-                x_tags = {}
-            x_tags[tag] = bytes(data[pos:end])
-        pos = end
+    if data[pos] == 0:
+        pos += 1
+    else:
+        n, pos = read_uvarint(data, pos)
+        for _ in range(n):
+            tag, pos = read_uvarint(data, pos)
+            size, pos = read_uvarint(data, pos)
+            end = pos + size
+            if end > len(data):
+                raise _trunc_tag(tag)
+            if tag == 0:
+                sub = data[:end]
+                kw['node_endpoints'], pos = read_array(sub, pos, True, False, 'node_endpoints', _d25)
+                if pos != end:
+                    raise _bad_tag(0, 'node_endpoints')
+            else:
+                if x_tags is None:
+                    x_tags = {}
+                x_tags[tag] = bytes(data[pos:end])
+            pos = end
     return _C_ProduceResponse(responses=x_responses, throttle_time_ms=x_throttle_time_ms, unknown_tags=x_tags, **kw), pos
 
 
@@ -809,23 +815,26 @@ def _d28(data: memoryview, pos: int) -> tuple[ProduceResponse, int]:
     pos += 4
     x_tags: dict[int, bytes] | None = None
     kw: dict[str, Any] = {}
-    n, pos = read_uvarint(data, pos)
-    for _ in range(n):
-        tag, pos = read_uvarint(data, pos)
-        size, pos = read_uvarint(data, pos)
-        end = pos + size
-        if end > len(data):
-            raise _trunc_tag(tag)
-        if tag == 0:
-            sub = data[:end]
-            kw['node_endpoints'], pos = read_array(sub, pos, True, False, 'node_endpoints', _d25)
-            if pos != end:
-                raise _bad_tag(0, 'node_endpoints')
-        else:
-            if x_tags is None:
-                x_tags = {}
-            x_tags[tag] = bytes(data[pos:end])
-        pos = end
+    if data[pos] == 0:
+        pos += 1
+    else:
+        n, pos = read_uvarint(data, pos)
+        for _ in range(n):
+            tag, pos = read_uvarint(data, pos)
+            size, pos = read_uvarint(data, pos)
+            end = pos + size
+            if end > len(data):
+                raise _trunc_tag(tag)
+            if tag == 0:
+                sub = data[:end]
+                kw['node_endpoints'], pos = read_array(sub, pos, True, False, 'node_endpoints', _d25)
+                if pos != end:
+                    raise _bad_tag(0, 'node_endpoints')
+            else:
+                if x_tags is None:
+                    x_tags = {}
+                x_tags[tag] = bytes(data[pos:end])
+            pos = end
     return _C_ProduceResponse(responses=x_responses, throttle_time_ms=x_throttle_time_ms, unknown_tags=x_tags, **kw), pos
 
 

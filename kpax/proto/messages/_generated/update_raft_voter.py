@@ -288,23 +288,26 @@ def _d4(data: memoryview, pos: int) -> tuple[UpdateRaftVoterResponse, int]:
     pos += 6
     x_tags: dict[int, bytes] | None = None
     kw: dict[str, Any] = {}
-    n, pos = read_uvarint(data, pos)
-    for _ in range(n):
-        tag, pos = read_uvarint(data, pos)
-        size, pos = read_uvarint(data, pos)
-        end = pos + size
-        if end > len(data):
-            raise _trunc_tag(tag)
-        if tag == 0:
-            sub = data[:end]
-            kw['current_leader'], pos = _d3(sub, pos)
-            if pos != end:
-                raise _bad_tag(0, 'current_leader')
-        else:
-            if x_tags is None:
-                x_tags = {}
-            x_tags[tag] = bytes(data[pos:end])
-        pos = end
+    if data[pos] == 0:
+        pos += 1
+    else:
+        n, pos = read_uvarint(data, pos)
+        for _ in range(n):
+            tag, pos = read_uvarint(data, pos)
+            size, pos = read_uvarint(data, pos)
+            end = pos + size
+            if end > len(data):
+                raise _trunc_tag(tag)
+            if tag == 0:
+                sub = data[:end]
+                kw['current_leader'], pos = _d3(sub, pos)
+                if pos != end:
+                    raise _bad_tag(0, 'current_leader')
+            else:
+                if x_tags is None:
+                    x_tags = {}
+                x_tags[tag] = bytes(data[pos:end])
+            pos = end
     return _C_UpdateRaftVoterResponse(throttle_time_ms=x_throttle_time_ms, error_code=x_error_code, unknown_tags=x_tags, **kw), pos
 
 

@@ -137,7 +137,8 @@ def test_kpax_reads_java(java_run: Path, name: str, codec: str, magic: int) -> N
 
 # Compressed cases whose bytes match Java's exactly as well: lz4 (Kafka's frame
 # layout, same liblz4 block compressor). snappy uses the same xerial framing but a
-# different compressor (Rust snap vs snappy-java's C++), gzip differs in the
+# different compressor (Rust snap vs snappy-java's C++: equal on some inputs, a
+# few bytes apart on others), gzip differs in the
 # gzip header and zstd in frame parameters (zstd-jni streams without a content size).
 SAME_COMPRESSED_BYTES = {"lz4"}
 
@@ -149,8 +150,6 @@ def test_same_bytes_as_java(java_run: Path, name: str, codec: str, magic: int) -
     theirs = (java_run / f"java-{name}.bin").read_bytes()
     if codec == "none" or codec in SAME_COMPRESSED_BYTES:
         assert ours == theirs
-    else:
-        assert ours != theirs  # documents the known, legitimate difference
     if codec == "snappy":
         xerial = b"\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01"
         assert xerial in ours and ours.index(xerial) == theirs.index(xerial)

@@ -19,12 +19,19 @@ from kpax.consumer.assignors import (
     StickyAssignor,
     get_assignor,
 )
+from kpax.consumer.assignors.protocol import (
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+    encode_subscription,
+)
 from kpax.consumer.assignors.userdata import (
     decode_cooperative_generation,
     decode_sticky_user_data,
     encode_cooperative_generation,
     encode_sticky_user_data,
 )
+from kpax.proto.errors import ProtocolError
 from kpax.structs import TopicPartition as TP
 
 ALL: list[Assignor] = [
@@ -382,3 +389,61 @@ def test_get_assignor_by_name_and_java_class() -> None:
         assert "eager" in a.rebalance_protocols
     assert CooperativeStickyAssignor().rebalance_protocols == ("eager", "cooperative")
     assert RangeAssignor().subscription_user_data([TP("t", 0)], 3) is None
+
+
+# ---- embedded consumer protocol bytes ---------------------------------------------
+
+
+def test_subscription_round_trip_per_version() -> None:
+    sub = MemberSubscription(
+        ["b", "a"], b"ud", [TP("b", 1), TP("a", 2), TP("a", 0)], generation_id=5, rack_id="r1"
+    )
+    for version, expect in [
+        (0, MemberSubscription(["a", "b"], b"ud")),
+        (1, MemberSubscription(["a", "b"], b"ud", [TP("a", 0), TP("a", 2), TP("b", 1)])),
+        (2, MemberSubscription(["a", "b"], b"ud", [TP("a", 0), TP("a", 2), TP("b", 1)], 5)),
+        (3, MemberSubscription(["a", "b"], b"ud", [TP("a", 0), TP("a", 2), TP("b", 1)], 5, "r1")),
+    ]:
+        data = encode_subscription(sub, version)
+        assert data[:2] == version.to_bytes(2, "big")
+        assert decode_subscription(data) == expect
+    v0 = encode_subscription(MemberSubscription(["t"]), 0)
+    assert v0 == b"\x00\x00" + b"\x00\x00\x00\x01\x00\x01t" + b"\xff\xff\xff\xff"
+
+
+def test_assignment_round_trip_and_layout() -> None:
+    a = MemberAssignment([TP("t", 2), TP("u", 0), TP("t", 0)], b"x")
+    data = encode_assignment(a, 0)
+    assert data == (
+        b"\x00\x00\x00\x00\x00\x02"
+        + b"\x00\x01t\x00\x00\x00\x02\x00\x00\x00\x02\x00\x00\x00\x00"
+        + b"\x00\x01u\x00\x00\x00\x01\x00\x00\x00\x00"
+        + b"\x00\x00\x00\x01x"
+    )
+    for v in range(4):
+        assert decode_assignment(encode_assignment(a, v)) == MemberAssignment(
+            [TP("t", 2), TP("t", 0), TP("u", 0)], b"x"
+        )
+    assert decode_assignment(b"") == MemberAssignment([])
+    assert decode_assignment(encode_assignment(MemberAssignment([]))) == MemberAssignment([])
+
+
+def test_newer_versions_are_read_with_the_newest_known_schema() -> None:
+    body = encode_subscription(MemberSubscription(["t"], None, [TP("t", 0)], 7, "rack"), 3)[2:]
+    future = b"\x00\x07" + body + b"\x00\x00\x00\x2a"  # v7 appends a field kpax doesn't know
+    assert decode_subscription(future) == MemberSubscription(["t"], None, [TP("t", 0)], 7, "rack")
+    body = encode_assignment(MemberAssignment([TP("t", 1)]), 3)[2:]
+    assert decode_assignment(b"\x00\x09" + body + b"??") == MemberAssignment([TP("t", 1)])
+
+
+def test_bad_consumer_protocol_bytes_raise_protocol_error() -> None:
+    good = encode_subscription(MemberSubscription(["topic"], b"data", [TP("topic", 1)], 3), 3)
+    for bad in (b"", b"\x00", b"\xff\xff" + good[2:], good[:-3], good[:7]):
+        with pytest.raises(ProtocolError, match="ConsumerProtocolSubscription"):
+            decode_subscription(bad)
+    good = encode_assignment(MemberAssignment([TP("topic", 1)]), 1)
+    for bad in (b"\x00", b"\x80\x00" + good[2:], good[:-1], good[:5]):
+        with pytest.raises(ProtocolError, match="ConsumerProtocolAssignment"):
+            decode_assignment(bad)
+    with pytest.raises(ValueError, match=r"version must be 0\.\.3, got 4"):
+        encode_subscription(MemberSubscription(["t"]), 4)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -92,8 +93,19 @@ def render_pom(version: str) -> str:
     )
 
 
-def _tail(text: str, n: int = 25) -> str:
-    return "\n".join(text.strip().splitlines()[-n:])
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_BOILERPLATE = ("re-run Maven", "Re-run Maven", "For more information", "[ERROR] [Help")
+
+
+def _maven_errors(text: str, n: int = 12) -> str:
+    """Maven's informative lines: colour codes, blank and boilerplate lines removed."""
+    lines = [_ANSI.sub("", line).rstrip() for line in text.splitlines()]
+    lines = [
+        line.replace(" -> [Help 1]", "")
+        for line in lines
+        if line.strip() not in ("", "[ERROR]") and not any(b in line for b in _BOILERPLATE)
+    ]
+    return "\n".join(lines[-n:])
 
 
 def ensure_jars(version: str | None = None) -> Path:
@@ -125,6 +137,7 @@ def ensure_jars(version: str | None = None) -> Path:
             mvn,
             "-q",
             "-B",
+            "-Dstyle.color=never",
             "-f",
             str(staging / "pom.xml"),
             "dependency:copy-dependencies",
@@ -137,7 +150,7 @@ def ensure_jars(version: str | None = None) -> Path:
                 f"Maven could not fetch Apache Kafka {version}'s jars from Maven Central "
                 f"(exit {proc.returncode}). Check the version exists and that Maven can reach "
                 "its registry (proxy settings in ~/.m2/settings.xml). Maven's last lines:\n"
-                + _tail(proc.stdout + "\n" + proc.stderr)
+                + _maven_errors(proc.stdout + "\n" + proc.stderr)
             )
         (out_dir / _MARKER).write_text(stamp + "\n", encoding="utf-8")
         if libs.exists():

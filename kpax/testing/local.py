@@ -460,7 +460,8 @@ class LocalCluster(KafkaCluster):
         for nid, proc in procs.items():
             out, _ = proc.communicate(timeout=120)
             if proc.returncode != 0:
-                tail = "\n".join(out.decode(errors="replace").strip().splitlines()[-20:])
+                lines = out.decode(errors="replace").strip().splitlines()
+                tail = "\n".join([ln for ln in lines if not ln.startswith("\tat ")][-20:])
                 raise KafkaStartError(
                     f"Kafka {self.version} StorageTool format failed for node {nid} "
                     f"(exit {proc.returncode}):\n{tail}"
@@ -513,12 +514,13 @@ class LocalCluster(KafkaCluster):
 
     def _failure(self, nid: int, what: str) -> str:
         node = self.nodes[nid]
-        tail = self.log_tail(nid, 30)
+        lines = self.log_tail(nid, 200).splitlines()
+        tail = "\n".join([ln for ln in lines if not ln.startswith("\tat ")][-30:])
         msg = f"Kafka {self.version} broker {nid} ({self.brokers[nid]}) {what}."
         if "Address already in use" in tail or "BindException" in tail:
             taken = [f"{n}={p}" for n, p in node.ports.items() if not _port_free(p)]
             msg += f" A port is taken by another process ({', '.join(taken) or 'see log'}); retry."
-        return f"{msg} Log {node.log}, last lines:\n{tail}"
+        return f"{msg} Last lines of its log (stack frames left out):\n{tail}"
 
     # ----------------------------------------------------------------- control
     def _node(self, node_id: int) -> _Node:

@@ -179,3 +179,21 @@ def test_kafka_local_start_status_stop(tmp_path: Path) -> None:
     assert not workdir.exists()
     assert list(state_dir.iterdir()) == []
     assert _kafka_local("status", state_dir=state_dir).returncode == 1
+
+
+def test_taken_port_is_a_clear_start_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    from kpax.testing import KafkaStartError, local
+
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        taken = squatter.getsockname()[1]
+        free_ports = local._free_ports
+        monkeypatch.setattr(local, "_free_ports", lambda n: [taken, *free_ports(n - 1)])
+        cluster = LocalCluster(1)
+        with pytest.raises(KafkaStartError, match=f"port is taken.*PLAINTEXT={taken}") as err:
+            cluster.start()
+    assert "Address already in use" in str(err.value)  # the broker's own log line is shown
+    assert cluster.workdir is not None and not cluster.workdir.exists()

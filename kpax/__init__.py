@@ -4,6 +4,21 @@ The sync face lives here (``kpax.Producer``, ``kpax.Consumer``, ``kpax.Admin``);
 the asyncio face in :mod:`kpax.aio`. See docs/ and DESIGN.md for the layer map.
 """
 
+from kpax import aio
+from kpax._version import __version__
+from kpax.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    Admin,
+    AlterConfigOp,
+    AlterConfigOpType,
+    ConfigResource,
+    ConfigResourceType,
+    PatternType,
+    ResourceType,
+)
 from kpax.errors import (
     AuthenticationError,
     AuthorizationError,
@@ -21,10 +36,34 @@ from kpax.errors import (
     UnsupportedApiError,
     UnsupportedCodecError,
 )
-
-from kpax._version import __version__
+from kpax.structs import (
+    BatchResult,
+    NewTopic,
+    OffsetAndMetadata,
+    OffsetAndTimestamp,
+    RecordMetadata,
+    TopicPartition,
+)
 
 __all__ = [
+    "AclBinding",
+    "AclBindingFilter",
+    "AclOperation",
+    "AclPermissionType",
+    "Admin",
+    "AlterConfigOp",
+    "AlterConfigOpType",
+    "BatchResult",
+    "ConfigResource",
+    "ConfigResourceType",
+    "NewTopic",
+    "OffsetAndMetadata",
+    "OffsetAndTimestamp",
+    "PatternType",
+    "RecordMetadata",
+    "ResourceType",
+    "TopicPartition",
+    "aio",
     "AuthenticationError",
     "AuthorizationError",
     "BrokerResponseError",

@@ -1,6 +1,8 @@
 """kpax.aio — the asyncio face: ``kpax.aio.Producer``, ``Consumer``, ``Admin``.
 
-Imports: kpax.producer, kpax.consumer, kpax.admin (as they land).
+Imports: kpax.admin (and kpax.producer, kpax.consumer as they land).
 """
 
-__all__: list[str] = []
+from kpax.admin.client import AsyncAdmin as Admin
+
+__all__ = ["Admin"]

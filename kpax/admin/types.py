@@ -1,0 +1,222 @@
+"""Public types of the admin client: config resources and entries, ACLs, groups, SCRAM.
+
+Role: what :class:`kpax.Admin` takes and returns besides the shared types of
+:mod:`kpax.structs`. Enum values are the protocol's own numbers.
+
+Imports: kpax.structs and the standard library.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from kpax.structs import TopicPartition
+
+
+class ConfigResourceType(enum.IntEnum):
+    UNKNOWN = 0
+    TOPIC = 2
+    BROKER = 4
+    BROKER_LOGGER = 8
+    CLIENT_METRICS = 16
+    GROUP = 32
+
+
+@dataclass(frozen=True)
+class ConfigResource:
+    """``ConfigResource(ConfigResourceType.TOPIC, "orders")`` or a broker id as name."""
+
+    type: ConfigResourceType
+    name: str
+
+    @classmethod
+    def topic(cls, name: str) -> ConfigResource:
+        return cls(ConfigResourceType.TOPIC, name)
+
+    @classmethod
+    def broker(cls, node_id: int | str) -> ConfigResource:
+        return cls(ConfigResourceType.BROKER, str(node_id))
+
+    def __str__(self) -> str:
+        return f"{self.type.name.lower()} {self.name!r}"
+
+
+class ConfigSource(enum.IntEnum):
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+    CLIENT_METRICS_CONFIG = 7
+    GROUP_CONFIG = 8
+
+
+@dataclass(frozen=True)
+class ConfigEntry:
+    name: str
+    value: str | None
+    read_only: bool = False
+    source: ConfigSource = ConfigSource.UNKNOWN
+    is_sensitive: bool = False
+    synonyms: tuple[tuple[str, str | None, int], ...] = ()
+    documentation: str | None = None
+
+    @property
+    def is_default(self) -> bool:
+        return self.source == ConfigSource.DEFAULT_CONFIG
+
+
+class AlterConfigOpType(enum.IntEnum):
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+@dataclass(frozen=True)
+class AlterConfigOp:
+    """One incremental change: ``AlterConfigOp("retention.ms", "1000")`` sets a value."""
+
+    name: str
+    value: str | None = None
+    op: AlterConfigOpType = AlterConfigOpType.SET
+
+
+class ResourceType(enum.IntEnum):
+    UNKNOWN = 0
+    ANY = 1
+    TOPIC = 2
+    GROUP = 3
+    CLUSTER = 4
+    TRANSACTIONAL_ID = 5
+    DELEGATION_TOKEN = 6
+    USER = 7
+
+
+class PatternType(enum.IntEnum):
+    UNKNOWN = 0
+    ANY = 1
+    MATCH = 2
+    LITERAL = 3
+    PREFIXED = 4
+
+
+class AclOperation(enum.IntEnum):
+    UNKNOWN = 0
+    ANY = 1
+    ALL = 2
+    READ = 3
+    WRITE = 4
+    CREATE = 5
+    DELETE = 6
+    ALTER = 7
+    DESCRIBE = 8
+    CLUSTER_ACTION = 9
+    DESCRIBE_CONFIGS = 10
+    ALTER_CONFIGS = 11
+    IDEMPOTENT_WRITE = 12
+    CREATE_TOKENS = 13
+    DESCRIBE_TOKENS = 14
+
+
+class AclPermissionType(enum.IntEnum):
+    UNKNOWN = 0
+    ANY = 1
+    DENY = 2
+    ALLOW = 3
+
+
+@dataclass(frozen=True)
+class AclBinding:
+    """An ACL: ``principal`` may (or may not) do ``operation`` on a resource from ``host``."""
+
+    resource_type: ResourceType
+    resource_name: str
+    principal: str
+    operation: AclOperation
+    permission_type: AclPermissionType = AclPermissionType.ALLOW
+    host: str = "*"
+    pattern_type: PatternType = PatternType.LITERAL
+
+
+@dataclass(frozen=True)
+class AclBindingFilter:
+    """Matches ACLs; ``None`` fields (and the ANY enum values) match anything."""
+
+    resource_type: ResourceType = ResourceType.ANY
+    resource_name: str | None = None
+    principal: str | None = None
+    operation: AclOperation = AclOperation.ANY
+    permission_type: AclPermissionType = AclPermissionType.ANY
+    host: str | None = None
+    pattern_type: PatternType = PatternType.ANY
+
+
+@dataclass(frozen=True)
+class GroupListing:
+    group_id: str
+    protocol_type: str
+    state: str = ""
+    type: str = ""
+
+
+@dataclass(frozen=True)
+class MemberDescription:
+    member_id: str
+    client_id: str
+    client_host: str
+    group_instance_id: str | None = None
+    assignment: tuple[TopicPartition, ...] = ()
+
+
+@dataclass(frozen=True)
+class GroupDescription:
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: tuple[MemberDescription, ...] = ()
+    type: str = "classic"
+    coordinator: int = -1
+
+
+class ScramMechanism(enum.IntEnum):
+    UNKNOWN = 0
+    SCRAM_SHA_256 = 1
+    SCRAM_SHA_512 = 2
+
+    @classmethod
+    def parse(cls, name: str | ScramMechanism) -> ScramMechanism:
+        if isinstance(name, ScramMechanism):
+            return name
+        return cls[name.upper().replace("-", "_")]
+
+
+@dataclass(frozen=True)
+class ScramCredentialInfo:
+    mechanism: ScramMechanism
+    iterations: int
+
+
+@dataclass(frozen=True)
+class UserScramCredentialUpsertion:
+    user: str
+    mechanism: ScramMechanism
+    password: str
+    iterations: int = 4096
+    salt: bytes | None = None
+
+
+@dataclass(frozen=True)
+class UserScramCredentialDeletion:
+    user: str
+    mechanism: ScramMechanism
+
+
+@dataclass(frozen=True)
+class UserScramCredentials:
+    user: str
+    credentials: tuple[ScramCredentialInfo, ...] = field(default_factory=tuple)

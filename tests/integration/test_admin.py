@@ -1,0 +1,283 @@
+"""kpax.Admin and kpax.aio.Admin against a real broker: every operation, per-item
+results, errors that name what failed, interop with kafka-python."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+import warnings
+
+import pytest
+
+import kpax
+from kpax.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AlterConfigOp,
+    AlterConfigOpType,
+    ConfigResource,
+    ResourceType,
+    ScramMechanism,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
+)
+from kpax.errors import (
+    ClientClosedError,
+    NoBrokersAvailableError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+)
+
+pytestmark = pytest.mark.integration
+
+
+def _name(prefix: str = "adm") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture(scope="module")
+def admin(kafka):
+    with kpax.Admin(kafka.bootstrap) as a:
+        yield a
+
+
+def _produce(kafka, topic: str, partition: int, n: int) -> None:
+    from kafka import KafkaProducer
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        p = KafkaProducer(bootstrap_servers=kafka.bootstrap)
+        for i in range(n):
+            p.send(topic, value=b"x%d" % i, partition=partition, timestamp_ms=1_000_000 + i * 1000)
+        p.flush()
+        p.close()
+
+
+def test_create_describe_delete_topics_with_per_item_results(admin):
+    a, b = _name(), _name()
+    result = admin.create_topics(
+        [kpax.NewTopic(a, num_partitions=3, replication_factor=1, configs={"retention.ms": "86400000"}),
+         kpax.NewTopic(b, num_partitions=1)]
+    )
+    assert result.ok and set(result) == {a, b}
+    again = admin.create_topics([a, _name()])
+    assert isinstance(again.errors[a], TopicAlreadyExistsError)
+    assert a in str(again.errors[a]) and "not retriable" in str(again.errors[a])
+    with pytest.raises(TopicAlreadyExistsError):
+        again[a]
+    assert a in admin.list_topics() and b in admin.list_topics()
+    described = admin.describe_topics([a, "no-such-topic-xyz"])
+    assert [p.partition for p in described[a].partitions] == [0, 1, 2]
+    assert all(p.leader >= 0 and p.isr for p in described[a].partitions)
+    assert isinstance(described.errors["no-such-topic-xyz"], UnknownTopicOrPartitionError)
+    started = time.monotonic()
+    deleted = admin.delete_topics([a, b, "no-such-topic-xyz"])
+    assert time.monotonic() - started < 10
+    assert deleted.succeeded == {a: None, b: None}
+    assert isinstance(deleted.errors["no-such-topic-xyz"], UnknownTopicOrPartitionError)
+
+
+def test_validate_only_creates_nothing(admin):
+    name = _name()
+    assert admin.create_topics([kpax.NewTopic(name, 2, 1)], validate_only=True).ok
+    assert name not in admin.list_topics()
+
+
+def test_create_partitions(admin):
+    name = _name()
+    admin.create_topics([kpax.NewTopic(name, 1, 1)]).raise_for_errors()
+    assert admin.create_partitions({name: 4}).ok
+    deadline = time.monotonic() + 10
+    while len(admin.describe_topics([name])[name].partitions) != 4:
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    # Shrinking is refused, per topic.
+    assert admin.create_partitions({name: 2}).errors[name]
+
+
+def test_describe_and_alter_configs(admin, kafka):
+    name = _name()
+    admin.create_topics([kpax.NewTopic(name, 1, 1, configs={"retention.ms": "100000"})])
+    res = ConfigResource.topic(name)
+    entries = admin.describe_configs([res])[res]
+    assert entries["retention.ms"].value == "100000"
+    assert not entries["retention.ms"].is_default
+    assert entries["cleanup.policy"].value == "delete"
+    assert admin.incremental_alter_configs(
+        {res: [AlterConfigOp("retention.ms", "5000"),
+               AlterConfigOp("cleanup.policy", "compact", AlterConfigOpType.SET)]}
+    ).ok
+    entries = admin.describe_configs([res], keys=["retention.ms", "cleanup.policy"])[res]
+    assert entries["retention.ms"].value == "5000"
+    assert entries["cleanup.policy"].value == "compact"
+    assert set(entries) == {"retention.ms", "cleanup.policy"}
+    admin.incremental_alter_configs({res: [AlterConfigOp("retention.ms", op=AlterConfigOpType.DELETE)]})
+    assert admin.describe_configs([res])[res]["retention.ms"].is_default
+    broker = ConfigResource.broker(next(iter(kafka.brokers)))
+    assert "log.retention.hours" in admin.describe_configs([broker])[broker]
+    missing = ConfigResource.topic("no-such-topic-xyz")
+    assert isinstance(admin.describe_configs([missing]).errors[missing], UnknownTopicOrPartitionError)
+
+
+def test_list_offsets_and_delete_records(admin, kafka):
+    name = _name()
+    admin.create_topics([kpax.NewTopic(name, 2, 1)]).raise_for_errors()
+    _produce(kafka, name, 0, 10)
+    tp0, tp1 = kpax.TopicPartition(name, 0), kpax.TopicPartition(name, 1)
+    offsets = admin.list_offsets({tp0: "earliest", tp1: "latest"})
+    assert offsets[tp0].offset == 0 and offsets[tp1].offset == 0
+    latest = admin.list_offsets({tp0: "latest"})[tp0]
+    assert latest.offset == 10
+    by_time = admin.list_offsets({tp0: 1_000_000 + 4 * 1000})[tp0]
+    assert by_time.offset == 4 and by_time.timestamp == 1_004_000
+    assert admin.list_offsets({tp0: 9_999_999_999_999})[tp0].offset == -1
+    max_ts = admin.list_offsets({tp0: "max_timestamp"})[tp0]
+    assert max_ts.offset == 9 and max_ts.timestamp == 1_009_000
+    assert admin.delete_records({tp0: 6})[tp0] == 6
+    assert admin.list_offsets({tp0: "earliest"})[tp0].offset == 6
+    with pytest.raises(ValueError, match="offset spec"):
+        admin.list_offsets({tp0: "yesterday"})
+    unknown = kpax.TopicPartition("no-such-topic-xyz", 0)
+    started = time.monotonic()
+    assert isinstance(admin.list_offsets({unknown: "latest"}).errors[unknown],
+                      UnknownTopicOrPartitionError)
+    assert time.monotonic() - started < 10
+
+
+def test_group_offsets_list_describe_delete(admin):
+    name, group = _name(), _name("grp")
+    admin.create_topics([kpax.NewTopic(name, 3, 1)]).raise_for_errors()
+    tps = [kpax.TopicPartition(name, p) for p in range(3)]
+    assert admin.alter_group_offsets(group, {tps[0]: 5, tps[1]: kpax.OffsetAndMetadata(7, "meta")}).ok
+    committed = admin.list_group_offsets(group)
+    assert committed == {tps[0]: kpax.OffsetAndMetadata(5, "", -1),
+                         tps[1]: kpax.OffsetAndMetadata(7, "meta", -1)}
+    assert admin.list_group_offsets(group, [tps[1]]) == {tps[1]: committed[tps[1]]}
+    assert group in [g.group_id for g in admin.list_groups()]
+    desc = admin.describe_groups([group])[group]
+    assert desc.state == "Empty" and desc.members == ()
+    assert admin.delete_group_offsets(group, [tps[0]]).ok
+    assert set(admin.list_group_offsets(group)) == {tps[1]}
+    assert admin.delete_groups([group]).ok
+    assert group not in [g.group_id for g in admin.list_groups()]
+
+
+def test_scram_users(admin, kafka):
+    user = _name("user")
+    assert admin.alter_user_scram_credentials(
+        [UserScramCredentialUpsertion(user, ScramMechanism.SCRAM_SHA_256, "s3cret", iterations=8192)]
+    ).ok
+    creds = admin.describe_user_scram_credentials([user])[user]
+    assert [(c.mechanism, c.iterations) for c in creds.credentials] == [
+        (ScramMechanism.SCRAM_SHA_256, 8192)
+    ]
+    # The new user can log in with that password.
+    with kpax.Admin(
+        kafka.listener("SASL_PLAINTEXT"),
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="SCRAM-SHA-256",
+        sasl_plain_username=user,
+        sasl_plain_password="s3cret",
+    ) as as_user:
+        assert as_user.describe_cluster().brokers
+    assert admin.alter_user_scram_credentials(
+        [UserScramCredentialDeletion(user, ScramMechanism.SCRAM_SHA_256)]
+    ).ok
+    assert admin.describe_user_scram_credentials([user]).errors[user]
+
+
+def test_acls_on_a_broker_with_an_authorizer(kafka_factory):
+    cluster = kafka_factory(
+        config={
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": "User:ANONYMOUS",
+        }
+    )
+    with kpax.Admin(cluster.bootstrap) as admin:
+        acl = AclBinding(ResourceType.TOPIC, "orders", "User:alice", AclOperation.READ)
+        other = AclBinding(ResourceType.GROUP, "g", "User:bob", AclOperation.READ)
+        assert admin.create_acls([acl, other]).ok
+        deadline = time.monotonic() + 15
+        while len(admin.describe_acls()) < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        assert admin.describe_acls(AclBindingFilter(resource_type=ResourceType.TOPIC)) == [acl]
+        deleted = admin.delete_acls([AclBindingFilter(principal="User:alice")])
+        assert list(deleted.values()) == [[acl]]
+        deadline = time.monotonic() + 15
+        while admin.describe_acls() != [other]:
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+
+
+async def test_async_admin(kafka):
+    name = _name()
+    async with kpax.aio.Admin(kafka.bootstrap) as admin:
+        assert (await admin.create_topics([kpax.NewTopic(name, 2, 1)])).ok
+        assert name in await admin.list_topics()
+        assert (await admin.describe_cluster()).cluster_id
+        assert (await admin.delete_topics([name])).ok
+
+
+def test_bad_bootstrap_lists_each_address_within_timeout():
+    started = time.monotonic()
+    with pytest.raises(NoBrokersAvailableError) as info:
+        kpax.Admin(
+            ["no-such-host.invalid:9092", "127.0.0.1:1"],
+            socket_connection_setup_timeout_ms=2000,
+        )
+    assert time.monotonic() - started < 10
+    text = str(info.value)
+    assert "no-such-host.invalid:9092" in text and "127.0.0.1:1: " in text
+    assert "refused" in text
+
+
+def test_closed_admin_and_threads(kafka):
+    def io_threads() -> set[threading.Thread]:
+        return {t for t in threading.enumerate() if t.name == "kpax-admin"}
+
+    before = io_threads()
+    admin = kpax.Admin(kafka.bootstrap)
+    assert len(io_threads() - before) == 1
+    results: list[object] = []
+
+    def work() -> None:
+        results.append(admin.describe_cluster().controller_id)
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 8
+    admin.close()
+    assert io_threads() == before  # closing stopped this admin's I/O thread
+    with pytest.raises(ClientClosedError):
+        admin.list_topics()
+
+
+def test_unknown_option_names_the_closest(kafka):
+    with pytest.raises(kpax.ConfigError, match="request_timeout_ms"):
+        kpax.Admin(kafka.bootstrap, request_timeout=5)
+
+
+def test_interop_topics_with_kafka_python(admin, kafka):
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    mine, theirs = _name("kpax"), _name("kp")
+    admin.create_topics([kpax.NewTopic(mine, 2, 1)]).raise_for_errors()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        other = KafkaAdminClient(bootstrap_servers=kafka.bootstrap)
+        try:
+            assert mine in other.list_topics()
+            other.create_topics([NewTopic(theirs, num_partitions=3, replication_factor=1)])
+        finally:
+            other.close()
+    deadline = time.monotonic() + 10
+    while theirs not in admin.list_topics():
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    assert len(admin.describe_topics([theirs])[theirs].partitions) == 3

@@ -142,16 +142,13 @@ class BatchBuilder:
     """
 
     __slots__ = (
+        "_cap",
         "_compression",
-        "_headers",
-        "_keys",
-        "_limit",
         "_magic",
         "_overhead",
         "_ratio",
+        "_rows",
         "_size",
-        "_timestamps",
-        "_values",
         "timestamp_type",
     )
 
@@ -168,14 +165,14 @@ class BatchBuilder:
         if magic not in (0, 1, 2):
             raise ConfigError(f"unknown record format magic {magic}: expected 0, 1 or 2")
         self._magic = magic
-        self._limit = batch_size
         self._overhead = RECORD_OVERHEAD_V2 if magic == 2 else _LEGACY_OVERHEAD[magic]
         self._ratio = compression_ratio_estimate if self._compression else 1.0
+        # the records' estimated bytes may reach _cap: header + size * ratio <= batch_size
+        self._cap = (batch_size - HEADER_SIZE) / self._ratio
         self._size = 0
-        self._timestamps: list[int | None] = []
-        self._keys: list[bytes | None] = []
-        self._values: list[bytes | None] = []
-        self._headers: list[Sequence[Header] | None] = []
+        self._rows: list[
+            tuple[int | None, bytes | None, bytes | None, Sequence[Header] | None]
+        ] = []
         self.timestamp_type = timestamp_type
 
     def append(
@@ -195,27 +192,21 @@ class BatchBuilder:
             if self._magic != 2:
                 raise ConfigError(f"record headers need magic 2, not {self._magic}")
             size += _headers_size(headers)
-        values = self._values
-        n = len(values)
-        if n and HEADER_SIZE + (self._size + size) * self._ratio > self._limit:
+        rows = self._rows
+        if self._size + size > self._cap and rows:
             return None
         self._size += size
-        self._timestamps.append(timestamp)
-        self._keys.append(key)
-        values.append(value)
-        self._headers.append(headers)
-        return n
+        rows.append((timestamp, key, value, headers))
+        return len(rows) - 1
 
     def has_room_for(self, key: bytes | None, value: bytes | None) -> bool:
         """Would a record of this key and value (no headers) fit?"""
-        if not self._values:
-            return True
         size = self._overhead + (len(key) if key else 0) + (len(value) if value else 0)
-        return HEADER_SIZE + (self._size + size) * self._ratio <= self._limit
+        return not self._rows or self._size + size <= self._cap
 
     @property
     def record_count(self) -> int:
-        return len(self._values)
+        return len(self._rows)
 
     @property
     def size_estimate(self) -> int:
@@ -224,7 +215,7 @@ class BatchBuilder:
 
     @property
     def max_timestamp(self) -> int:
-        ts = [t for t in self._timestamps if t is not None]
+        ts = [r[0] for r in self._rows if r[0] is not None]
         return max(ts) if ts else -1
 
     def build(
@@ -236,11 +227,14 @@ class BatchBuilder:
         base_offset: int = 0,
     ) -> bytes:
         """Encode (and compress) the appended records into one batch."""
+        if not self._rows:
+            return b""
+        timestamps, keys, values, headers = zip(*self._rows, strict=True)
         return encode_columns(
-            self._timestamps,
-            self._keys,
-            self._values,
-            self._headers,
+            timestamps,
+            keys,
+            values,
+            headers,
             base_offset=base_offset,
             compression=self._compression,
             magic=self._magic,

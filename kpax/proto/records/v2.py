@@ -30,6 +30,7 @@ Imports: the standard library and kpax.proto.{errors,crc,compression,varint,reco
 
 from __future__ import annotations
 
+import gc
 import struct
 from collections.abc import Iterator, Sequence
 from itertools import repeat
@@ -230,6 +231,11 @@ def parse_records(  # noqa: PLR0917 - hot path, positional on purpose
     out: list[RecordTuple] = []
     append = out.append
     start = pos
+    # Only tuples of bytes and ints are made here, never a cycle: pausing the cyclic
+    # GC for a large batch saves its young-generation passes over them (~6%).
+    paused = count > 256 and gc.isenabled()
+    if paused:
+        gc.disable()
     try:
         for _ in range(count):
             start = pos
@@ -332,6 +338,9 @@ def parse_records(  # noqa: PLR0917 - hot path, positional on purpose
         raise CorruptRecordError(
             f"record at byte {start} runs past the end of its batch (byte {end})"
         ) from None
+    finally:
+        if paused:
+            gc.enable()
     if pos != end:
         raise CorruptRecordError(
             f"batch declares {count} records but {end - pos} bytes remain after them "

@@ -7,10 +7,11 @@ Backends:
 - CRC-32C: the ``crc32c`` package (hardware SSE4.2/ARMv8 CRC instructions, with
   its own C software fallback) when installed, else ``crcmod``'s predefined
   ``'crc-32c'`` (a table-driven C extension). Both give identical values; the
-  ``crc32c`` package measured ~30x faster here (``bench/proto.py`` prints both),
-  so it wins whenever present. :func:`use_backend` switches explicitly.
+  ``crc32c`` package measured ~60x faster on this machine (about 25 GB/s against
+  0.42 GB/s over 1 MiB; ``bench/proto.py`` prints both), so it wins whenever it
+  is installed. :func:`use_backend` switches explicitly.
 - CRC-32: ``zlib.crc32`` (the standard library's C implementation; same values as
-  crcmod's ``'crc-32'``, several times faster than it, and always present).
+  crcmod's ``'crc-32'``, about 14x faster than it here, and always present).
 
 Imports: the standard library, crcmod and (optionally) crc32c; nothing of kpax.
 """

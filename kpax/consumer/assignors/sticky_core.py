@@ -151,14 +151,17 @@ def _assign_general(
         by_topic[m].setdefault(tp.topic, []).append(tp)
         size[m] += 1
 
-    def improve_from(src: str) -> bool:
-        # BFS over "can hand a partition to" edges; move along the path to the
-        # least loaded member reached if that helps balance (sum of squares drops).
+    def improve_from(src: str) -> set[str] | None:
+        # BFS over "can hand a partition to" edges, stopping at the first member
+        # with at least two fewer partitions than src; moving one partition along
+        # each edge of the path makes the sum of squared counts drop, so this ends.
+        # Returns None after a move, else the members reached (none can improve).
         parent: dict[str, tuple[str, str]] = {}
         seen = {src}
         queue = deque([src])
-        best = src
-        while queue:
+        target = None
+        limit = size[src] - 2
+        while queue and target is None:
             y = queue.popleft()
             for t, parts in by_topic[y].items():
                 if not parts:
@@ -168,11 +171,14 @@ def _assign_general(
                         seen.add(x)
                         parent[x] = (y, t)
                         queue.append(x)
-                        if (size[x], order[x]) < (size[best], order[best]):
-                            best = x
-        if size[best] >= size[src] - 1:
-            return False
-        x = best
+                        if size[x] <= limit:
+                            target = x
+                            break
+                if target is not None:
+                    break
+        if target is None:
+            return seen
+        x = target
         while x != src:
             y, t = parent[x]
             parts = by_topic[y][t]
@@ -180,18 +186,24 @@ def _assign_general(
             idx = next(
                 (i for i in range(len(parts) - 1, -1, -1) if (y, parts[i]) not in previous), -1
             )
-            tp = parts.pop(idx)
-            by_topic[x].setdefault(t, []).append(tp)
+            by_topic[x].setdefault(t, []).append(parts.pop(idx))
             x = y
         size[src] -= 1
-        size[best] += 1
-        return True
+        size[target] += 1
+        return None
 
     progress = True
     while progress:
         progress = False
+        # A member reached from a source that cannot improve, with no more
+        # partitions than it, cannot improve either: skip it in this pass.
+        settled: set[str] = set()
         for src in sorted(members, key=lambda m: (-size[m], order[m])):
-            if improve_from(src):
+            if src in settled:
+                continue
+            reached = improve_from(src)
+            if reached is None:
                 progress = True
                 break
+            settled |= {m for m in reached if size[m] <= size[src]}
     return {m: [tp for parts in by_topic[m].values() for tp in parts] for m in members}

@@ -17,11 +17,13 @@ and kpax.testing.{base,errors,tls,wire}.
 
 from __future__ import annotations
 
+import base64
 import shutil
 import signal
 import socket
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -120,7 +122,8 @@ class ContainerCluster(KafkaCluster):
             "share.coordinator.state.topic.replication.factor": 1,
             "share.coordinator.state.topic.min.isr": 1,
         }
-        env: dict[str, str] = {"CLUSTER_ID": "a3BheC10ZXN0LWNsdXN0ZXI"}
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        env: dict[str, str] = {"CLUSTER_ID": "A" + cluster_id[1:]}  # never starts with "-"
         if self.sasl:
             users = " ".join(f'user_{u}="{p}"' for u, p in self.sasl_users.items())
             props["sasl.enabled.mechanisms"] = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
@@ -136,6 +139,10 @@ class ContainerCluster(KafkaCluster):
             env["KAFKA_SSL_KEYSTORE_FILENAME"] = "broker.p12"
             env["KAFKA_SSL_KEYSTORE_CREDENTIALS"] = "keystore_creds"
             env["KAFKA_SSL_KEY_CREDENTIALS"] = "keystore_creds"
+            # no client auth, so any loadable truststore will do: reuse the keystore
+            env["KAFKA_SSL_TRUSTSTORE_FILENAME"] = "broker.p12"
+            env["KAFKA_SSL_TRUSTSTORE_CREDENTIALS"] = "keystore_creds"
+            props["ssl.truststore.type"] = "PKCS12"
             props["ssl.keystore.type"] = "PKCS12"
             props["ssl.client.auth"] = "none"
         props.update(self.overrides)
@@ -156,6 +163,9 @@ class ContainerCluster(KafkaCluster):
         if self.ssl:
             tls = make_tls_material(self._tmp / "tls")
             (tls.keystore.parent / "keystore_creds").write_text(KEYSTORE_PASSWORD)
+            # the image runs as an unprivileged user: let it read the throw-away material
+            for path in (self._tmp, tls.keystore.parent, *tls.keystore.parent.iterdir()):
+                path.chmod(0o755 if path.is_dir() else 0o644)
             self.ssl_cafile = str(tls.cafile)
             container.with_volume_mapping(str(tls.keystore.parent), _SECRETS, "ro")
         self._container = container

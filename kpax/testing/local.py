@@ -4,7 +4,8 @@ Role: `LocalCluster` formats storage (``kafka.tools.StorageTool format``, SCRAM
 users added at format time) and starts N combined broker+controller nodes
 (node ids 1..N, a static voter set, so one node may crash and the others keep a
 quorum) with ``java ... kafka.Kafka server.properties`` on free loopback ports.
-A node is ready when its PLAINTEXT listener answers a raw ApiVersions request.
+A node is ready when its PLAINTEXT listener answers a raw ApiVersions request
+and lists the node itself among the live (unfenced) brokers in a Metadata answer.
 
 Each node may expose PLAINTEXT (always, also the inter-broker listener),
 SASL_PLAINTEXT (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512; users in
@@ -48,7 +49,7 @@ from kpax.testing import jars
 from kpax.testing.base import DEFAULT_SASL_USERS, KafkaCluster
 from kpax.testing.errors import KafkaStartError
 from kpax.testing.tls import make_tls_material
-from kpax.testing.wire import WireError, api_versions
+from kpax.testing.wire import BrokerConnection, WireError
 
 __all__ = ["DEFAULT_JVM_OPTS", "LocalCluster", "check_java"]
 
@@ -500,7 +501,12 @@ class LocalCluster(KafkaCluster):
                 if not node.alive():
                     raise KafkaStartError(self._failure(nid, "exited during startup"))
                 try:
-                    api_versions(f"127.0.0.1:{node.ports['PLAINTEXT']}", timeout=2.0)
+                    with BrokerConnection(f"127.0.0.1:{node.ports['PLAINTEXT']}", timeout=2.0) as c:
+                        if c.api_versions().error_code != 0:
+                            continue
+                        # serving requests is not enough: wait until it is unfenced
+                        if nid not in c.metadata_brokers():
+                            continue
                 except (OSError, WireError):
                     continue
                 pending.discard(nid)

@@ -1,8 +1,9 @@
 """A few raw Kafka requests written with `struct`, for readiness probes and broker tests.
 
 Role: prove a broker answers, independently of kpax's protocol layer: ApiVersions
-(v0..v3), SaslHandshake (v0/v1) and SaslAuthenticate (v0) over a blocking
-socket, optionally TLS. Only the fields those tests need are decoded.
+(v0..v3), Metadata (v1, brokers only), SaslHandshake (v0/v1) and SaslAuthenticate
+(v0) over a blocking socket, optionally TLS. Only the fields those tests need are
+decoded.
 
 Imports: the standard library only (never kpax.proto: this module must work
 before and without the real protocol layer).
@@ -23,6 +24,7 @@ __all__ = [
     "api_versions",
 ]
 
+METADATA = 3
 API_VERSIONS = 18
 SASL_HANDSHAKE = 17
 SASL_AUTHENTICATE = 36
@@ -238,6 +240,18 @@ class BrokerConnection:
                 key, lo, hi = r.i16(), r.i16(), r.i16()
                 result.versions[key] = (lo, hi)
         return result
+
+    def metadata_brokers(self) -> dict[int, str]:
+        """Metadata v1 for no topics: the live (unfenced) brokers, node id -> "host:port"."""
+        r = _Reader(
+            self.request(METADATA, 1, struct.pack(">i", 0)), f"Metadata from {self.address}"
+        )
+        brokers = {}
+        for _ in range(r.i32()):
+            node_id, host, port = r.i32(), r.string(), r.i32()
+            r.string()  # rack
+            brokers[node_id] = f"{host}:{port}"
+        return brokers
 
     def sasl_handshake(self, mechanism: str, version: int = 1) -> tuple[int, list[str]]:
         """SaslHandshake: return (error_code, mechanisms the broker enables)."""

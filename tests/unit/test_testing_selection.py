@@ -93,3 +93,21 @@ def test_container_env_names_follow_the_image_convention() -> None:
         == "KAFKA_LISTENER_NAME_SASL__PLAINTEXT_PLAIN_SASL_JAAS_CONFIG"
     )
     assert _env_key("a-b.c") == "KAFKA_A___B_C"
+
+
+def test_container_config_is_kraft_with_host_reachable_listeners() -> None:
+    from kpax.testing.containers import ContainerCluster
+
+    c = ContainerCluster(version="4.3.1", sasl=True, ssl=True, config={"num.partitions": 3})
+    env = c._environment()
+    assert c.image == "apache/kafka:4.3.1"
+    assert env["KAFKA_PROCESS_ROLES"] == "broker,controller"
+    assert env["KAFKA_CONTROLLER_QUORUM_VOTERS"] == "1@localhost:29093"
+    advertised = env["KAFKA_ADVERTISED_LISTENERS"].split(",")
+    for name in ("PLAINTEXT", "SASL_PLAINTEXT", "SSL"):
+        assert f"{name}://127.0.0.1:{c.ports[name]}" in advertised
+        assert c.listener(name) == f"127.0.0.1:{c.ports[name]}"
+    assert "CONTROLLER" not in env["KAFKA_ADVERTISED_LISTENERS"]
+    assert env["KAFKA_NUM_PARTITIONS"] == "3"
+    assert len(env["CLUSTER_ID"]) == 22 and not env["CLUSTER_ID"].startswith("-")
+    assert env["KAFKA_SSL_KEYSTORE_FILENAME"] == "broker.p12"

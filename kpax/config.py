@@ -57,7 +57,7 @@ def positive_int(value: Any) -> int:
 def optional_str(value: Any) -> str | None:
     if value is not None and not isinstance(value, str):
         raise ValueError("must be a string or None")
-    return value  # type: ignore[no-any-return]
+    return value
 
 
 def boolean(value: Any) -> bool:
@@ -85,15 +85,14 @@ def bootstrap_list(value: Any) -> list[str]:
     return out
 
 
-def resolve(
-    kind: str, options: Mapping[str, Option], given: Mapping[str, Any]
-) -> dict[str, Any]:
+def resolve(kind: str, options: Mapping[str, Option], given: Mapping[str, Any]) -> dict[str, Any]:
     """Merge ``given`` over the defaults of ``options``, checking each value.
 
     ``kind`` names the client in messages ("producer", "consumer", "admin").
     """
     out: dict[str, Any] = {name: opt.default for name, opt in options.items()}
-    for name, value in given.items():
+    for name, raw in given.items():
+        value = raw
         key = name.replace(".", "_").replace("-", "_")
         opt = options.get(key)
         if opt is None:

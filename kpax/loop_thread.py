@@ -30,9 +30,7 @@ class LoopThread:
         self.loop = asyncio.new_event_loop()
         self._stopped = False
         started = threading.Event()
-        self._thread = threading.Thread(
-            target=self._main, args=(started,), name=name, daemon=True
-        )
+        self._thread = threading.Thread(target=self._main, args=(started,), name=name, daemon=True)
         self._thread.start()
         started.wait()
 
@@ -47,9 +45,7 @@ class LoopThread:
                 for task in pending:
                     task.cancel()
                 if pending:
-                    self.loop.run_until_complete(
-                        asyncio.gather(*pending, return_exceptions=True)
-                    )
+                    self.loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
                 self.loop.run_until_complete(self.loop.shutdown_asyncgens())
             finally:
                 self.loop.close()
@@ -81,7 +77,9 @@ class LoopThread:
             return future.result(timeout)
         except concurrent.futures.TimeoutError:
             future.cancel()
-            raise KafkaTimeoutError(f"{what or 'operation'} did not finish within {timeout:g}s")
+            raise KafkaTimeoutError(
+                f"{what or 'operation'} did not finish within {timeout:g}s"
+            ) from None
 
     def call_soon(self, fn: Callable[..., Any], *args: Any) -> None:
         if not self._stopped:

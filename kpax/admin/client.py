@@ -49,6 +49,9 @@ from kpax.cluster.cluster import GROUP, Cluster
 from kpax.config import Option, positive_int, resolve
 from kpax.proto.errors import KafkaError, KafkaTimeoutError, error_for_code
 from kpax.proto.messages import (
+    AlterUserScramCredentialsRequest as AlterScramRequest,
+)
+from kpax.proto.messages import (
     ConsumerProtocolAssignment,
     CreateAclsRequest,
     CreatePartitionsRequest,
@@ -68,9 +71,6 @@ from kpax.proto.messages import (
     OffsetCommitRequest,
     OffsetDeleteRequest,
     OffsetFetchRequest,
-)
-from kpax.proto.messages import (
-    AlterUserScramCredentialsRequest as AlterScramRequest,
 )
 from kpax.structs import (
     BatchResult,
@@ -167,6 +167,7 @@ class AsyncAdmin:
         items: Iterable[K],
         attempt: Callable[[list[K]], Awaitable[Outcome[K]]],
         timeout: float | None,
+        *,
         on_retry: Callable[[], Awaitable[None]] | None = None,
         unknown_topic_grace: float = 0.0,
     ) -> BatchResult[K, Any]:
@@ -196,7 +197,7 @@ class AsyncAdmin:
                 outcome = await attempt(pending)
             except KafkaError as exc:
                 if not retriable(exc):
-                    errors.update({k: exc for k in pending})
+                    errors.update(dict.fromkeys(pending, exc))
                     break
                 retry = pending
                 outcome = {}
@@ -232,11 +233,9 @@ class AsyncAdmin:
     async def _refresh(self) -> None:
         await self.cluster.refresh()
 
-    async def _once(
-        self, what: str, call: Callable[[], Awaitable[V]], timeout: float | None
-    ) -> V:
+    async def _once(self, what: str, call: Callable[[], Awaitable[V]], timeout: float | None) -> V:
         result = await self._per_item(
-            what, [what], lambda _: _wrap_one(what, call), timeout, self._refresh
+            what, [what], lambda _: _wrap_one(what, call), timeout, on_retry=self._refresh
         )
         return result[what]  # type: ignore[no-any-return]
 
@@ -249,8 +248,9 @@ class AsyncAdmin:
             broker = self.cluster.least_loaded_broker()
             resp = await broker.request(DescribeClusterRequest())
             if resp.error_code:
-                raise _error(resp.error_code, f"DescribeCluster on {broker.describe()}",
-                             resp.error_message)
+                raise _error(
+                    resp.error_code, f"DescribeCluster on {broker.describe()}", resp.error_message
+                )
             return ClusterDescription(
                 cluster_id=resp.cluster_id,
                 controller_id=resp.controller_id,
@@ -293,7 +293,11 @@ class AsyncAdmin:
                     is_internal=info.is_internal,
                     partitions=tuple(
                         PartitionDescription(
-                            p.partition, p.leader, p.leader_epoch, p.replicas, p.isr,
+                            p.partition,
+                            p.leader,
+                            p.leader_epoch,
+                            p.replicas,
+                            p.isr,
                             p.offline_replicas,
                         )
                         for _, p in sorted(info.partitions.items())
@@ -329,14 +333,15 @@ class AsyncAdmin:
             for t in resp.topics:
                 if t.error_code:
                     out[t.name] = _error(
-                        t.error_code, f"create topic {t.name!r} on {broker.describe()}",
+                        t.error_code,
+                        f"create topic {t.name!r} on {broker.describe()}",
                         t.error_message,
                     )
                 else:
                     out[t.name] = None
             return out
 
-        return await self._per_item("create topic", specs, attempt, timeout, self._refresh)
+        return await self._per_item("create topic", specs, attempt, timeout, on_retry=self._refresh)
 
     async def delete_topics(
         self, topics: Iterable[str], *, timeout: float | None = None
@@ -357,15 +362,20 @@ class AsyncAdmin:
             resp = await broker.request(req, version=version)
             return {
                 r.name: (
-                    _error(r.error_code, f"delete topic {r.name!r} on {broker.describe()}",
-                           getattr(r, "error_message", None))
+                    _error(
+                        r.error_code,
+                        f"delete topic {r.name!r} on {broker.describe()}",
+                        getattr(r, "error_message", None),
+                    )
                     if r.error_code
                     else None
                 )
                 for r in resp.responses
             }
 
-        return await self._per_item("delete topic", topics, attempt, timeout, self._refresh)
+        return await self._per_item(
+            "delete topic", topics, attempt, timeout, on_retry=self._refresh
+        )
 
     async def create_partitions(
         self,
@@ -400,7 +410,7 @@ class AsyncAdmin:
             }
 
         return await self._per_item(
-            "create partitions", new_totals, attempt, timeout, self._refresh
+            "create partitions", new_totals, attempt, timeout, on_retry=self._refresh
         )
 
     # ------------------------------------------------------------ configs
@@ -555,8 +565,7 @@ class AsyncAdmin:
         async def attempt(items: list[TopicPartition]) -> Outcome[TopicPartition]:
             groups, out = await self._by_leader(items)
             calls = [
-                self._list_offsets_on(broker, tps, wanted, level)
-                for broker, tps in groups.values()
+                self._list_offsets_on(broker, tps, wanted, level) for broker, tps in groups.values()
             ]
             for part in await asyncio.gather(*calls, return_exceptions=True):
                 if isinstance(part, KafkaError):
@@ -570,7 +579,11 @@ class AsyncAdmin:
             return out
 
         return await self._per_item(
-            "list offsets", wanted, attempt, timeout, self._refresh_leaders(wanted),
+            "list offsets",
+            wanted,
+            attempt,
+            timeout,
+            on_retry=self._refresh_leaders(wanted),
             unknown_topic_grace=_NEW_TOPIC_GRACE,
         )
 
@@ -677,7 +690,11 @@ class AsyncAdmin:
             return out
 
         return await self._per_item(
-            "delete records", offsets, attempt, timeout, self._refresh_leaders(offsets),
+            "delete records",
+            offsets,
+            attempt,
+            timeout,
+            on_retry=self._refresh_leaders(offsets),
             unknown_topic_grace=_NEW_TOPIC_GRACE,
         )
 
@@ -705,7 +722,9 @@ class AsyncAdmin:
                     raise _error(resp.error_code, f"list groups on {broker.describe()}")
                 for g in resp.groups:
                     found[g.group_id] = GroupListing(
-                        g.group_id, g.protocol_type, getattr(g, "group_state", ""),
+                        g.group_id,
+                        g.protocol_type,
+                        getattr(g, "group_state", ""),
                         getattr(g, "group_type", ""),
                     )
             return sorted(found.values(), key=lambda g: g.group_id)
@@ -745,8 +764,11 @@ class AsyncAdmin:
             resp = await broker.request(DescribeGroupsRequest(groups=[group]))
             g = resp.groups[0]
             if g.error_code:
-                raise _error(g.error_code, f"describe group {group!r} on {broker.describe()}",
-                             getattr(g, "error_message", None))
+                raise _error(
+                    g.error_code,
+                    f"describe group {group!r} on {broker.describe()}",
+                    getattr(g, "error_message", None),
+                )
             members = tuple(
                 MemberDescription(
                     member_id=m.member_id,
@@ -847,7 +869,8 @@ class AsyncAdmin:
                         raise _error(p.error_code, f"fetch offset of group {group!r} for {tp}")
                     if p.committed_offset >= 0:
                         out[tp] = OffsetAndMetadata(
-                            p.committed_offset, p.metadata or "",
+                            p.committed_offset,
+                            p.metadata or "",
                             getattr(p, "committed_leader_epoch", -1),
                         )
             return out
@@ -949,7 +972,7 @@ class AsyncAdmin:
                 if resp.error_code in _COORDINATOR_ERRORS:
                     self.cluster.coordinator_is_down(group_id, GROUP)
                 err = _error(resp.error_code, f"delete offsets of group {group_id!r}")
-                return {tp: err for tp in items}
+                return dict.fromkeys(items, err)
             out: Outcome[TopicPartition] = {}
             for t in resp.topics:
                 for p in t.partitions:
@@ -985,8 +1008,9 @@ class AsyncAdmin:
                 )
             )
             if resp.error_code:
-                raise _error(resp.error_code, f"describe ACLs on {broker.describe()}",
-                             resp.error_message)
+                raise _error(
+                    resp.error_code, f"describe ACLs on {broker.describe()}", resp.error_message
+                )
             return [
                 AclBinding(
                     resource_type=ResourceType(r.resource_type),
@@ -1027,8 +1051,11 @@ class AsyncAdmin:
                 )
             )
             return {
-                a: (_error(r.error_code, f"create ACL {a}", r.error_message) if r.error_code
-                    else None)
+                a: (
+                    _error(r.error_code, f"create ACL {a}", r.error_message)
+                    if r.error_code
+                    else None
+                )
                 for a, r in zip(items, resp.results, strict=True)
             }
 
@@ -1133,12 +1160,17 @@ class AsyncAdmin:
             for a in mine:
                 if isinstance(a, UserScramCredentialUpsertion):
                     salt = a.salt or os.urandom(32)
-                    hash_name = "sha256" if a.mechanism == ScramMechanism.SCRAM_SHA_256 else "sha512"
+                    hash_name = (
+                        "sha256" if a.mechanism == ScramMechanism.SCRAM_SHA_256 else "sha512"
+                    )
                     salted = hashlib.pbkdf2_hmac(hash_name, a.password.encode(), salt, a.iterations)
                     upserts.append(
                         AlterScramRequest.ScramCredentialUpsertion(
-                            name=a.user, mechanism=int(a.mechanism), iterations=a.iterations,
-                            salt=salt, salted_password=salted,
+                            name=a.user,
+                            mechanism=int(a.mechanism),
+                            iterations=a.iterations,
+                            salt=salt,
+                            salted_password=salted,
                         )
                     )
             deletions = [
@@ -1198,13 +1230,11 @@ def _decode_assignment(data: Any) -> tuple[TopicPartition, ...]:
     if len(raw) < 2:
         return ()
     version = int.from_bytes(raw[:2], "big", signed=True)
-    version = min(max(version, ConsumerProtocolAssignment.MIN_VERSION),
-                  ConsumerProtocolAssignment.MAX_VERSION)
+    version = min(
+        max(version, ConsumerProtocolAssignment.MIN_VERSION), ConsumerProtocolAssignment.MAX_VERSION
+    )
     try:
         obj, _ = ConsumerProtocolAssignment.decode_from(raw, 2, version)
     except KafkaError:
         return ()
-    return tuple(
-        TopicPartition(t.topic, p) for t in obj.assigned_partitions for p in t.partitions
-    )
-
+    return tuple(TopicPartition(t.topic, p) for t in obj.assigned_partitions for p in t.partitions)

@@ -174,9 +174,7 @@ class Admin:
         timeout: float | None = None,
     ) -> BatchResult[TopicPartition, OffsetAndTimestamp]:
         return self._run(
-            self._admin.list_offsets(
-                dict(specs), isolation_level=isolation_level, timeout=timeout
-            ),
+            self._admin.list_offsets(dict(specs), isolation_level=isolation_level, timeout=timeout),
             timeout,
         )
 

@@ -9,4 +9,10 @@ from kpax.broker.broker import Broker
 from kpax.broker.connection import BrokerConnection
 from kpax.broker.options import COMMON_OPTIONS, ConnectionOptions, connection_options
 
-__all__ = ["COMMON_OPTIONS", "Broker", "BrokerConnection", "ConnectionOptions", "connection_options"]
+__all__ = [
+    "COMMON_OPTIONS",
+    "Broker",
+    "BrokerConnection",
+    "ConnectionOptions",
+    "connection_options",
+]

@@ -123,6 +123,8 @@ class BrokerConnection(asyncio.BufferedProtocol):
         self._gate.set()
         self._reauth_timer: asyncio.TimerHandle | None = None
         self._reauth_task: asyncio.Task[None] | None = None
+        self._drained = asyncio.Event()  # set whenever nothing is in flight
+        self._drained.set()
         # receive state
         self._scratch = bytearray(_SCRATCH)
         self._scratch_view = memoryview(self._scratch)
@@ -278,8 +280,7 @@ class BrokerConnection(asyncio.BufferedProtocol):
     async def _reauthenticate(self) -> None:
         self._gate.clear()
         try:
-            while self._in_flight and self._closed is None:
-                await asyncio.sleep(0.001)
+            await self._drained.wait()
             if self._closed is None:
                 await self._authenticate()
         except KafkaError as exc:
@@ -352,6 +353,7 @@ class BrokerConnection(asyncio.BufferedProtocol):
             if timeout > 0:
                 entry.timer = self._loop.call_later(timeout, self._timed_out, entry, timeout)
             self._in_flight.append(entry)
+            self._drained.clear()
             transport.write(data)
             self.last_activity = time.monotonic()
             return await future
@@ -443,6 +445,8 @@ class BrokerConnection(asyncio.BufferedProtocol):
             )
             return
         entry = self._in_flight.popleft()
+        if not self._in_flight:
+            self._drained.set()
         if entry.timer is not None:
             entry.timer.cancel()
         if entry.future.done():
@@ -527,6 +531,7 @@ class BrokerConnection(asyncio.BufferedProtocol):
                     entry.future.set_exception(failure)
         self._write_ready.set()
         self._gate.set()
+        self._drained.set()
         if self._transport is None:
             self._closed_event.set()  # else connection_lost sets it once the socket is gone
 

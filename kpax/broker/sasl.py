@@ -52,7 +52,9 @@ def _scram_name(username: str) -> str:
 class ScramMechanism:
     """RFC 5802 / RFC 7677 SCRAM with SHA-256 or SHA-512 (Kafka's two SCRAM mechanisms)."""
 
-    def __init__(self, name: str, username: str, password: str, *, nonce: str | None = None) -> None:
+    def __init__(
+        self, name: str, username: str, password: str, *, nonce: str | None = None
+    ) -> None:
         if name not in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
             raise ConfigError(f"unknown SCRAM mechanism {name!r}")
         self.name = name

@@ -97,6 +97,7 @@ class Cluster:
         self._closed = False
         self._started = False
         self._start_lock: asyncio.Lock | None = None
+        self._background: set[asyncio.Future[None]] = set()
 
     # ------------------------------------------------------------ lifecycle
 
@@ -179,7 +180,10 @@ class Cluster:
         # connection, so the client does not open a second one.
         for boot in list(self._bootstrap_brokers):
             for node_id, info in snapshot.brokers.items():
-                if (info.host, info.port) == (boot.host, boot.port) and node_id not in self._brokers:
+                if (info.host, info.port) == (
+                    boot.host,
+                    boot.port,
+                ) and node_id not in self._brokers:
                     boot.node_id = node_id
                     self._brokers[node_id] = boot
                     self._bootstrap_brokers.remove(boot)
@@ -189,7 +193,9 @@ class Cluster:
             if b is not None and (b.host, b.port) != (info.host, info.port):
                 # The node moved: forget the old connection.
                 self._brokers.pop(node_id)
-                asyncio.ensure_future(b.close())
+                task = asyncio.ensure_future(b.close())
+                self._background.add(task)
+                task.add_done_callback(self._background.discard)
         self.snapshot = snapshot
 
     async def _metadata_from(self, broker: Broker, topics: list[str] | None) -> ClusterSnapshot:
@@ -246,7 +252,9 @@ class Cluster:
             )
         raise KafkaConnectionError("metadata refresh failed on every broker: " + "; ".join(errors))
 
-    async def refresh(self, topics: Iterable[str] | None = None, *, all_topics: bool = False) -> None:
+    async def refresh(
+        self, topics: Iterable[str] | None = None, *, all_topics: bool = False
+    ) -> None:
         """Fetch fresh metadata (for ``topics`` plus those already of interest,
         or for every topic). Concurrent callers share one request."""
         self._check_open()
@@ -281,8 +289,14 @@ class Cluster:
         if info is not None and partition in info.partitions:
             old = info.partitions[partition]
             info.partitions[partition] = PartitionInfo(
-                old.topic, old.partition, -1, old.leader_epoch, old.replicas, old.isr,
-                old.offline_replicas, _LEADER_NOT_AVAILABLE,
+                old.topic,
+                old.partition,
+                -1,
+                old.leader_epoch,
+                old.replicas,
+                old.isr,
+                old.offline_replicas,
+                _LEADER_NOT_AVAILABLE,
             )
 
     async def topic(self, name: str, *, timeout: float | None = None) -> TopicInfo:
@@ -328,16 +342,13 @@ class Cluster:
             p = info.partitions.get(partition)
             if p is None:
                 raise error_for_code(_UNKNOWN_TOPIC)(
-                    f"topic {topic!r} has no partition {partition} "
-                    f"(it has {len(info.partitions)})"
+                    f"topic {topic!r} has no partition {partition} (it has {len(info.partitions)})"
                 )
             if p.leader >= 0 and p.leader in self.snapshot.brokers:
                 return self.broker(p.leader), p
             delay = backoff.next_delay()
             if time.monotonic() + delay > deadline:
-                raise error_for_code(_LEADER_NOT_AVAILABLE)(
-                    f"no leader for {topic}-{partition}"
-                )
+                raise error_for_code(_LEADER_NOT_AVAILABLE)(f"no leader for {topic}-{partition}")
             await asyncio.sleep(delay)
             await self.refresh([topic])
 

@@ -58,8 +58,12 @@ def _produce(kafka, topic: str, partition: int, n: int) -> None:
 def test_create_describe_delete_topics_with_per_item_results(admin):
     a, b = _name(), _name()
     result = admin.create_topics(
-        [kpax.NewTopic(a, num_partitions=3, replication_factor=1, configs={"retention.ms": "86400000"}),
-         kpax.NewTopic(b, num_partitions=1)]
+        [
+            kpax.NewTopic(
+                a, num_partitions=3, replication_factor=1, configs={"retention.ms": "86400000"}
+            ),
+            kpax.NewTopic(b, num_partitions=1),
+        ]
     )
     assert result.ok and set(result) == {a, b}
     again = admin.create_topics([a, _name()])
@@ -106,19 +110,27 @@ def test_describe_and_alter_configs(admin, kafka):
     assert not entries["retention.ms"].is_default
     assert entries["cleanup.policy"].value == "delete"
     assert admin.incremental_alter_configs(
-        {res: [AlterConfigOp("retention.ms", "5000"),
-               AlterConfigOp("cleanup.policy", "compact", AlterConfigOpType.SET)]}
+        {
+            res: [
+                AlterConfigOp("retention.ms", "5000"),
+                AlterConfigOp("cleanup.policy", "compact", AlterConfigOpType.SET),
+            ]
+        }
     ).ok
     entries = admin.describe_configs([res], keys=["retention.ms", "cleanup.policy"])[res]
     assert entries["retention.ms"].value == "5000"
     assert entries["cleanup.policy"].value == "compact"
     assert set(entries) == {"retention.ms", "cleanup.policy"}
-    admin.incremental_alter_configs({res: [AlterConfigOp("retention.ms", op=AlterConfigOpType.DELETE)]})
+    admin.incremental_alter_configs(
+        {res: [AlterConfigOp("retention.ms", op=AlterConfigOpType.DELETE)]}
+    )
     assert admin.describe_configs([res])[res]["retention.ms"].is_default
     broker = ConfigResource.broker(next(iter(kafka.brokers)))
     assert "log.retention.hours" in admin.describe_configs([broker])[broker]
     missing = ConfigResource.topic("no-such-topic-xyz")
-    assert isinstance(admin.describe_configs([missing]).errors[missing], UnknownTopicOrPartitionError)
+    assert isinstance(
+        admin.describe_configs([missing]).errors[missing], UnknownTopicOrPartitionError
+    )
 
 
 def test_list_offsets_and_delete_records(admin, kafka):
@@ -141,8 +153,9 @@ def test_list_offsets_and_delete_records(admin, kafka):
         admin.list_offsets({tp0: "yesterday"})
     unknown = kpax.TopicPartition("no-such-topic-xyz", 0)
     started = time.monotonic()
-    assert isinstance(admin.list_offsets({unknown: "latest"}).errors[unknown],
-                      UnknownTopicOrPartitionError)
+    assert isinstance(
+        admin.list_offsets({unknown: "latest"}).errors[unknown], UnknownTopicOrPartitionError
+    )
     assert time.monotonic() - started < 10
 
 
@@ -150,10 +163,14 @@ def test_group_offsets_list_describe_delete(admin):
     name, group = _name(), _name("grp")
     admin.create_topics([kpax.NewTopic(name, 3, 1)]).raise_for_errors()
     tps = [kpax.TopicPartition(name, p) for p in range(3)]
-    assert admin.alter_group_offsets(group, {tps[0]: 5, tps[1]: kpax.OffsetAndMetadata(7, "meta")}).ok
+    assert admin.alter_group_offsets(
+        group, {tps[0]: 5, tps[1]: kpax.OffsetAndMetadata(7, "meta")}
+    ).ok
     committed = admin.list_group_offsets(group)
-    assert committed == {tps[0]: kpax.OffsetAndMetadata(5, "", -1),
-                         tps[1]: kpax.OffsetAndMetadata(7, "meta", -1)}
+    assert committed == {
+        tps[0]: kpax.OffsetAndMetadata(5, "", -1),
+        tps[1]: kpax.OffsetAndMetadata(7, "meta", -1),
+    }
     assert admin.list_group_offsets(group, [tps[1]]) == {tps[1]: committed[tps[1]]}
     assert group in [g.group_id for g in admin.list_groups()]
     desc = admin.describe_groups([group])[group]
@@ -167,7 +184,11 @@ def test_group_offsets_list_describe_delete(admin):
 def test_scram_users(admin, kafka):
     user = _name("user")
     assert admin.alter_user_scram_credentials(
-        [UserScramCredentialUpsertion(user, ScramMechanism.SCRAM_SHA_256, "s3cret", iterations=8192)]
+        [
+            UserScramCredentialUpsertion(
+                user, ScramMechanism.SCRAM_SHA_256, "s3cret", iterations=8192
+            )
+        ]
     ).ok
     creds = admin.describe_user_scram_credentials([user])[user]
     assert [(c.mechanism, c.iterations) for c in creds.credentials] == [

@@ -52,7 +52,7 @@ async def test_versions_are_negotiated(kafka):
     host, port = split_address(kafka.bootstrap.split(",")[0])
     conn = await BrokerConnection.open(host, port, ConnectionOptions())
     try:
-        lo, hi = conn.api_versions[MetadataRequest.API_KEY]
+        _lo, hi = conn.api_versions[MetadataRequest.API_KEY]
         assert conn.pick_version(MetadataRequest) == min(hi, MetadataRequest.MAX_VERSION)
         assert conn.pick_version(MetadataRequest, max_version=9) == 9
 

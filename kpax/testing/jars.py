@@ -14,6 +14,7 @@ Imports: the standard library and kpax.testing.errors only.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import re
@@ -129,6 +130,15 @@ def ensure_jars(version: str | None = None) -> Path:
             "or set KPAX_TEST_BOOTSTRAP=host:port to use a running Kafka."
         )
     libs.parent.mkdir(parents=True, exist_ok=True)
+    with (libs.parent / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one fetch at a time; others then reuse it
+        if marker.is_file() and marker.read_text(encoding="utf-8").strip() == stamp:
+            return libs
+        _fetch(mvn, version, pom, stamp, libs)
+    return libs
+
+
+def _fetch(mvn: str, version: str, pom: str, stamp: str, libs: Path) -> None:
     staging = Path(tempfile.mkdtemp(prefix="fetch-", dir=libs.parent))
     try:
         (staging / "pom.xml").write_text(pom, encoding="utf-8")
@@ -158,7 +168,6 @@ def ensure_jars(version: str | None = None) -> Path:
         out_dir.rename(libs)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return libs
 
 
 def classpath(version: str | None = None) -> str:

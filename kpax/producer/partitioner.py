@@ -51,7 +51,7 @@ _UNPACK: list[Callable[..., tuple[int, ...]]] = [
 ]
 
 
-def _murmur2_unsigned(data: bytes) -> int:
+def _murmur2_unsigned(data: bytes | bytearray) -> int:
     """murmur2 as an unsigned 32-bit value (the bits of the Java ``int``).
 
     Words are unpacked all at once; ``h`` is masked once per word (the low 32
@@ -78,7 +78,7 @@ def _murmur2_unsigned(data: bytes) -> int:
     return h ^ (h >> 15)
 
 
-def murmur2(data: bytes) -> int:
+def murmur2(data: bytes | bytearray) -> int:
     """The Java client's ``Utils.murmur2(data)``: a signed 32-bit int."""
     h = _murmur2_unsigned(data)
     return h - 0x100000000 if h & 0x80000000 else h
@@ -89,7 +89,7 @@ def to_positive(number: int) -> int:
     return number & 0x7FFFFFFF
 
 
-def partition_for_key(key: bytes, num_partitions: int) -> int:
+def partition_for_key(key: bytes | bytearray, num_partitions: int) -> int:
     """Java's ``BuiltInPartitioner.partitionForKey``: ``toPositive(murmur2(key)) % n``."""
     return (_murmur2_unsigned(key) & 0x7FFFFFFF) % num_partitions
 

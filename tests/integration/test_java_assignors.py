@@ -162,7 +162,7 @@ def test_protocol_bytes_and_assignors_match_java(tmp_path: Path) -> None:
             checks.append((name, (counts, members)))
 
     answers = run_java(tmp_path, lines)
-    failures = []
+    failures: list[tuple[object, ...]] = []
     for (kind, case), java in zip(checks, answers, strict=True):
         if kind == "sub":
             sub, version = case  # type: ignore[misc]

@@ -1,0 +1,376 @@
+"""Shared machinery of the peer benchmarks (``python -m bench producer``, ``... consumer``).
+
+Role: everything a "kpax vs peer clients on the same broker, in one run"
+benchmark needs besides the peers' own code: a broker, fresh topics, running
+each peer in its own subprocess with a timeout, collecting one result dict per
+run, and rendering the Markdown table and PNG bar chart into bench/results/.
+
+Stable API (the consumer benchmark reuses it)::
+
+    from bench import harness as h
+
+    with h.broker() as bootstrap:                     # KPAX_TEST_BOOTSTRAP, else a local broker
+        topic = h.make_topic(bootstrap, partitions=6)   # fresh random topic, all partitions led
+        res = h.run_peer(
+            [sys.executable, "-m", "bench.producer", "--peer", "kafka-python", ...],
+            peer="kafka-python", scenario="1p acks=1 none", records=N, timeout=300,
+        )                                               # -> Result dict (never raises)
+    md = h.render_table(results, baseline="kpax sync", peers=[...], scenarios=[...])
+    h.write_results("producer", md, results, title="...")  # bench/results/producer.{md,png,json}
+
+    # inside a peer subprocess, after timing its work:
+    h.emit(records=n, nbytes=n * size, seconds=elapsed)   # prints the RESULT line
+    h.java_classpath()                                   # -cp for org.apache.kafka.tools.*
+
+A :data:`Result` is a plain dict: ``peer``, ``scenario``, ``records``, ``bytes``,
+``seconds``, ``records_per_s``, ``mb_per_s`` (MB = 10**6 bytes of record
+values) and ``error`` (None, or why the run failed: exit status, timeout,
+missing library; the last lines of the peer's stderr are kept). A failed peer
+is reported in the table as "failed", it never aborts the whole benchmark.
+
+A peer subprocess reports by printing one line ``RESULT {json}`` on stdout
+(:func:`emit`); anything else it prints is ignored (stderr is kept for errors).
+Java peers (``ProducerPerformance``) print their own summary; the caller
+parses it and builds the Result with :func:`make_result`.
+
+Imports: kpax (Admin, testing), the standard library; matplotlib lazily (only
+in :func:`render_chart`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+JAVA_DIR = Path(__file__).resolve().parent / "java"
+
+Result = dict[str, Any]
+
+__all__ = [
+    "RESULTS_DIR",
+    "Result",
+    "broker",
+    "emit",
+    "java_classpath",
+    "make_result",
+    "make_topic",
+    "render_chart",
+    "render_table",
+    "run_peer",
+    "write_results",
+]
+
+
+# ------------------------------------------------------------------ broker and topics
+
+
+@contextlib.contextmanager
+def broker(config: dict[str, str] | None = None) -> Iterator[str]:
+    """Yield a bootstrap address: ``KPAX_TEST_BOOTSTRAP`` if set, else one local
+    broker started with :func:`kpax.testing.start_kafka` (stopped on exit)."""
+    existing = os.environ.get("KPAX_TEST_BOOTSTRAP")
+    if existing:
+        yield existing
+        return
+    from kpax.testing import start_kafka
+
+    cluster = start_kafka(brokers=1, config=config)
+    try:
+        yield cluster.bootstrap
+    finally:
+        cluster.stop()
+
+
+def make_topic(
+    bootstrap: str,
+    partitions: int = 1,
+    *,
+    prefix: str = "bench",
+    config: dict[str, str] | None = None,
+    timeout: float = 60.0,
+) -> str:
+    """Create a fresh topic (random name) and wait until every partition has a leader."""
+    import kpax
+
+    name = f"{prefix}-{uuid.uuid4().hex[:10]}"
+    with kpax.Admin(bootstrap) as admin:
+        admin.create_topics(
+            [kpax.NewTopic(name, partitions, 1, configs=config or {})], timeout=timeout
+        ).raise_for_errors()
+        deadline = time.monotonic() + timeout
+        while True:
+            desc = admin.describe_topics([name]).get(name)
+            if (
+                desc is not None
+                and len(desc.partitions) == partitions
+                and all(p.leader >= 0 for p in desc.partitions)
+            ):
+                return name
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"topic {name} has no leader for every partition")
+            time.sleep(0.1)
+
+
+# ------------------------------------------------------------------ peers
+
+
+def make_result(
+    peer: str,
+    scenario: str,
+    *,
+    records: int = 0,
+    nbytes: int = 0,
+    seconds: float = 0.0,
+    error: str | None = None,
+    **extra: Any,
+) -> Result:
+    """A :data:`Result` dict (rates computed here)."""
+    ok = error is None and seconds > 0
+    return {
+        "peer": peer,
+        "scenario": scenario,
+        "records": records,
+        "bytes": nbytes,
+        "seconds": round(seconds, 4),
+        "records_per_s": records / seconds if ok else None,
+        "mb_per_s": nbytes / seconds / 1e6 if ok else None,
+        "error": error,
+        **extra,
+    }
+
+
+def emit(*, records: int, nbytes: int, seconds: float, **extra: Any) -> None:
+    """In a peer subprocess: report the measurement (one ``RESULT {json}`` line)."""
+    payload = {"records": records, "bytes": nbytes, "seconds": seconds, **extra}
+    sys.stdout.write("RESULT " + json.dumps(payload) + "\n")
+    sys.stdout.flush()
+
+
+def _tail(text: str, n: int = 6) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return " | ".join(lines[-n:])
+
+
+def run_peer(
+    argv: Sequence[str],
+    *,
+    peer: str,
+    scenario: str,
+    records: int,
+    timeout: float = 600.0,
+    env: dict[str, str] | None = None,
+    parse: Any = None,
+) -> Result:
+    """Run one peer in its own subprocess and return its :data:`Result`.
+
+    The subprocess prints ``RESULT {json}`` (see :func:`emit`), or ``parse``
+    (a function ``stdout -> dict(records=, bytes=, seconds=)``) extracts the
+    numbers from its output (Java tools). Never raises: a crash, a timeout or
+    a missing RESULT line becomes ``error``.
+    """
+    full_env = {**os.environ, **(env or {})}
+    root = str(Path(__file__).resolve().parent.parent)
+    full_env["PYTHONPATH"] = root + os.pathsep + full_env.get("PYTHONPATH", "")
+    started = time.monotonic()
+    try:
+        proc = subprocess.run(
+            list(argv),
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=full_env,
+            cwd=root,
+        )
+    except subprocess.TimeoutExpired:
+        return make_result(peer, scenario, records=records, error=f"timed out after {timeout:g}s")
+    except OSError as exc:
+        return make_result(peer, scenario, records=records, error=f"could not start: {exc}")
+    wall = time.monotonic() - started
+    if proc.returncode != 0:
+        return make_result(
+            peer,
+            scenario,
+            records=records,
+            error=f"exit {proc.returncode}: {_tail(proc.stderr or proc.stdout)}",
+        )
+    data: dict[str, Any] | None = None
+    if parse is not None:
+        try:
+            data = parse(proc.stdout)
+        except Exception as exc:  # any parse failure is a failed run
+            data = None
+            err = f"could not parse output ({exc}): {_tail(proc.stdout)}"
+            return make_result(peer, scenario, records=records, error=err)
+    else:
+        for line in proc.stdout.splitlines():
+            if line.startswith("RESULT "):
+                data = json.loads(line[7:])
+    if data is None:
+        return make_result(
+            peer, scenario, records=records, error=f"no RESULT line: {_tail(proc.stderr)}"
+        )
+    extra = {k: v for k, v in data.items() if k not in ("records", "bytes", "seconds")}
+    return make_result(
+        peer,
+        scenario,
+        records=int(data["records"]),
+        nbytes=int(data["bytes"]),
+        seconds=float(data["seconds"]),
+        wall_seconds=round(wall, 2),
+        **extra,
+    )
+
+
+def java_classpath(version: str | None = None) -> str:
+    """``java -cp`` for the broker/client jars plus kafka-tools (ProducerPerformance,
+    ConsumerPerformance). kafka-tools is fetched once with Maven (bench/java/pom.xml)
+    into ``<kpax cache>/bench-tools/<version>/``, apart from kpax.testing's jars."""
+    from kpax.testing import classpath
+    from kpax.testing.jars import cache_dir, kafka_version
+
+    version = kafka_version(version)
+    base = classpath(version)
+    pom = (JAVA_DIR / "pom.xml").read_text(encoding="utf-8").replace("@KAFKA_VERSION@", version)
+    stamp = hashlib.sha256(pom.encode()).hexdigest()
+    libs = cache_dir() / "bench-tools" / version
+    marker = libs / ".stamp"
+    if not (marker.is_file() and marker.read_text().strip() == stamp):
+        mvn = shutil.which("mvn")
+        if mvn is None:
+            raise RuntimeError("Maven (mvn) is needed once to fetch kafka-tools for the Java peer")
+        libs.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix="fetch-", dir=libs.parent))
+        try:
+            (staging / "pom.xml").write_text(pom, encoding="utf-8")
+            out = staging / "libs"
+            proc = subprocess.run(
+                [mvn, "-q", "-B", "-f", str(staging / "pom.xml"), "dependency:copy-dependencies",
+                 f"-DoutputDirectory={out}", "-DincludeScope=runtime"],
+                capture_output=True, text=True, check=False,
+            )  # fmt: skip
+            if proc.returncode != 0:
+                raise RuntimeError(
+                    f"Maven could not fetch kafka-tools {version}: {_tail(proc.stdout)}"
+                )
+            (out / ".stamp").write_text(stamp + "\n")
+            if libs.exists():
+                shutil.rmtree(libs)
+            out.rename(libs)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    have = {Path(p).name for p in base.split(os.pathsep)}
+    extra = [str(j) for j in sorted(libs.glob("*.jar")) if j.name not in have]
+    return os.pathsep.join([base, *extra])
+
+
+# ------------------------------------------------------------------ rendering
+
+
+def _fmt_rate(value: float | None) -> str:
+    return "failed" if value is None else f"{value:,.0f}"
+
+
+def render_table(
+    results: Sequence[Result],
+    *,
+    baseline: str,
+    peers: Sequence[str] | None = None,
+    scenarios: Sequence[str] | None = None,
+) -> str:
+    """A Markdown table: one row per (scenario, peer) with records/s, MB/s and
+    ``baseline``/peer ratio (>1 means the baseline is faster), failures noted."""
+    peers = list(peers or dict.fromkeys(r["peer"] for r in results))
+    scenarios = list(scenarios or dict.fromkeys(r["scenario"] for r in results))
+    by_key = {(r["scenario"], r["peer"]): r for r in results}
+    lines = [
+        f"| scenario | client | records/s | MB/s | {baseline} / client |",
+        "|---|---|---:|---:|---:|",
+    ]
+    notes: list[str] = []
+    for sc in scenarios:
+        base = by_key.get((sc, baseline))
+        base_rate = base["records_per_s"] if base else None
+        for peer in peers:
+            r = by_key.get((sc, peer))
+            if r is None:
+                continue
+            rate = r["records_per_s"]
+            mbs = "" if r["mb_per_s"] is None else f"{r['mb_per_s']:.1f}"
+            ratio = f"{base_rate / rate:.2f}x" if rate and base_rate else ""
+            lines.append(f"| {sc} | {peer} | {_fmt_rate(rate)} | {mbs} | {ratio} |")
+            if r.get("error"):
+                notes.append(f"- {sc} / {peer}: {r['error'][:300]}")
+    if notes:
+        lines += ["", "Failed runs:", *notes]
+    return "\n".join(lines) + "\n"
+
+
+def render_chart(
+    results: Sequence[Result],
+    path: Path,
+    *,
+    title: str,
+    peers: Sequence[str] | None = None,
+    scenarios: Sequence[str] | None = None,
+) -> Path:
+    """A grouped bar chart (records/s per scenario, one bar per peer) as PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    peers = list(peers or dict.fromkeys(r["peer"] for r in results))
+    scenarios = list(scenarios or dict.fromkeys(r["scenario"] for r in results))
+    by_key = {(r["scenario"], r["peer"]): r for r in results}
+    width = 0.8 / max(len(peers), 1)
+    fig, ax = plt.subplots(figsize=(max(8, 1.6 * len(scenarios)), 5))
+    for i, peer in enumerate(peers):
+        xs = [j + i * width for j in range(len(scenarios))]
+        ys = [((by_key.get((sc, peer)) or {}).get("records_per_s") or 0) for sc in scenarios]
+        ax.bar(xs, ys, width, label=peer)
+    ax.set_xticks([j + width * (len(peers) - 1) / 2 for j in range(len(scenarios))])
+    ax.set_xticklabels(scenarios, rotation=15, ha="right")
+    ax.set_ylabel("records/s")
+    ax.set_title(title)
+    ax.legend(fontsize="small")
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def write_results(
+    name: str,
+    markdown: str,
+    results: Sequence[Result],
+    *,
+    title: str,
+    header: str = "",
+    peers: Sequence[str] | None = None,
+    scenarios: Sequence[str] | None = None,
+) -> list[Path]:
+    """Write bench/results/<name>.md (header + table), <name>.json and <name>.png."""
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    md = RESULTS_DIR / f"{name}.md"
+    md.write_text(f"# {title}\n\n{header}\n\n{markdown}", encoding="utf-8")
+    js = RESULTS_DIR / f"{name}.json"
+    js.write_text(json.dumps(list(results), indent=1) + "\n", encoding="utf-8")
+    png = render_chart(
+        results, RESULTS_DIR / f"{name}.png", title=title, peers=peers, scenarios=scenarios
+    )
+    return [md, js, png]

@@ -469,6 +469,10 @@ class LocalCluster(KafkaCluster):
                 )
 
     def _launch(self, node: _Node) -> None:
+        if not self._java:
+            self._java = check_java()
+        if not self._classpath:
+            self._classpath = jars.classpath(self.version)
         detach = self._detached or threading.current_thread() is not threading.main_thread()
         cmd = [
             self._java,
@@ -660,6 +664,4 @@ class LocalCluster(KafkaCluster):
             self.nodes[nd["node_id"]] = _Node(
                 nd["node_id"], dict(nd["ports"]), Path(nd["dir"]), pid=nd["pid"]
             )
-        self._java = check_java()
-        self._classpath = jars.classpath(self.version)
-        return self
+        return self  # java and the classpath are looked up when a node is (re)started

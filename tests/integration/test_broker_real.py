@@ -32,6 +32,9 @@ def test_api_versions_lists_produce_fetch_metadata(kafka: KafkaCluster) -> None:
             lo, hi = result.versions[key]
             assert 0 <= lo <= hi
             assert hi >= newest_at_least
+        assert 22 in result.versions  # InitProducerId: idempotence and transactions
+        if kafka.version and int(kafka.version.split(".")[0]) >= 4:
+            assert 68 in result.versions  # ConsumerGroupHeartbeat: KIP-848 groups
 
 
 def _first(addresses: str) -> str:

@@ -3,6 +3,7 @@ results, errors that name what failed, interop with kafka-python."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 import uuid
@@ -29,6 +30,7 @@ from kpax.errors import (
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
+from tests.wait import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -71,7 +73,7 @@ def test_create_describe_delete_topics_with_per_item_results(admin):
     assert a in str(again.errors[a]) and "not retriable" in str(again.errors[a])
     with pytest.raises(TopicAlreadyExistsError):
         again[a]
-    assert a in admin.list_topics() and b in admin.list_topics()
+    eventually(lambda: {a, b} <= set(admin.list_topics()))
     described = admin.describe_topics([a, "no-such-topic-xyz"])
     assert [p.partition for p in described[a].partitions] == [0, 1, 2]
     assert all(p.leader >= 0 and p.isr for p in described[a].partitions)
@@ -93,10 +95,7 @@ def test_create_partitions(admin):
     name = _name()
     admin.create_topics([kpax.NewTopic(name, 1, 1)]).raise_for_errors()
     assert admin.create_partitions({name: 4}).ok
-    deadline = time.monotonic() + 10
-    while len(admin.describe_topics([name])[name].partitions) != 4:
-        assert time.monotonic() < deadline
-        time.sleep(0.2)
+    eventually(lambda: len(admin.describe_topics([name])[name].partitions) == 4)
     # Shrinking is refused, per topic.
     assert admin.create_partitions({name: 2}).errors[name]
 
@@ -117,14 +116,19 @@ def test_describe_and_alter_configs(admin, kafka):
             ]
         }
     ).ok
-    entries = admin.describe_configs([res], keys=["retention.ms", "cleanup.policy"])[res]
-    assert entries["retention.ms"].value == "5000"
-    assert entries["cleanup.policy"].value == "compact"
-    assert set(entries) == {"retention.ms", "cleanup.policy"}
+
+    def altered():
+        entries = admin.describe_configs([res], keys=["retention.ms", "cleanup.policy"])[res]
+        assert set(entries) == {"retention.ms", "cleanup.policy"}
+        return entries["retention.ms"].value == "5000" and (
+            entries["cleanup.policy"].value == "compact"
+        )
+
+    eventually(altered)
     admin.incremental_alter_configs(
         {res: [AlterConfigOp("retention.ms", op=AlterConfigOpType.DELETE)]}
     )
-    assert admin.describe_configs([res])[res]["retention.ms"].is_default
+    eventually(lambda: admin.describe_configs([res])[res]["retention.ms"].is_default)
     broker = ConfigResource.broker(next(iter(kafka.brokers)))
     assert "log.retention.hours" in admin.describe_configs([broker])[broker]
     missing = ConfigResource.topic("no-such-topic-xyz")
@@ -172,13 +176,13 @@ def test_group_offsets_list_describe_delete(admin):
         tps[1]: kpax.OffsetAndMetadata(7, "meta", -1),
     }
     assert admin.list_group_offsets(group, [tps[1]]) == {tps[1]: committed[tps[1]]}
-    assert group in [g.group_id for g in admin.list_groups()]
+    eventually(lambda: group in [g.group_id for g in admin.list_groups()])
     desc = admin.describe_groups([group])[group]
     assert desc.state == "Empty" and desc.members == ()
     assert admin.delete_group_offsets(group, [tps[0]]).ok
     assert set(admin.list_group_offsets(group)) == {tps[1]}
     assert admin.delete_groups([group]).ok
-    assert group not in [g.group_id for g in admin.list_groups()]
+    eventually(lambda: group not in [g.group_id for g in admin.list_groups()])
 
 
 def test_scram_users(admin, kafka):
@@ -220,23 +224,21 @@ def test_acls_on_a_broker_with_an_authorizer(kafka_factory):
         acl = AclBinding(ResourceType.TOPIC, "orders", "User:alice", AclOperation.READ)
         other = AclBinding(ResourceType.GROUP, "g", "User:bob", AclOperation.READ)
         assert admin.create_acls([acl, other]).ok
-        deadline = time.monotonic() + 15
-        while len(admin.describe_acls()) < 2:
-            assert time.monotonic() < deadline
-            time.sleep(0.2)
+        eventually(lambda: len(admin.describe_acls()) == 2)
         assert admin.describe_acls(AclBindingFilter(resource_type=ResourceType.TOPIC)) == [acl]
         deleted = admin.delete_acls([AclBindingFilter(principal="User:alice")])
         assert list(deleted.values()) == [[acl]]
-        deadline = time.monotonic() + 15
-        while admin.describe_acls() != [other]:
-            assert time.monotonic() < deadline
-            time.sleep(0.2)
+        eventually(lambda: admin.describe_acls() == [other])
 
 
 async def test_async_admin(kafka):
     name = _name()
     async with kpax.aio.Admin(kafka.bootstrap) as admin:
         assert (await admin.create_topics([kpax.NewTopic(name, 2, 1)])).ok
+        for _ in range(100):
+            if name in await admin.list_topics():
+                break
+            await asyncio.sleep(0.1)
         assert name in await admin.list_topics()
         assert (await admin.describe_cluster()).cluster_id
         assert (await admin.delete_topics([name])).ok
@@ -293,12 +295,9 @@ def test_interop_topics_with_kafka_python(admin, kafka):
         warnings.simplefilter("ignore", DeprecationWarning)
         other = KafkaAdminClient(bootstrap_servers=kafka.bootstrap)
         try:
-            assert mine in other.list_topics()
+            eventually(lambda: mine in other.list_topics())
             other.create_topics([NewTopic(theirs, num_partitions=3, replication_factor=1)])
         finally:
             other.close()
-    deadline = time.monotonic() + 10
-    while theirs not in admin.list_topics():
-        assert time.monotonic() < deadline
-        time.sleep(0.2)
+    eventually(lambda: theirs in admin.list_topics())
     assert len(admin.describe_topics([theirs])[theirs].partitions) == 3

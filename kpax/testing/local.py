@@ -154,7 +154,7 @@ def _sweep_stale(tmp: Path) -> None:
     """Remove work dirs left by a Python process that was SIGKILLed (its JVMs died with it)."""
     for state_file in tmp.glob(f"kpax-kafka-*/{_STATE_FILE}"):
         try:
-            if time.time() - state_file.stat().st_mtime < 60:
+            if time.time() - state_file.stat().st_mtime < 300:
                 continue
             state = json.loads(state_file.read_text(encoding="utf-8"))
             if any(
@@ -423,9 +423,11 @@ class LocalCluster(KafkaCluster):
                 self.ssl_cafile = str(make_tls_material(self.workdir / "tls").cafile)
             for node in self.nodes.values():
                 self._write_configs(node)
+            self.write_state()  # from here on a crashed run's leftovers can be swept
             self._format_all()
             for node in self.nodes.values():
                 self._launch(node)
+            self.write_state()
             self._wait_ready(list(self.nodes), self.startup_timeout)
             self.write_state()
         except BaseException:

@@ -133,29 +133,50 @@ def _assign_general(
     for m in members:
         for t in subs[m]:
             subscribers.setdefault(t, []).append(m)
-    # by_topic[m][t]: the partitions of topic t that member m holds.
-    by_topic: dict[str, dict[str, list[TopicPartition]]] = {m: {} for m in members}
+    # held[m][t]: the partitions of topic t member m holds; fresh[m][t]: how many
+    # of them m did not own before this rebalance (moving those costs nothing).
+    held: dict[str, dict[str, list[TopicPartition]]] = {m: {} for m in members}
+    fresh: dict[str, dict[str, int]] = {m: {} for m in members}
     size = dict.fromkeys(members, 0)
     previous: set[tuple[str, TopicPartition]] = set()
+
+    def give(m: str, tp: TopicPartition) -> None:
+        held[m].setdefault(tp.topic, []).append(tp)
+        size[m] += 1
+        if (m, tp) not in previous:
+            fresh[m][tp.topic] = fresh[m].get(tp.topic, 0) + 1
+
+    def take(m: str, t: str, fresh_only: bool) -> TopicPartition:
+        parts = held[m][t]
+        # The most recently added partition that m did not own before, else the last.
+        idx = next((i for i in range(len(parts) - 1, -1, -1) if (m, parts[i]) not in previous), -1)
+        if fresh_only and (m, parts[idx]) in previous:
+            raise AssertionError("no fresh partition to hand over")  # pragma: no cover
+        tp = parts.pop(idx)
+        size[m] -= 1
+        if (m, tp) not in previous:
+            fresh[m][t] -= 1
+        return tp
+
     for m in members:
         for tp in owned.get(m, ()):
-            by_topic[m].setdefault(tp.topic, []).append(tp)
-            size[m] += 1
             previous.add((m, tp))
+    for m in members:
+        for tp in owned.get(m, ()):
+            give(m, tp)
     taken = {tp for m in members for tp in owned.get(m, ())}
     free = [tp for tp in _all_partitions(set(subscribers), counts) if tp not in taken]
     # Most constrained partitions first, each to its least loaded eligible member.
     free.sort(key=lambda tp: (len(subscribers[tp.topic]), java_string_key(tp.topic), tp.partition))
     for tp in free:
-        m = min(subscribers[tp.topic], key=lambda x: (size[x], order[x]))
-        by_topic[m].setdefault(tp.topic, []).append(tp)
-        size[m] += 1
+        give(min(subscribers[tp.topic], key=lambda x: (size[x], order[x])), tp)
 
-    def improve_from(src: str) -> set[str] | None:
-        # BFS over "can hand a partition to" edges, stopping at the first member
-        # with at least two fewer partitions than src; moving one partition along
-        # each edge of the path makes the sum of squared counts drop, so this ends.
-        # Returns None after a move, else the members reached (none can improve).
+    def improve_from(src: str, fresh_only: bool) -> set[str] | None:
+        # BFS over "can hand a partition to" edges (only partitions not owned
+        # before when fresh_only), stopping at the first member with at least two
+        # fewer partitions than src; moving one partition along each edge of the
+        # path makes the sum of squared counts drop, so balancing ends. Returns
+        # None after a move, else the members reached (none of them can improve).
         parent: dict[str, tuple[str, str]] = {}
         seen = {src}
         queue = deque([src])
@@ -163,8 +184,8 @@ def _assign_general(
         limit = size[src] - 2
         while queue and target is None:
             y = queue.popleft()
-            for t, parts in by_topic[y].items():
-                if not parts:
+            for t, parts in held[y].items():
+                if not parts or (fresh_only and not fresh[y].get(t)):
                     continue
                 for x in subscribers[t]:
                     if x not in seen:
@@ -181,29 +202,28 @@ def _assign_general(
         x = target
         while x != src:
             y, t = parent[x]
-            parts = by_topic[y][t]
-            # Prefer handing over a partition y did not own before the rebalance.
-            idx = next(
-                (i for i in range(len(parts) - 1, -1, -1) if (y, parts[i]) not in previous), -1
-            )
-            by_topic[x].setdefault(t, []).append(parts.pop(idx))
+            give(x, take(y, t, fresh_only))
             x = y
-        size[src] -= 1
-        size[target] += 1
         return None
 
-    progress = True
-    while progress:
-        progress = False
-        # A member reached from a source that cannot improve, with no more
-        # partitions than it, cannot improve either: skip it in this pass.
-        settled: set[str] = set()
-        for src in sorted(members, key=lambda m: (-size[m], order[m])):
-            if src in settled:
-                continue
-            reached = improve_from(src)
-            if reached is None:
-                progress = True
-                break
-            settled |= {m for m in reached if size[m] <= size[src]}
-    return {m: [tp for parts in by_topic[m].values() for tp in parts] for m in members}
+    # First balance by moving only partitions nobody keeps from before (free
+    # ones): no revocation. Only then move owned partitions if still unbalanced.
+    # A state with no improving chain is optimally balanced, so when a balanced
+    # result exists that keeps every owned partition (e.g. the follow-up of a
+    # cooperative rebalance) the second phase moves nothing.
+    for fresh_only in (True, False):
+        progress = True
+        while progress:
+            progress = False
+            # A member reached from a source that cannot improve, with no more
+            # partitions than it, cannot improve either: skip it in this pass.
+            settled: set[str] = set()
+            for src in sorted(members, key=lambda m: (-size[m], order[m])):
+                if src in settled:
+                    continue
+                reached = improve_from(src, fresh_only)
+                if reached is None:
+                    progress = True
+                    break
+                settled |= {m for m in reached if size[m] <= size[src]}
+    return {m: [tp for parts in held[m].values() for tp in parts] for m in members}

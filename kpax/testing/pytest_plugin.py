@@ -20,14 +20,13 @@ Fixtures:
 When a test that used a broker fails, the last lines of each broker's log are
 added to its report ("kafka broker log" section).
 
-Imports: pytest, kpax.testing; kafka-python (test-only) lazily inside ``topic``.
+Imports: pytest, kpax.testing; kpax (the client, for ``kpax.Admin``) lazily inside ``topic``.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-import warnings
 from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
@@ -109,12 +108,6 @@ def kafka_factory() -> Iterator[Callable[..., KafkaCluster]]:
             _clusters["kafka_factory"].remove(cluster)
 
 
-def _leader(partition: dict[str, Any]) -> int:
-    # kafka-python 2.x says "leader", 3.x "leader_id"
-    leader = partition.get("leader_id", partition.get("leader", -1))
-    return int(leader) if leader is not None else -1
-
-
 def create_topic(
     cluster: KafkaCluster,
     partitions: int = 1,
@@ -124,57 +117,35 @@ def create_topic(
     name: str | None = None,
     timeout: float = 30.0,
 ) -> str:
-    """Create a topic (random name unless given) and wait until all partitions have leaders."""
-    with warnings.catch_warnings():
-        # kafka-python loads its message schemas with deprecated importlib.resources calls
-        warnings.simplefilter("ignore", DeprecationWarning)
-        return _create_topic(
-            cluster,
-            partitions,
-            replication_factor=replication_factor,
-            config=config,
-            name=name,
-            timeout=timeout,
-        )
-
-
-def _create_topic(
-    cluster: KafkaCluster,
-    partitions: int,
-    *,
-    replication_factor: int,
-    config: dict[str, str] | None,
-    name: str | None,
-    timeout: float,
-) -> str:
-    from kafka.admin import KafkaAdminClient, NewTopic  # type: ignore[import-untyped]
+    """Create a topic with ``kpax.Admin`` (random name unless given) and wait
+    until every partition has a leader."""
+    import kpax  # the client under test; imported here so kpax.testing stays importable alone
 
     name = name or f"t-{uuid.uuid4().hex[:12]}"
-    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, client_id="kpax-test-admin")
-    try:
+    with kpax.Admin(cluster.bootstrap) as admin:
         admin.create_topics(
             [
-                NewTopic(
+                kpax.NewTopic(
                     name,
                     num_partitions=partitions,
                     replication_factor=replication_factor,
-                    topic_configs=config or {},
+                    configs=config or {},
                 )
-            ]
-        )
+            ],
+            timeout=timeout,
+        ).raise_for_errors()
         deadline = time.monotonic() + timeout
         while True:
-            described = admin.describe_topics([name])
-            parts = described[0].get("partitions", []) if described else []
-            if len(parts) == partitions and all(_leader(p) >= 0 for p in parts):
-                return name
+            described = admin.describe_topics([name], timeout=timeout)
+            if name in described.succeeded:
+                parts = described[name].partitions
+                if len(parts) == partitions and all(p.leader >= 0 for p in parts):
+                    return name
             if time.monotonic() > deadline:
                 raise TimeoutError(
                     f"topic {name} on {cluster.bootstrap}: no leaders after {timeout}s"
                 )
-            time.sleep(0.1)
-    finally:
-        admin.close()
+            time.sleep(0.05)
 
 
 @pytest.fixture

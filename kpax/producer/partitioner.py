@@ -187,6 +187,8 @@ class UniformStickyPartitioner:
     The accumulator may pass ``allow_switch=False`` to ``on_append`` while the
     partition's last batch is not yet full: the switch then waits until
     ``2 * batch_size`` bytes (Java's rule, avoiding fractional batches).
+    Every ``on_append`` to the sticky partition counts, also that of a keyed record
+    that hashed to it (Java counts only the records it placed itself).
 
     Adaptive partitioning (Java's ``partitioner.adaptive.partitioning.enable``):
     when the accumulator reports per-partition queue sizes (batches waiting) with

@@ -36,6 +36,7 @@ from kpax.errors import (
     UnsupportedApiError,
     UnsupportedCodecError,
 )
+from kpax.producer import Producer, RecordFuture
 from kpax.structs import (
     BatchResult,
     NewTopic,
@@ -60,6 +61,8 @@ __all__ = [
     "OffsetAndMetadata",
     "OffsetAndTimestamp",
     "PatternType",
+    "Producer",
+    "RecordFuture",
     "RecordMetadata",
     "ResourceType",
     "TopicPartition",

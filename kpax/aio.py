@@ -4,5 +4,6 @@ Imports: kpax.admin (and kpax.producer, kpax.consumer as they land).
 """
 
 from kpax.admin.client import AsyncAdmin as Admin
+from kpax.producer.client import AsyncProducer as Producer
 
-__all__ = ["Admin"]
+__all__ = ["Admin", "Producer"]

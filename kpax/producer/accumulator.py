@@ -1,0 +1,244 @@
+"""The record accumulator: per-partition batches between ``send`` and the sender.
+
+Role: the thread-safe hand-off point of the producer. Caller threads (the sync
+face) or the I/O loop (the asyncio face) :meth:`Accumulator.append` records;
+the sender (I/O loop) :meth:`Accumulator.drain_open` closes batches that are
+full, lingered long enough, or are being flushed, and takes ready batches off
+each :class:`PartitionQueue`. One :class:`threading.Lock` guards all of it and
+is held only for a few dict/list operations and a ``BatchBuilder.append``.
+
+Memory (``buffer_memory``): each new batch reserves ``max(batch_size,
+record size)`` bytes, like the Java client's buffer pool; the reservation is
+released when the batch completes. When a new batch does not fit, ``append``
+returns :data:`FULL` and the caller waits (sync: :meth:`wait_for_memory`
+blocks up to ``max_block_ms``; asyncio: awaits the ``memory_freed`` hook).
+
+Waking the sender: the sender sets ``sleeping`` before it waits; an append
+that creates or fills a batch while the sender sleeps calls ``wake`` once
+(a thread-safe callback), so a busy producer does not pay a cross-thread
+wake-up per record.
+
+Imports: kpax.producer.batch, kpax.producer.partitioner, kpax.proto.records,
+the standard library.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Final
+
+from kpax.producer.batch import ProducerBatch
+from kpax.producer.partitioner import UniformStickyPartitioner
+from kpax.proto.records import BatchBuilder, Header
+
+__all__ = ["FULL", "Accumulator", "PartitionQueue"]
+
+#: ``append`` result when the buffer memory is exhausted.
+FULL: Final = None
+
+
+class PartitionQueue:
+    """One partition's open batch, ready batches (retries first) and sequence state."""
+
+    __slots__ = ("topic", "partition", "open", "ready", "in_flight", "next_sequence", "serial")
+
+    def __init__(self, topic: str, partition: int) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.open: ProducerBatch | None = None
+        self.ready: deque[ProducerBatch] = deque()
+        #: Batches of this partition in flight, in send order.
+        self.in_flight: list[ProducerBatch] = []
+        self.next_sequence = 0
+        self.serial = 0
+
+    def requeue(self, batch: ProducerBatch) -> None:
+        """Put a failed batch back for a retry, before newer batches, in creation order."""
+        i = 0
+        ready = self.ready
+        while i < len(ready) and ready[i].attempts > 0 and ready[i].serial < batch.serial:
+            i += 1
+        ready.insert(i, batch)
+
+
+class Accumulator:
+    """Per-partition batches; thread-safe (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        batch_size: int,
+        linger_ms: int,
+        compression: str | None,
+        buffer_memory: int,
+        partitioner: object,
+        wake: Callable[[], None],
+    ) -> None:
+        self.lock = threading.Lock()
+        self.batch_size = batch_size
+        self.linger = linger_ms / 1000
+        self.compression = None if compression in (None, "none") else compression
+        self.buffer_memory = buffer_memory
+        self.partitioner = partitioner
+        self._sticky = partitioner if isinstance(partitioner, UniformStickyPartitioner) else None
+        self.wake = wake
+        self.queues: dict[str, dict[int, PartitionQueue]] = {}
+        #: Batches not yet completed (open, ready or in flight), for flush.
+        self.incomplete: set[ProducerBatch] = set()
+        self.reserved = 0
+        self.sleeping = False
+        self.flushing = 0
+        self.closing = False
+        self._memory = threading.Condition(threading.Lock())
+        self._memory_waiters = 0
+        #: Called (on the I/O loop) when memory is released; the asyncio face hooks it.
+        self.memory_freed: Callable[[], None] | None = None
+
+    # ------------------------------------------------------------ caller side
+
+    def append(
+        self,
+        topic: str,
+        partition: int,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[Header] | None,
+        num_partitions: int,
+    ) -> tuple[ProducerBatch, int] | None:
+        """Append a record; ``partition`` -1 asks the sticky partitioner (under the
+        lock). Returns (batch, index in batch), or :data:`FULL` when a new batch
+        would exceed ``buffer_memory``."""
+        with self.lock:
+            sticky = partition < 0
+            if sticky:
+                partition = self._sticky.partition(topic, key, value, num_partitions)  # type: ignore[union-attr]
+            parts = self.queues.get(topic)
+            if parts is None:
+                parts = self.queues[topic] = {}
+            pq = parts.get(partition)
+            if pq is None:
+                pq = parts[partition] = PartitionQueue(topic, partition)
+            batch = pq.open
+            if batch is not None:
+                index = batch.builder.append(timestamp, key, value, headers)  # type: ignore[union-attr]
+                if index is not None:
+                    if sticky:
+                        self._on_sticky_append(topic, partition, key, value, headers)
+                    return batch, index
+                # full: close it, hand it to the sender
+                pq.open = None
+                pq.ready.append(batch)
+                wake = self.sleeping
+            else:
+                wake = self.sleeping
+            size = 21 + (len(key) if key else 0) + (len(value) if value else 0) + 61
+            need = size if size > self.batch_size else self.batch_size
+            if self.reserved + need > self.buffer_memory and self.reserved > 0:
+                if wake:
+                    self.sleeping = False
+                    self.wake()
+                return FULL
+            self.reserved += need
+            pq.serial += 1
+            batch = ProducerBatch(
+                topic,
+                partition,
+                BatchBuilder(self.compression, batch_size=self.batch_size),
+                time.monotonic(),
+                need,
+                pq.serial,
+            )
+            batch.builder.append(timestamp, key, value, headers)  # type: ignore[union-attr]
+            pq.open = batch
+            self.incomplete.add(batch)
+            if sticky:
+                self._on_sticky_append(topic, partition, key, value, headers)
+            if self.sleeping:
+                self.sleeping = False
+                self.wake()
+            return batch, 0
+
+    def _on_sticky_append(
+        self,
+        topic: str,
+        partition: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[Header] | None,
+    ) -> None:
+        size = 21 + (len(key) if key else 0) + (len(value) if value else 0)
+        self._sticky.on_append(topic, partition, size)  # type: ignore[union-attr]
+
+    def wait_for_memory(self, timeout: float) -> bool:
+        """Block until some memory is released (or ``timeout``); True if it was."""
+        with self._memory:
+            self._memory_waiters += 1
+            try:
+                return self._memory.wait(timeout)
+            finally:
+                self._memory_waiters -= 1
+
+    # ------------------------------------------------------------ sender side (I/O loop)
+
+    def release(self, batch: ProducerBatch) -> None:
+        """A batch completed: forget it and release its memory."""
+        with self.lock:
+            self.incomplete.discard(batch)
+            self.reserved -= batch.reserved
+            batch.reserved = 0
+        if self._memory_waiters:
+            with self._memory:
+                self._memory.notify_all()
+        if self.memory_freed is not None:
+            self.memory_freed()
+
+    def drain_open(self, now: float) -> float | None:
+        """Close open batches whose linger expired (or all, when flushing or
+        closing), mark the sender as about to sleep, and return the earliest
+        linger deadline of the batches left open (None if there is none)."""
+        deadline: float | None = None
+        linger = self.linger
+        with self.lock:
+            self.sleeping = True
+            force = self.flushing > 0 or self.closing
+            for parts in self.queues.values():
+                for pq in parts.values():
+                    b = pq.open
+                    if b is None:
+                        continue
+                    due = b.created + linger
+                    if force or due <= now:
+                        pq.open = None
+                        pq.ready.append(b)
+                    elif deadline is None or due < deadline:
+                        deadline = due
+        return deadline
+
+    def all_queues(self) -> list[PartitionQueue]:
+        with self.lock:
+            return [pq for parts in self.queues.values() for pq in parts.values()]
+
+    def has_unsent(self) -> bool:
+        with self.lock:
+            return any(
+                pq.open is not None or pq.ready
+                for parts in self.queues.values()
+                for pq in parts.values()
+            )
+
+    def abort_all(self) -> list[ProducerBatch]:
+        """Take every batch not yet in flight out of the queues (for close/fatal errors)."""
+        out: list[ProducerBatch] = []
+        with self.lock:
+            for parts in self.queues.values():
+                for pq in parts.values():
+                    if pq.open is not None:
+                        out.append(pq.open)
+                        pq.open = None
+                    out.extend(pq.ready)
+                    pq.ready.clear()
+        return out

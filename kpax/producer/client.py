@@ -1,0 +1,361 @@
+"""The asyncio producer (``kpax.aio.Producer``): the core both faces run.
+
+Role: owns the producer's :class:`~kpax.cluster.Cluster` (one connection per
+broker), :class:`~kpax.producer.accumulator.Accumulator` and
+:class:`~kpax.producer.sender.Sender` task, and turns ``send`` calls into
+appends: serialize key and value, find the topic's partition count (waiting
+up to ``max_block_ms`` for metadata of a new topic), choose the partition
+(explicit, murmur2 of the key as Java does, sticky for keyless records, or a
+custom partitioner), and append. ``send`` returns a
+:class:`~kpax.producer.batch.RecordFuture` at once; ``await`` it for the
+:class:`~kpax.structs.RecordMetadata`.
+
+The sync face (``kpax.Producer``, kpax.producer.sync) runs this object on a
+:class:`~kpax.loop_thread.LoopThread` and calls :meth:`AsyncProducer._append`
+from its own thread: everything ``_append`` touches is thread-safe.
+
+Imports: kpax.producer.*, kpax.cluster, kpax.broker.options, kpax.proto, kpax.structs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from kpax.broker.options import connection_options
+from kpax.cluster.cluster import Cluster
+from kpax.producer.accumulator import Accumulator
+from kpax.producer.batch import Callback, ProducerBatch, RecordFuture
+from kpax.producer.idempotence import ProducerIdentity
+from kpax.producer.options import resolve_producer_config
+from kpax.producer.partitioner import DefaultPartitioner, _murmur2_unsigned, as_partitioner
+from kpax.producer.sender import Sender
+from kpax.producer.serializers import as_bytes, get_serializer
+from kpax.proto.error_codes import MessageTooLargeError
+from kpax.proto.errors import ClientClosedError, KafkaError, KafkaTimeoutError
+from kpax.proto.records import Header
+from kpax.structs import RecordMetadata
+
+__all__ = ["AsyncProducer"]
+
+_RECORD_OVERHEAD = 21 + 61  # per-record bound + batch header
+
+
+def _headers(headers: Any) -> list[Header] | None:
+    if not headers:
+        return None
+    if isinstance(headers, Mapping):
+        headers = list(headers.items())
+    out: list[Header] = []
+    for item in headers:
+        try:
+            k, v = item
+        except (TypeError, ValueError):
+            raise TypeError(f"record headers must be (str, bytes) pairs, got {item!r}") from None
+        if not isinstance(k, str):
+            raise TypeError(f"record header key must be str, not {type(k).__name__}")
+        if v is not None and type(v) is not bytes:
+            if isinstance(v, str):
+                v = v.encode("utf-8")
+            elif isinstance(v, (bytearray, memoryview)):
+                v = bytes(v)
+            else:
+                raise TypeError(
+                    f"record header {k!r} value must be bytes, str or None, not {type(v).__name__}"
+                )
+        out.append((k, v))
+    return out
+
+
+class AsyncProducer:
+    """``async with kpax.aio.Producer("host:9092") as p: await p.send("t", b"v")``."""
+
+    def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, **config: Any) -> None:
+        if bootstrap_servers is not None:
+            config["bootstrap_servers"] = bootstrap_servers
+        cfg = self.config = resolve_producer_config(config)
+        self.cluster = Cluster(
+            cfg["bootstrap_servers"],
+            connection_options(cfg),
+            metadata_max_age_ms=cfg["metadata_max_age_ms"],
+            retry_backoff_ms=cfg["retry_backoff_ms"],
+            retry_backoff_max_ms=cfg["retry_backoff_max_ms"],
+            allow_auto_topic_creation=cfg["allow_auto_create_topics"],
+        )
+        custom = cfg["partitioner"]
+        self.partitioner: Any = (
+            DefaultPartitioner(cfg["batch_size"]) if custom is None else as_partitioner(custom)
+        )
+        self._default_partitioner = type(self.partitioner) is DefaultPartitioner
+        self._key_ser = get_serializer(cfg["key_serializer"], "key_serializer")
+        self._value_ser = get_serializer(cfg["value_serializer"], "value_serializer")
+        self._max_record = min(cfg["max_request_size"], cfg["buffer_memory"]) - _RECORD_OVERHEAD
+        self._max_block = cfg["max_block_ms"] / 1000
+        self.accumulator = Accumulator(
+            batch_size=cfg["batch_size"],
+            linger_ms=cfg["linger_ms"],
+            compression=cfg["compression_type"],
+            buffer_memory=cfg["buffer_memory"],
+            partitioner=self.partitioner,
+            wake=lambda: None,
+        )
+        self.identity = (
+            ProducerIdentity(
+                self.cluster,
+                retry_backoff_ms=cfg["retry_backoff_ms"],
+                retry_backoff_max_ms=cfg["retry_backoff_max_ms"],
+            )
+            if cfg["enable_idempotence"]
+            else None
+        )
+        self.sender = Sender(cfg, self.cluster, self.accumulator, self.identity)
+        self.sender.on_metadata = self._update_partition_counts
+        #: topic -> partition count (read by caller threads without a lock).
+        self.num_partitions: dict[str, int] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._memory_event: asyncio.Event | None = None
+        self.closed = False
+        self._started = False
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def start(self) -> AsyncProducer:
+        if self._started:
+            return self
+        self._loop = asyncio.get_running_loop()
+        self.accumulator.wake = self._threadsafe_wake
+        self._memory_event = asyncio.Event()
+        self.accumulator.memory_freed = self._memory_event.set
+        await self.cluster.start()
+        self._task = asyncio.ensure_future(self.sender.run())
+        self._started = True
+        return self
+
+    def _threadsafe_wake(self) -> None:
+        loop = self._loop
+        assert loop is not None
+        if self._in_loop():
+            self.sender.wake()
+        else:
+            loop.call_soon_threadsafe(self.sender.wake)
+
+    def _in_loop(self) -> bool:
+        try:
+            return asyncio.get_running_loop() is self._loop
+        except RuntimeError:
+            return False
+
+    async def __aenter__(self) -> AsyncProducer:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def flush(self, timeout: float | None = None) -> None:
+        """Send everything buffered now and wait for the outcome (KafkaTimeoutError
+        after ``timeout`` seconds)."""
+        acc = self.accumulator
+        with acc.lock:
+            pending = list(acc.incomplete)
+            acc.flushing += 1
+        self.sender.wake()
+        try:
+            await self._wait_batches(pending, timeout, "flush")
+        finally:
+            with acc.lock:
+                acc.flushing -= 1
+
+    async def _wait_batches(
+        self, batches: list[ProducerBatch], timeout: float | None, what: str
+    ) -> None:
+        waiters = []
+        loop = asyncio.get_running_loop()
+        for b in batches:
+            fut: asyncio.Future[None] = loop.create_future()
+            if b.add_waiter(fut):
+                waiters.append(fut)
+        if not waiters:
+            return
+        done, pending = await asyncio.wait(waiters, timeout=timeout)
+        if pending:
+            for f in pending:
+                f.cancel()
+            raise KafkaTimeoutError(
+                f"{what}: {len(pending)} batch(es) still unacknowledged after {timeout:g}s"
+            )
+
+    async def close(self, timeout: float | None = None) -> None:
+        """Send what is buffered (waiting at most ``timeout`` seconds; None: until
+        each record is delivered or fails), then fail whatever is left with
+        ClientClosedError and close the connections. ``timeout=0`` fails
+        buffered records at once."""
+        if self.closed:
+            return
+        self.closed = True
+        acc = self.accumulator
+        if self._started:
+            with acc.lock:
+                acc.closing = True
+                pending = list(acc.incomplete)
+            self.sender.wake()
+            if timeout is None or timeout > 0:
+                try:
+                    await self._wait_batches(pending, timeout, "close")
+                except KafkaTimeoutError:
+                    pass
+        await self.sender.stop()
+        left = list(acc.incomplete)
+        if left:
+            n = sum((b.count or (b.builder.record_count if b.builder else 0)) for b in left)
+            err = ClientClosedError(
+                f"the producer was closed before {n} record(s) were delivered "
+                f"(close timeout {timeout if timeout is not None else 'none'}s)"
+            )
+            for b in left:
+                self.sender.complete(b, -1, -1, err)
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001
+                pass
+        await self.cluster.close()
+
+    # ------------------------------------------------------------ metadata
+
+    def _update_partition_counts(self) -> None:
+        topics = self.cluster.snapshot.topics
+        for name in list(self.num_partitions):
+            info = topics.get(name)
+            if info is not None and info.partitions:
+                self.num_partitions[name] = len(info.partitions)
+
+    async def wait_topic(self, topic: str, timeout: float | None = None) -> int:
+        """The partition count of ``topic``, waiting up to ``timeout`` (default
+        ``max_block_ms``) for its metadata; KafkaTimeoutError names the topic."""
+        n = self.num_partitions.get(topic)
+        if n is not None:
+            return n
+        if not isinstance(topic, str) or not topic:
+            raise TypeError(f"topic must be a non-empty str, not {topic!r}")
+        limit = self._max_block if timeout is None else timeout
+        deadline = time.monotonic() + limit
+        while True:
+            try:
+                info = await self.cluster.topic(
+                    topic, timeout=max(deadline - time.monotonic(), 0.01)
+                )
+                break
+            except KafkaError as exc:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or not (exc.retriable or exc.code == 3):
+                    raise KafkaTimeoutError(
+                        f"topic {topic!r} not present in metadata after {limit * 1000:.0f} ms "
+                        f"(max_block_ms): {exc.message}"
+                    ) from exc
+                await asyncio.sleep(min(remaining, self.config["retry_backoff_ms"] / 1000))
+        n = self.num_partitions[topic] = len(info.partitions)
+        return n
+
+    async def partitions_for(self, topic: str) -> list[int]:
+        await self.wait_topic(topic)
+        return sorted(self.cluster.snapshot.topics[topic].partitions)
+
+    # ------------------------------------------------------------ sending
+
+    def _append(
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        partition: int | None,
+        timestamp: int | None,
+        headers: Any,
+        n: int,
+    ) -> RecordFuture | None:
+        """Serialize, partition and append (thread-safe); None when buffer memory is full."""
+        if self.closed:
+            raise ClientClosedError("send() on a closed producer")
+        key = self._key_ser(key) if self._key_ser is not None else as_bytes(key, "key")
+        value = self._value_ser(value) if self._value_ser is not None else as_bytes(value, "value")
+        hdrs = _headers(headers) if headers else None
+        size = (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
+        if size > self._max_record:
+            if hdrs:
+                size += sum(len(k) + len(v or b"") for k, v in hdrs)
+            raise MessageTooLargeError(
+                f"a record of about {size + _RECORD_OVERHEAD} bytes for topic {topic!r} is larger than "
+                f"max_request_size={self.config['max_request_size']} / buffer_memory={self.config['buffer_memory']}"
+            )
+        if partition is None:
+            if self._default_partitioner:
+                if key is not None:
+                    partition = (_murmur2_unsigned(key) & 0x7FFFFFFF) % n
+                elif n == 1:
+                    partition = 0
+                else:
+                    partition = -1  # sticky, chosen under the accumulator lock
+            else:
+                partition = self.partitioner.partition(topic, key, value, n)
+                if not 0 <= partition < n:
+                    raise ValueError(
+                        f"partitioner returned partition {partition} for {topic!r} with {n} partitions"
+                    )
+        elif not 0 <= partition < n:
+            raise ValueError(f"topic {topic!r} has no partition {partition} (it has {n})")
+        if timestamp is None:
+            timestamp = time.time_ns() // 1_000_000
+        got = self.accumulator.append(topic, partition, timestamp, key, value, hdrs, n)
+        if got is None:
+            return None
+        return RecordFuture(got[0], got[1], timestamp)
+
+    async def send(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        *,
+        partition: int | None = None,
+        timestamp: int | None = None,
+        headers: Any = None,
+        callback: Callback | None = None,
+    ) -> RecordFuture:
+        """Buffer a record; returns its future (``await`` it for RecordMetadata).
+        Waits (up to ``max_block_ms``) only for a new topic's metadata or for
+        buffer memory."""
+        if not self._started:
+            await self.start()
+        n = self.num_partitions.get(topic)
+        if n is None:
+            n = await self.wait_topic(topic)
+        fut = self._append(topic, value, key, partition, timestamp, headers, n)
+        if fut is None:
+            deadline = time.monotonic() + self._max_block
+            assert self._memory_event is not None
+            while fut is None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise KafkaTimeoutError(
+                        f"buffer_memory={self.config['buffer_memory']} full for {self._max_block:g}s "
+                        f"(max_block_ms): cannot buffer a record for topic {topic!r}"
+                    )
+                self._memory_event.clear()
+                try:
+                    await asyncio.wait_for(self._memory_event.wait(), remaining)
+                except asyncio.TimeoutError:
+                    pass
+                fut = self._append(topic, value, key, partition, timestamp, headers, n)
+        if callback is not None:
+            fut.add_callback(callback)
+        return fut
+
+    async def send_and_wait(
+        self, topic: str, value: Any = None, key: Any = None, **kw: Any
+    ) -> RecordMetadata:
+        """``send`` and wait for the record's metadata."""
+        fut = await self.send(topic, value, key, **kw)
+        return await fut

@@ -1,0 +1,109 @@
+"""The producer's configuration: Java option names in snake_case, Java 4.x defaults.
+
+Role: the option table of ``kpax.Producer`` / ``kpax.aio.Producer`` and
+:func:`resolve_producer_config`, which checks a user's keyword options and
+applies the Java client's rules that tie options together:
+
+* ``enable_idempotence`` defaults to on (Java 3.0+). Left unset, it is quietly
+  turned off when ``acks`` is not ``"all"``, ``retries`` is 0 or
+  ``max_in_flight_requests_per_connection`` > 5 (as Java does); set to True
+  with such options it is a :class:`ConfigError`.
+* ``delivery_timeout_ms`` must be >= ``linger_ms + request_timeout_ms``.
+* ``acks`` accepts 0, 1, -1, "0", "1", "-1" and "all" (normalised to 0, 1, -1).
+* ``transactional_id`` is reserved for transactions (a later release): setting
+  it is a :class:`ConfigError` today.
+
+Imports: kpax.config, kpax.broker.options, kpax.proto (compression, errors).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kpax.broker.options import COMMON_OPTIONS
+from kpax.config import (
+    Option,
+    boolean,
+    non_negative_int,
+    one_of,
+    optional_str,
+    positive_int,
+    resolve,
+)
+from kpax.proto.errors import ConfigError
+
+COMPRESSION_TYPES = ("none", "gzip", "snappy", "lz4", "zstd")
+
+
+def _acks(value: Any) -> int:
+    if isinstance(value, str):
+        value = value.strip().lower()
+        if value == "all":
+            return -1
+        try:
+            value = int(value)
+        except ValueError:
+            raise ValueError("must be 0, 1, -1 or 'all'") from None
+    if isinstance(value, bool) or value not in (0, 1, -1):
+        raise ValueError("must be 0, 1, -1 or 'all'")
+    return int(value)
+
+
+def _optional_bool(value: Any) -> bool | None:
+    return None if value is None else boolean(value)
+
+
+PRODUCER_OPTIONS: dict[str, Option] = {
+    **COMMON_OPTIONS,
+    "acks": Option(-1, _acks),
+    "linger_ms": Option(5, non_negative_int),
+    "batch_size": Option(16384, positive_int),
+    "buffer_memory": Option(32 * 1024 * 1024, positive_int),
+    "max_block_ms": Option(60000, non_negative_int),
+    "max_request_size": Option(1024 * 1024, positive_int),
+    "compression_type": Option("none", one_of(*COMPRESSION_TYPES)),
+    "retries": Option(2147483647, non_negative_int),
+    "delivery_timeout_ms": Option(120000, positive_int),
+    "max_in_flight_requests_per_connection": Option(5, positive_int),
+    "enable_idempotence": Option(None, _optional_bool),
+    "transactional_id": Option(None, optional_str),
+    "allow_auto_create_topics": Option(True, boolean),
+    "partitioner": Option(None),
+    "key_serializer": Option(None),
+    "value_serializer": Option(None),
+}
+
+
+def resolve_producer_config(given: Mapping[str, Any]) -> dict[str, Any]:
+    """Check ``given`` against :data:`PRODUCER_OPTIONS`; apply the Java rules above."""
+    cfg = resolve("producer", PRODUCER_OPTIONS, given)
+    if cfg["compression_type"] is None:
+        cfg["compression_type"] = "none"
+    if cfg["transactional_id"] is not None:
+        raise ConfigError(
+            "producer option transactional_id: transactions are not supported yet "
+            "(idempotent delivery is on by default)"
+        )
+    conflicts = []
+    if cfg["acks"] != -1:
+        conflicts.append(f"acks={cfg['acks']} (needs 'all')")
+    if cfg["retries"] == 0:
+        conflicts.append("retries=0 (needs > 0)")
+    if cfg["max_in_flight_requests_per_connection"] > 5:
+        conflicts.append(
+            f"max_in_flight_requests_per_connection={cfg['max_in_flight_requests_per_connection']}"
+            " (needs <= 5)"
+        )
+    if cfg["enable_idempotence"] is None:
+        cfg["enable_idempotence"] = not conflicts
+    elif cfg["enable_idempotence"] and conflicts:
+        raise ConfigError(
+            "producer option enable_idempotence=True conflicts with " + ", ".join(conflicts)
+        )
+    if cfg["delivery_timeout_ms"] < cfg["linger_ms"] + cfg["request_timeout_ms"]:
+        raise ConfigError(
+            f"producer option delivery_timeout_ms={cfg['delivery_timeout_ms']} must be >= "
+            f"linger_ms + request_timeout_ms ({cfg['linger_ms'] + cfg['request_timeout_ms']})"
+        )
+    return cfg

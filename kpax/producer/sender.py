@@ -1,0 +1,480 @@
+"""The sender: drains ready batches and produces them to partition leaders.
+
+Role: the producer's I/O engine, one asyncio task on the producer's loop. Each
+round it closes lingered batches (:meth:`Accumulator.drain_open`), then takes
+at most one batch per partition per request, groups them by leader and sends
+Produce requests -- up to ``max_in_flight_requests_per_connection`` per broker,
+pipelined on the broker's one connection -- and sleeps until woken (new or
+full batch, response, flush, close) or until the next linger/retry deadline.
+
+Outcomes: a success completes the batch's futures with the base offset; a
+retriable error (leader moved, broken connection, request timeout, ...) puts
+the batch back in its partition's queue ahead of newer ones, after
+``retry_backoff_ms`` (exponential up to ``retry_backoff_max_ms``), until
+``retries`` or ``delivery_timeout_ms`` run out; anything else fails the batch.
+Batches that wait longer than ``delivery_timeout_ms`` fail with
+KafkaTimeoutError naming the partition, so a dead cluster ends in errors,
+never a hang.
+
+Idempotence (on by default): a batch gets its partition's next sequence
+number when it is first sent, and a retry resends the very same bytes, so the
+broker drops duplicates. At most 5 batches per partition are in flight, and a
+retried batch goes out only when no batch of its partition is in flight, so
+retries never reorder a partition. OUT_OF_ORDER_SEQUENCE_NUMBER /
+UNKNOWN_PRODUCER_ID / INVALID_PRODUCER_EPOCH on a batch with an earlier
+batch still unacknowledged is a consequence of that earlier failure: the batch
+is simply retried. On the first unacknowledged batch it means the broker lost
+the producer's state: once nothing is in flight, the epoch is bumped
+(:class:`~kpax.producer.idempotence.ProducerIdentity`) and every unsent batch is
+re-sequenced from 0 with ``rewrite_producer_state`` (KIP-360). Limitation: a
+batch whose previous attempt had an unknown outcome (connection cut after
+sending) and that is re-sequenced by such a bump could be written twice; the
+common cases (broker restart, connection cut, leader change) are retried with
+the same epoch and sequence and are exactly-once.
+
+Produce versions: v3 to v13. v13 names topics by id (KIP-516); the id comes
+from the cluster metadata, and responses are mapped back by id.
+
+Imports: kpax.producer.{accumulator,batch,idempotence}, kpax.cluster,
+kpax.broker, kpax.proto, the standard library.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from typing import Any
+
+from kpax.broker.backoff import Backoff
+from kpax.cluster.cluster import Cluster
+from kpax.producer.accumulator import Accumulator, PartitionQueue
+from kpax.producer.batch import ProducerBatch, delivery_error
+from kpax.producer.idempotence import ProducerIdentity
+from kpax.proto.errors import KafkaError, error_for_code
+from kpax.proto.messages import ProduceRequest
+from kpax.proto.records import rewrite_producer_state
+
+log = logging.getLogger("kpax.producer")
+
+__all__ = ["Sender"]
+
+_DUPLICATE_SEQUENCE = 46
+_SEQUENCE_ERRORS = frozenset(
+    {45, 47, 59}
+)  # OUT_OF_ORDER_SEQUENCE, INVALID_PRODUCER_EPOCH, UNKNOWN_PRODUCER_ID
+_LEADER_ERRORS = frozenset(
+    {3, 5, 6, 74, 75, 100}
+)  # unknown topic/id, leader not available, not leader, epochs
+_MAX_SEQUENCE = 2**31 - 1
+
+TopicData = ProduceRequest.TopicProduceData
+PartitionData = ProduceRequest.PartitionProduceData
+
+
+class Sender:
+    """See the module docstring. ``run()`` is the task; ``wake()`` nudges it."""
+
+    def __init__(
+        self,
+        config: dict[str, Any],
+        cluster: Cluster,
+        accumulator: Accumulator,
+        identity: ProducerIdentity | None,
+    ) -> None:
+        self.cluster = cluster
+        self.acc = accumulator
+        self.identity = identity
+        self.acks: int = config["acks"]
+        self.request_timeout_ms: int = config["request_timeout_ms"]
+        self.delivery_timeout = config["delivery_timeout_ms"] / 1000
+        self.retries: int = config["retries"]
+        self.max_in_flight: int = config["max_in_flight_requests_per_connection"]
+        self.max_request_size: int = config["max_request_size"]
+        self.backoff_ms = (config["retry_backoff_ms"], config["retry_backoff_max_ms"])
+        self.per_partition = (
+            min(self.max_in_flight, 5) if identity is not None else self.max_in_flight
+        )
+        self._wake = asyncio.Event()
+        self._broker_in_flight: dict[int, int] = {}
+        self._versions: dict[int, int] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._refresh_task: asyncio.Task[None] | None = None
+        self.in_flight = 0
+        self.stopped = False
+        #: Called after each metadata refresh (the producer updates its partition counts).
+        self.on_metadata: Any = None
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    # ------------------------------------------------------------ main loop
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while not self.stopped:
+            self._wake.clear()
+            now = time.monotonic()
+            deadline = self.acc.drain_open(now)
+            identity = self.identity
+            if identity is not None:
+                if not identity.ready and self.acc.incomplete:
+                    await self._init_identity()
+                    continue
+                if identity.bump_needed and self.in_flight == 0:
+                    await self._bump()
+                    continue
+            retry_at = self._send_ready(now)
+            if retry_at is not None and (deadline is None or retry_at < deadline):
+                deadline = retry_at
+            if self._wake.is_set():
+                continue
+            handle = None
+            if deadline is not None:
+                handle = loop.call_later(max(deadline - time.monotonic(), 0.0), self._wake.set)
+            await self._wake.wait()
+            if handle is not None:
+                handle.cancel()
+
+    async def _init_identity(self) -> None:
+        assert self.identity is not None
+        try:
+            await self.identity.ensure(self.delivery_timeout)
+        except KafkaError as exc:
+            log.warning("cannot get a producer id: %s", exc)
+            self._fail_unsent(exc)
+            await asyncio.sleep(self.backoff_ms[0] / 1000)
+
+    async def _bump(self) -> None:
+        assert self.identity is not None
+        try:
+            await self.identity.bump(self.delivery_timeout)
+        except KafkaError as exc:
+            log.warning("cannot bump the producer epoch: %s", exc)
+            self._fail_unsent(exc)
+            self.identity.bump_needed = False
+            return
+        pid, epoch = self.identity.producer_id, self.identity.producer_epoch
+        for pq in self.acc.all_queues():
+            seq = 0
+            for b in list(pq.ready):
+                if b.data is not None:
+                    b.data = rewrite_producer_state(b.data, pid, epoch, seq)
+                    b.producer_id, b.producer_epoch, b.base_sequence = pid, epoch, seq
+                    b.unknown_outcome = False
+                    seq = (seq + b.count) & _MAX_SEQUENCE
+            pq.next_sequence = seq
+
+    def _fail_unsent(self, exc: KafkaError) -> None:
+        for b in self.acc.abort_all():
+            self.complete(b, -1, -1, exc)
+
+    # ------------------------------------------------------------ draining
+
+    def _send_ready(self, now: float) -> float | None:
+        """Send what may be sent now; return the earliest retry time of a waiting batch."""
+        retry_at: float | None = None
+        snapshot = self.cluster.snapshot
+        queues = self.acc.all_queues()
+        idempotent = self.identity is not None
+        bumping = idempotent and self.identity.bump_needed  # type: ignore[union-attr]
+        by_leader: dict[int, list[tuple[PartitionQueue, ProducerBatch]]] = {}
+        need_refresh = False
+        progress = True
+        while progress:
+            progress = False
+            taken: dict[int, list[tuple[PartitionQueue, ProducerBatch]]] = {}
+            for pq in queues:
+                ready = pq.ready
+                if not ready:
+                    continue
+                b = ready[0]
+                if now - b.created > self.delivery_timeout:
+                    ready.popleft()
+                    self.complete(
+                        b,
+                        -1,
+                        -1,
+                        delivery_error(
+                            b,
+                            "expired before they could be sent "
+                            f"(delivery_timeout_ms={int(self.delivery_timeout * 1000)})",
+                        ),
+                    )
+                    progress = True
+                    continue
+                if bumping:
+                    continue
+                if b.retry_at > now:
+                    if retry_at is None or b.retry_at < retry_at:
+                        retry_at = b.retry_at
+                    continue
+                if pq.in_flight and (
+                    len(pq.in_flight) >= self.per_partition or (idempotent and b.attempts)
+                ):
+                    continue
+                info = snapshot.topics.get(pq.topic)
+                p = info.partitions.get(pq.partition) if info is not None else None
+                leader = p.leader if p is not None else -1
+                if leader < 0 or leader not in snapshot.brokers:
+                    need_refresh = True
+                    continue
+                if self._broker_in_flight.get(leader, 0) >= self.max_in_flight:
+                    continue
+                group = taken.get(leader)
+                if group is None:
+                    group = taken[leader] = []
+                group.append((pq, b))
+            for leader, group in taken.items():
+                size = 0
+                batch_list: list[tuple[PartitionQueue, ProducerBatch]] = []
+                for pq, b in group:
+                    pq.ready.popleft()
+                    self._prepare(pq, b)
+                    assert b.data is not None
+                    if batch_list and size + len(b.data) > self.max_request_size:
+                        pq.ready.appendleft(b)  # next request
+                        continue
+                    size += len(b.data)
+                    batch_list.append((pq, b))
+                    pq.in_flight.append(b)
+                self._launch(leader, batch_list)
+                progress = True
+        del by_leader
+        if need_refresh:
+            self.refresh_metadata()
+        return retry_at
+
+    def _prepare(self, pq: PartitionQueue, b: ProducerBatch) -> None:
+        if b.data is not None:
+            return
+        builder = b.builder
+        assert builder is not None
+        b.count = builder.record_count
+        ident = self.identity
+        if ident is not None:
+            b.producer_id, b.producer_epoch = ident.producer_id, ident.producer_epoch
+            b.base_sequence = pq.next_sequence
+            pq.next_sequence = (pq.next_sequence + b.count) & _MAX_SEQUENCE
+            b.data = builder.build(b.producer_id, b.producer_epoch, b.base_sequence)
+        else:
+            b.data = builder.build()
+        b.builder = None
+
+    def _launch(self, leader: int, batches: list[tuple[PartitionQueue, ProducerBatch]]) -> None:
+        self._broker_in_flight[leader] = self._broker_in_flight.get(leader, 0) + 1
+        self.in_flight += 1
+        task = asyncio.ensure_future(self._produce(leader, batches))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # ------------------------------------------------------------ one request
+
+    async def _produce(
+        self, leader: int, batches: list[tuple[PartitionQueue, ProducerBatch]]
+    ) -> None:
+        try:
+            try:
+                broker = self.cluster.broker(leader)
+                version = self._versions.get(leader)
+                if version is None:
+                    version = self._versions[leader] = await broker.api_version(ProduceRequest)
+                topics: dict[str, list[Any]] = {}
+                for pq, b in batches:
+                    topics.setdefault(pq.topic, []).append(
+                        PartitionData(index=pq.partition, records=b.data)
+                    )
+                ids: dict[uuid.UUID, str] = {}
+                if version >= 13:
+                    topic_data = []
+                    for name, parts in topics.items():
+                        info = self.cluster.snapshot.topics.get(name)
+                        if info is None or info.topic_id is None:
+                            raise error_for_code(100)(f"no topic id known for {name!r}")
+                        ids[info.topic_id] = name
+                        topic_data.append(TopicData(topic_id=info.topic_id, partition_data=parts))
+                else:
+                    topic_data = [
+                        TopicData(name=n, partition_data=parts) for n, parts in topics.items()
+                    ]
+                req = ProduceRequest(
+                    transactional_id=None,
+                    acks=self.acks,
+                    timeout_ms=self.request_timeout_ms,
+                    topic_data=topic_data,
+                )
+                if self.acks == 0:
+                    await broker.request(req, version=version, expect_response=False)
+                    for pq, b in batches:
+                        self._finish(pq, b, -1, -1, None)
+                    return
+                resp = await broker.request(req, version=version)
+            except KafkaError as exc:
+                for pq, b in batches:
+                    self._failed(pq, b, exc, unknown=True, describe=f"broker {leader}")
+                self.refresh_metadata()
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - never leave futures pending
+                err = KafkaError(f"producing to broker {leader} failed: {exc!r}")
+                for pq, b in batches:
+                    self._finish(pq, b, -1, -1, err)
+                return
+            self._handle_response(resp, batches, ids, broker.describe())
+        finally:
+            self._broker_in_flight[leader] -= 1
+            self.in_flight -= 1
+            self._wake.set()
+
+    def _handle_response(
+        self,
+        resp: Any,
+        batches: list[tuple[PartitionQueue, ProducerBatch]],
+        ids: dict[uuid.UUID, str],
+        where: str,
+    ) -> None:
+        results: dict[tuple[str, int], Any] = {}
+        for t in resp.responses:
+            name = ids.get(t.topic_id, t.name) if ids else t.name
+            for pr in t.partition_responses:
+                results[(name, pr.index)] = pr
+        refresh = False
+        for pq, b in batches:
+            pr = results.get((pq.topic, pq.partition))
+            if pr is None:
+                self._failed(
+                    pq,
+                    b,
+                    error_for_code(-1)(f"no response for {pq.topic}-{pq.partition} from {where}"),
+                    unknown=True,
+                    describe=where,
+                )
+                continue
+            code = pr.error_code
+            if code == 0:
+                self._finish(pq, b, pr.base_offset, pr.log_append_time_ms, None)
+                continue
+            if code == _DUPLICATE_SEQUENCE:
+                self._finish(pq, b, -1, -1, None)
+                continue
+            err = error_for_code(code)(
+                f"producing {b.count} record(s) to {pq.topic}-{pq.partition} on {where}",
+                error_message=pr.error_message,
+            )
+            if code in _LEADER_ERRORS:
+                self.cluster.leader_is_down(pq.topic, pq.partition)
+                refresh = True
+            if self.identity is not None and code in _SEQUENCE_ERRORS:
+                self._sequence_error(pq, b, err)
+                continue
+            self._failed(pq, b, err, unknown=False, describe=where)
+        if refresh:
+            self.refresh_metadata()
+
+    def _sequence_error(self, pq: PartitionQueue, b: ProducerBatch, err: KafkaError) -> None:
+        with contextlib.suppress(ValueError):
+            pq.in_flight.remove(b)
+        earlier = any(o.base_sequence < b.base_sequence for o in pq.in_flight) or any(
+            o.data is not None and o.base_sequence < b.base_sequence for o in pq.ready
+        )
+        if not earlier:
+            assert self.identity is not None
+            log.warning("%s: resetting sequences with a new producer epoch", err.message)
+            self.identity.bump_needed = True
+        self._retry(pq, b, err, unknown=False, count=not earlier)
+
+    # ------------------------------------------------------------ outcomes
+
+    def _finish(
+        self,
+        pq: PartitionQueue,
+        b: ProducerBatch,
+        offset: int,
+        log_append: int,
+        err: BaseException | None,
+    ) -> None:
+        with contextlib.suppress(ValueError):
+            pq.in_flight.remove(b)
+        self.complete(b, offset, log_append, err)
+
+    def complete(
+        self, b: ProducerBatch, offset: int, log_append: int, err: BaseException | None
+    ) -> None:
+        b.complete(offset, log_append, err)
+        self.acc.release(b)
+
+    def _failed(
+        self, pq: PartitionQueue, b: ProducerBatch, err: KafkaError, *, unknown: bool, describe: str
+    ) -> None:
+        with contextlib.suppress(ValueError):
+            pq.in_flight.remove(b)
+        if not err.retriable or self.stopped:
+            self.complete(b, -1, -1, err)
+            return
+        self._retry(pq, b, err, unknown=unknown)
+
+    def _retry(
+        self,
+        pq: PartitionQueue,
+        b: ProducerBatch,
+        err: KafkaError,
+        *,
+        unknown: bool,
+        count: bool = True,
+    ) -> None:
+        b.last_error = err
+        b.unknown_outcome = unknown
+        if count:
+            b.attempts += 1
+        else:
+            b.attempts = max(b.attempts, 1)
+        if b.attempts > self.retries:
+            self.complete(b, -1, -1, err)
+            return
+        backoff = Backoff(*self.backoff_ms)
+        delay = 0.0
+        for _ in range(min(b.attempts, 16)):
+            delay = backoff.next_delay()
+        now = time.monotonic()
+        if now + delay - b.created > self.delivery_timeout:
+            self.complete(
+                b,
+                -1,
+                -1,
+                delivery_error(
+                    b,
+                    f"not delivered within delivery_timeout_ms={int(self.delivery_timeout * 1000)}",
+                ),
+            )
+            return
+        b.retry_at = now + delay
+        pq.requeue(b)
+
+    # ------------------------------------------------------------ metadata
+
+    def refresh_metadata(self) -> None:
+        if self._refresh_task is not None and not self._refresh_task.done():
+            return
+        self._refresh_task = asyncio.ensure_future(self._refresh())
+
+    async def _refresh(self) -> None:
+        await asyncio.sleep(self.backoff_ms[0] / 1000)
+        try:
+            await self.cluster.refresh()
+        except KafkaError as exc:
+            log.debug("metadata refresh failed: %s", exc)
+        except asyncio.CancelledError:
+            raise
+        if self.on_metadata is not None:
+            self.on_metadata()
+        self._wake.set()
+
+    async def stop(self) -> None:
+        self.stopped = True
+        self._wake.set()
+        for t in [*self._tasks, self._refresh_task]:
+            if t is not None and not t.done():
+                t.cancel()

@@ -109,6 +109,8 @@ class BrokerConnection(asyncio.BufferedProtocol):
         self.node_id = node_id
         self.options = options
         self.api_versions: dict[int, tuple[int, int]] = {}
+        #: Completed SASL authentications on this connection (1 + re-authentications).
+        self.authentications = 0
         self.last_activity = time.monotonic()
         self._loop = asyncio.get_running_loop()
         self._transport: asyncio.Transport | None = None
@@ -268,6 +270,7 @@ class BrokerConnection(asyncio.BufferedProtocol):
                 )
             lifetime_ms = getattr(resp, "session_lifetime_ms", 0) or 0
             token = mechanism.respond(bytes(resp.auth_bytes or b""))
+        self.authentications += 1
         if lifetime_ms > 0:
             # KIP-368: re-authenticate before the broker's session expires.
             delay = lifetime_ms / 1000 * random.uniform(0.85, 0.95)

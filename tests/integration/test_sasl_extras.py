@@ -1,0 +1,115 @@
+"""SASL OAUTHBEARER and KIP-368 re-authentication against a broker configured for them."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import time
+
+import pytest
+
+import kpax
+from kpax.broker import Broker, BrokerConnection, ConnectionOptions
+from kpax.cluster import split_address
+from kpax.proto.errors import AuthenticationError
+from kpax.proto.messages import MetadataRequest
+
+pytestmark = pytest.mark.integration
+
+_OAUTH_JAAS = (
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+    'unsecuredLoginStringClaim_sub="admin";'
+)
+
+
+@pytest.fixture(scope="module")
+def sasl_broker(kafka_factory):
+    return kafka_factory(
+        sasl=True,
+        config={
+            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER",
+            "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": _OAUTH_JAAS,
+            "connections.max.reauth.ms": "3000",
+        },
+    )
+
+
+def _b64(obj: dict[str, object]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(obj).encode()).rstrip(b"=").decode()
+
+
+def unsecured_token(subject: str, lifetime_s: int = 3600) -> str:
+    """An unsigned JWT, as Kafka's default (test-only) OAUTHBEARER validator accepts."""
+    now = int(time.time())
+    return f"{_b64({'alg': 'none'})}.{_b64({'sub': subject, 'iat': now, 'exp': now + lifetime_s})}."
+
+
+def _metadata() -> MetadataRequest:
+    return MetadataRequest(topics=[], allow_auto_topic_creation=False)
+
+
+async def test_oauthbearer_with_sync_and_async_token_providers(sasl_broker):
+    host, port = split_address(sasl_broker.listener("SASL_PLAINTEXT").split(",")[0])
+
+    async def async_provider() -> str:
+        return unsecured_token("alice")
+
+    for provider in (lambda: unsecured_token("alice"), async_provider):
+        opts = ConnectionOptions(
+            security_protocol="SASL_PLAINTEXT",
+            sasl_mechanism="OAUTHBEARER",
+            sasl_token_provider=provider,
+        )
+        conn = await BrokerConnection.open(host, port, opts)
+        try:
+            assert (await conn.request(_metadata())).brokers
+        finally:
+            conn.close()
+
+
+async def test_oauthbearer_rejects_an_expired_token(sasl_broker):
+    host, port = split_address(sasl_broker.listener("SASL_PLAINTEXT").split(",")[0])
+    opts = ConnectionOptions(
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="OAUTHBEARER",
+        sasl_token_provider=lambda: unsecured_token("alice", lifetime_s=-60),
+    )
+    with pytest.raises(AuthenticationError, match="OAUTHBEARER"):
+        await BrokerConnection.open(host, port, opts)
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-512", "OAUTHBEARER"])
+async def test_reauthentication_keeps_the_connection(sasl_broker, mechanism):
+    """The broker limits sessions to 3 s (connections.max.reauth.ms); kpax
+    re-authenticates before that on the same socket, between requests."""
+    host, port = split_address(sasl_broker.listener("SASL_PLAINTEXT").split(",")[0])
+    user, password = next(iter(sasl_broker.sasl_users.items()))
+    opts = ConnectionOptions(
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism=mechanism,
+        sasl_username=user,
+        sasl_password=password,
+        sasl_token_provider=lambda: unsecured_token(user),
+    )
+    broker = Broker(host, port, opts)
+    try:
+        deadline = time.monotonic() + 7
+        while time.monotonic() < deadline:  # requests keep flowing across re-authentications
+            assert (await broker.request(_metadata())).brokers
+            await asyncio.sleep(0.2)
+        conn = await broker.connection()
+        assert broker.connects == 1
+        assert conn.authentications >= 3
+    finally:
+        await broker.close()
+
+
+def test_admin_over_oauthbearer(sasl_broker):
+    with kpax.Admin(
+        sasl_broker.listener("SASL_PLAINTEXT"),
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="OAUTHBEARER",
+        sasl_oauth_token_provider=lambda: unsecured_token("admin"),
+    ) as admin:
+        assert admin.describe_cluster().brokers

@@ -104,6 +104,8 @@ class Sender:
         self._refresh_task: asyncio.Task[None] | None = None
         self.in_flight = 0
         self.stopped = False
+        #: Batches put back for a retry so far (a metric; tests read it).
+        self.retried_batches = 0
         #: Called after each metadata refresh (the producer updates its partition counts).
         self.on_metadata: Any = None
 
@@ -451,6 +453,7 @@ class Sender:
             )
             return
         b.retry_at = now + delay
+        self.retried_batches += 1
         pq.requeue(b)
 
     # ------------------------------------------------------------ metadata

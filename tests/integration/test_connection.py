@@ -198,3 +198,60 @@ async def test_killed_broker_fails_in_flight_requests_then_recovers(kafka_cluste
         assert broker.connects >= 2
     finally:
         await broker.close()
+
+
+async def test_cancelled_request_keeps_the_connection_in_step(kafka):
+    host, port = split_address(kafka.bootstrap.split(",")[0])
+    conn = await BrokerConnection.open(host, port, ConnectionOptions())
+    try:
+        doomed = asyncio.ensure_future(conn.request(_metadata("cancel-me")))
+        await asyncio.sleep(0)  # written, not yet answered
+        doomed.cancel()
+        later = await asyncio.gather(*(conn.request(_metadata(f"after-{i}")) for i in range(5)))
+        assert [r.topics[0].name for r in later] == [f"after-{i}" for i in range(5)]
+        assert not conn.closed
+    finally:
+        conn.close()
+
+
+async def test_acks0_produce_expects_no_response(kafka, topic):
+    from kpax.proto.messages import ProduceRequest
+    from kpax.proto.records import Record, encode_batch
+
+    name = topic(1)
+    host, port = split_address(kafka.bootstrap.split(",")[0])
+    conn = await BrokerConnection.open(host, port, ConnectionOptions())
+    try:
+        version = conn.pick_version(ProduceRequest, max_version=12)  # v13 addresses topics by id
+        for i in range(3):
+            batch = encode_batch([Record(b"v%d" % i, timestamp=1_700_000_000_000)])
+            data = ProduceRequest.PartitionProduceData(index=0, records=batch)
+            req = ProduceRequest(
+                acks=0,
+                timeout_ms=5000,
+                topic_data=[
+                    ProduceRequest.TopicProduceData(
+                        name=name,
+                        partition_data=[data],
+                    )
+                ],
+            )
+            assert await conn.request(req, version=version, expect_response=False) is None
+        # Later requests still match their answers: no response was owed for acks=0.
+        resp = await conn.request(_metadata(name))
+        assert resp.topics[0].name == name
+        assert conn.in_flight == 0
+    finally:
+        conn.close()
+    from kpax.admin.client import AsyncAdmin
+    from kpax.structs import TopicPartition
+
+    async with AsyncAdmin(kafka.bootstrap) as admin:
+        for _ in range(50):
+            latest = (await admin.list_offsets({TopicPartition(name, 0): "latest"}))[
+                TopicPartition(name, 0)
+            ]
+            if latest.offset == 3:
+                break
+            await asyncio.sleep(0.1)
+        assert latest.offset == 3

@@ -19,6 +19,12 @@ from kpax.admin import (
     PatternType,
     ResourceType,
 )
+from kpax.consumer import (
+    CommitFailedError,
+    Consumer,
+    ConsumerRebalanceListener,
+    ConsumerRecord,
+)
 from kpax.errors import (
     AuthenticationError,
     AuthorizationError,
@@ -55,6 +61,10 @@ __all__ = [
     "AlterConfigOp",
     "AlterConfigOpType",
     "BatchResult",
+    "CommitFailedError",
+    "Consumer",
+    "ConsumerRebalanceListener",
+    "ConsumerRecord",
     "ConfigResource",
     "ConfigResourceType",
     "NewTopic",

@@ -1,0 +1,233 @@
+"""The fetched-records buffer: the hand-off point between I/O and the application.
+
+Role: the fetcher (on the event loop) appends decoded fetches (:class:`Chunk`:
+one partition's records from one Fetch response) and errors; the
+application takes records from it, whole chunks at a time, on its own thread
+(sync face) or on the loop (asyncio face). Appending and taking never wait on
+each other: a ``collections.deque`` (atomic append/popleft) holds the chunks,
+a ``threading.Condition`` wakes a blocked sync taker, an ``asyncio.Event``
+wakes an async one. Taking advances the partition's ``position`` and tells
+the fetcher (``on_drained``) when a partition has room for another fetch.
+
+Also runs rebalance-listener calls that must happen on the application's
+thread (see :meth:`FetchBuffer.call_in_app`).
+
+Imports: kpax.consumer.state, kpax.consumer.record, the standard library.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kpax.consumer.record import ConsumerRecord
+from kpax.consumer.state import PartitionState
+
+__all__ = ["Chunk", "FetchBuffer"]
+
+
+class Chunk:
+    """Records of one partition from one fetch; ``pos`` is how many were taken."""
+
+    __slots__ = ("gen", "next_epoch", "next_offset", "pos", "records", "state")
+
+    def __init__(
+        self,
+        state: PartitionState,
+        records: list[ConsumerRecord],
+        next_offset: int,
+        next_epoch: int,
+        gen: int,
+    ) -> None:
+        self.state = state
+        self.records = records
+        self.next_offset = next_offset
+        self.next_epoch = next_epoch
+        self.gen = gen
+        self.pos = 0
+
+
+class _AppCall:
+    """A function the application's thread must run (rebalance listener)."""
+
+    __slots__ = ("fn", "future", "loop")
+
+    def __init__(self, fn: Callable[[], Any], loop: asyncio.AbstractEventLoop) -> None:
+        self.fn = fn
+        self.loop = loop
+        self.future: asyncio.Future[Any] = loop.create_future()
+
+
+class FetchBuffer:
+    def __init__(self) -> None:
+        self._items: collections.deque[Any] = collections.deque()
+        self._cond = threading.Condition(threading.Lock())
+        self._event: asyncio.Event | None = None
+        #: Called (on the taking thread) when a partition's buffered count drops.
+        self.on_drained: Callable[[PartitionState], None] = lambda s: None
+        self._closed = False
+
+    # ------------------------------------------------------------ loop side
+
+    def put(self, item: Any) -> None:
+        self._items.append(item)
+        self._notify()
+
+    def _notify(self) -> None:
+        if self._event is not None:
+            self._event.set()
+        with self._cond:
+            self._cond.notify_all()
+
+    def call_in_app(self, fn: Callable[[], Any]) -> asyncio.Future[Any]:
+        """Queue ``fn`` for the application's thread (run at its next poll)."""
+        call = _AppCall(fn, asyncio.get_running_loop())
+        self.put(call)
+        return call.future
+
+    def close(self) -> None:
+        self._closed = True
+        self._notify()
+
+    def clear(self) -> None:
+        for item in list(self._items):
+            if isinstance(item, _AppCall) and not item.future.done():
+                item.future.cancel()
+        self._items.clear()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    # ------------------------------------------------------------ taker side
+
+    def take(self, max_records: int) -> list[ConsumerRecord]:
+        """Up to ``max_records`` records (maybe none), without waiting.
+
+        Raises an error the fetcher queued; runs queued listener calls.
+        """
+        items = self._items
+        out: list[ConsumerRecord] = []
+        while items and len(out) < max_records:
+            item = items[0]
+            if type(item) is not Chunk:
+                items.popleft()
+                if isinstance(item, _AppCall):
+                    self._run_app_call(item)
+                    if out:
+                        return out
+                    continue
+                state, exc = item
+                if state is None or (state.assigned and state.error is exc):
+                    # The partition stays stopped (state.error) until a seek.
+                    raise exc
+                continue
+            state = item.state
+            if item.gen != state.gen or not state.assigned:
+                items.popleft()
+                state.takes += 1
+                self.on_drained(state)
+                continue
+            recs = item.records
+            want = max_records - len(out)
+            start = item.pos
+            if start == 0 and len(recs) <= want:
+                if out:
+                    out.extend(recs)
+                else:
+                    out = recs
+                end = len(recs)
+            else:
+                end = min(len(recs), start + want)
+                out.extend(recs[start:end])
+            if end >= len(recs):
+                items.popleft()
+                state.position = item.next_offset
+                state.position_epoch = item.next_epoch
+                state.takes += 1
+                self.on_drained(state)
+            else:
+                item.pos = end
+                last = recs[end - 1]
+                state.position = last.offset + 1
+                state.position_epoch = last.leader_epoch
+        return out
+
+    def take_chunk(self) -> list[ConsumerRecord] | None:
+        """Records of the next whole chunk (for iteration), or None if empty."""
+        items = self._items
+        while items:
+            item = items[0]
+            if type(item) is not Chunk or item.pos:
+                return self.take(1 << 30) if type(item) is not Chunk else self._rest(item)
+            items.popleft()
+            state = item.state
+            state.takes += 1
+            if item.gen != state.gen or not state.assigned:
+                self.on_drained(state)
+                continue
+            state.position = item.next_offset
+            state.position_epoch = item.next_epoch
+            self.on_drained(state)
+            if item.records:
+                return item.records
+        return None
+
+    def _rest(self, item: Chunk) -> list[ConsumerRecord]:
+        self._items.popleft()
+        state = item.state
+        state.takes += 1
+        recs = item.records[item.pos :] if item.gen == state.gen and state.assigned else []
+        if item.gen == state.gen and state.assigned:
+            state.position = item.next_offset
+            state.position_epoch = item.next_epoch
+        self.on_drained(state)
+        return recs
+
+    def _run_app_call(self, call: _AppCall) -> None:
+        try:
+            result = call.fn()
+        except BaseException as exc:
+            call.loop.call_soon_threadsafe(_set_exception, call.future, exc)
+            return
+        call.loop.call_soon_threadsafe(_set_result, call.future, result)
+
+    def wait_sync(self, timeout: float) -> bool:
+        """Block the calling thread until something is buffered (or timeout/close)."""
+        if self._items or self._closed:
+            return True
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not self._items and not self._closed:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+        return True
+
+    async def wait_async(self, timeout: float) -> bool:
+        if self._items or self._closed:
+            return True
+        if self._event is None:
+            self._event = asyncio.Event()
+        self._event.clear()
+        if self._items:
+            return True
+        try:
+            await asyncio.wait_for(self._event.wait(), timeout)
+        except asyncio.TimeoutError:
+            return bool(self._items)
+        return True
+
+
+def _set_result(fut: asyncio.Future[Any], value: Any) -> None:
+    if not fut.done():
+        fut.set_result(value)
+
+
+def _set_exception(fut: asyncio.Future[Any], exc: BaseException) -> None:
+    if not fut.done():
+        fut.set_exception(exc)

@@ -1,0 +1,352 @@
+"""The classic consumer group protocol: JoinGroup, SyncGroup, Heartbeat, LeaveGroup.
+
+Role: :class:`ClassicGroup` keeps this member in the group. A membership task
+joins (JoinGroup, with the MEMBER_ID_REQUIRED round trip of KIP-394), lets
+the leader assign with the configured assignors (kpax.consumer.assignors),
+syncs (SyncGroup) and applies the assignment; a separate heartbeat task
+(every ``heartbeat_interval_ms``) keeps the member alive however long the
+application takes between polls, up to ``max_poll_interval_ms``: past that
+the member leaves the group (as Java does) and rejoins at its next poll.
+
+Rebalance protocols: *eager* (revoke everything before joining) unless every
+configured assignor supports *cooperative* (KIP-429, e.g.
+``cooperative-sticky``): then the member keeps its partitions while
+rejoining, gives up only those the new assignment moves away, and joins
+again right after so the moved partitions can be handed to their new owner.
+
+Static membership (KIP-345): with ``group_instance_id`` the member does not
+send LeaveGroup on close, so it can come back within ``session_timeout_ms``
+and get its partitions back without a rebalance.
+
+Imports: kpax.cluster, kpax.proto, kpax.structs, kpax.consumer.*.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from kpax.broker.backoff import Backoff
+from kpax.cluster.cluster import Cluster
+from kpax.consumer.assignors import Assignor, MemberSubscription, get_assignor
+from kpax.consumer.assignors.protocol import (
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+    encode_subscription,
+)
+from kpax.consumer.group import GroupBase, Membership
+from kpax.proto.errors import KafkaError, error_for_code
+from kpax.proto.messages import (
+    HeartbeatRequest,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    SyncGroupRequest,
+)
+
+log = logging.getLogger("kpax.consumer.group")
+
+__all__ = ["ClassicGroup"]
+
+_COORDINATOR_ERRORS = frozenset({14, 15, 16})
+_MEMBER_ID_REQUIRED = 79
+_UNKNOWN_MEMBER_ID = 25
+_ILLEGAL_GENERATION = 22
+_REBALANCE_IN_PROGRESS = 27
+_FENCED_INSTANCE_ID = 82
+
+
+class ClassicGroup(GroupBase):
+    def __init__(self, cluster: Cluster, config: dict[str, Any], member: Membership) -> None:
+        super().__init__(cluster, config, member)
+        self.assignors: list[Assignor] = [
+            get_assignor(a) for a in config["partition_assignment_strategy"]
+        ]
+        self.cooperative = all("cooperative" in a.rebalance_protocols for a in self.assignors)
+        self.need_join = True
+        self._task: asyncio.Task[Any] | None = None
+        self._heartbeat: asyncio.Task[Any] | None = None
+        self.rebalances = 0
+
+    # ------------------------------------------------------------ public
+
+    async def subscribe(self, topics: list[str]) -> None:
+        self.subscription = sorted(set(topics))
+        self.need_join = True
+        self._wake.set()
+        if self._task is None:
+            self.start()
+            self._task = self.spawn(self._run())
+
+    def on_generation_error(self, code: int) -> None:
+        if code in (_ILLEGAL_GENERATION, _UNKNOWN_MEMBER_ID):
+            self.stable.clear()
+            self.generation = -1
+            if code == _UNKNOWN_MEMBER_ID:
+                self.member_id = ""
+        self.need_join = True
+        self._wake.set()
+
+    # ------------------------------------------------------------ membership loop
+
+    async def _run(self) -> None:
+        backoff = Backoff(*self._backoff)
+        while not self._closed:
+            if self.poll_expired:
+                await self._wake.wait()
+                self._wake.clear()
+                continue
+            if not self.need_join:
+                await self._wake.wait()
+                self._wake.clear()
+                continue
+            try:
+                await self._join_once()
+                backoff.reset()
+            except KafkaError as exc:
+                if not exc.retriable and not isinstance(exc, _RetryJoin):
+                    raise
+                log.info("group %s: join failed (%s), retrying", self.group_id, exc)
+                await asyncio.sleep(backoff.next_delay())
+
+    def _protocols(self) -> list[Any]:
+        owned = sorted(self.member.assigned_partitions())
+        out = []
+        for a in self.assignors:
+            sub = MemberSubscription(
+                topics=list(self.subscription),
+                user_data=a.subscription_user_data(owned, self.generation),
+                owned_partitions=owned if self.cooperative else [],
+                generation_id=self.generation,
+                rack_id=self.config["client_rack"],
+            )
+            out.append(
+                JoinGroupRequest.JoinGroupRequestProtocol(
+                    name=a.name, metadata=encode_subscription(sub)
+                )
+            )
+        return out
+
+    async def _join_once(self) -> None:
+        self.stable.clear()
+        self._stop_heartbeat()
+        self.need_join = False
+        if not self.cooperative:
+            await self.revoke(self.member.assigned_partitions())
+        rebalance_timeout = self.config["max_poll_interval_ms"]
+        join_timeout = rebalance_timeout / 1000 + 5.0
+        while True:
+            req = JoinGroupRequest(
+                group_id=self.group_id,
+                session_timeout_ms=self.config["session_timeout_ms"],
+                rebalance_timeout_ms=rebalance_timeout,
+                member_id=self.member_id,
+                group_instance_id=self.instance_id,
+                protocol_type="consumer",
+                protocols=self._protocols(),
+                reason="kpax: joining" if self.generation < 0 else "kpax: rejoining",
+            )
+            resp = await self.coordinator_request(req, what="JoinGroup", timeout=join_timeout)
+            code = resp.error_code
+            if code == _MEMBER_ID_REQUIRED:
+                self.member_id = resp.member_id
+                continue
+            if code:
+                await self._join_error(code, "JoinGroup", getattr(resp, "error_message", None))
+            break
+        self.member_id = resp.member_id
+        generation = resp.generation_id
+        protocol = resp.protocol_name
+        assignments: list[Any] = []
+        if resp.leader == resp.member_id and not resp.skip_assignment:
+            assignments = await self._lead(protocol, resp.members, generation)
+        sreq = SyncGroupRequest(
+            group_id=self.group_id,
+            generation_id=generation,
+            member_id=self.member_id,
+            group_instance_id=self.instance_id,
+            protocol_type="consumer",
+            protocol_name=protocol,
+            assignments=assignments,
+        )
+        sresp = await self.coordinator_request(sreq, what="SyncGroup", timeout=join_timeout)
+        if sresp.error_code:
+            await self._join_error(sresp.error_code, "SyncGroup", None)
+        self.generation = generation
+        self.rebalances += 1
+        target = set(decode_assignment(sresp.assignment).partitions) if sresp.assignment else set()
+        owned = self.member.assigned_partitions()
+        revoked = owned - target
+        added = target - owned
+        log.info(
+            "group %s: generation %d member %s got %d partitions (+%d -%d)",
+            self.group_id,
+            generation,
+            self.member_id,
+            len(target),
+            len(added),
+            len(revoked),
+        )
+        self._start_heartbeat()
+        if revoked:
+            await self.revoke(revoked)
+            if self.cooperative:
+                self.need_join = True  # let the moved partitions go to their new owner
+                self._wake.set()
+        await self.assign(added)
+        self.stable.set()
+
+    async def _join_error(self, code: int, what: str, message: str | None) -> None:
+        if code in (_UNKNOWN_MEMBER_ID, _ILLEGAL_GENERATION):
+            if code == _UNKNOWN_MEMBER_ID:
+                self.member_id = ""
+            self.generation = -1
+            lost = self.member.assigned_partitions()
+            if lost:
+                await self.revoke(lost, lost=True)
+        self.need_join = True
+        err = error_for_code(code)
+        if code == _REBALANCE_IN_PROGRESS or code in (_UNKNOWN_MEMBER_ID, _ILLEGAL_GENERATION):
+            raise _RetryJoin(f"{what} for group {self.group_id!r}: {err.__name__}")
+        if code in _COORDINATOR_ERRORS:
+            self.coordinator_dead()
+        raise err(
+            f"{what} for group {self.group_id!r} as member {self.member_id!r}",
+            error_message=message,
+        )
+
+    async def _lead(self, protocol: str, members: list[Any], generation: int) -> list[Any]:
+        assignor = next(a for a in self.assignors if a.name == protocol)
+        subs: dict[str, MemberSubscription] = {}
+        topics: set[str] = set()
+        for m in members:
+            sub = decode_subscription(m.metadata)
+            sub.group_instance_id = m.group_instance_id
+            subs[m.member_id] = sub
+            topics.update(sub.topics)
+        await self.cluster.refresh(topics)
+        counts: dict[str, int] = {}
+        for t in topics:
+            info = self.cluster.snapshot.topics.get(t)
+            if info is not None and info.partitions:
+                counts[t] = len(info.partitions)
+        result = assignor.assign(counts, subs)
+        return [
+            SyncGroupRequest.SyncGroupRequestAssignment(
+                member_id=mid, assignment=encode_assignment(a)
+            )
+            for mid, a in result.items()
+        ]
+
+    # ------------------------------------------------------------ heartbeat
+
+    def _start_heartbeat(self) -> None:
+        self._stop_heartbeat()
+        self._heartbeat = self.spawn(self._heartbeat_loop(self.generation, self.member_id))
+
+    def _stop_heartbeat(self) -> None:
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+            self._heartbeat = None
+
+    async def _heartbeat_loop(self, generation: int, member_id: str) -> None:
+        interval = self.config["heartbeat_interval_ms"] / 1000
+        session = self.config["session_timeout_ms"] / 1000
+        last_ok = time.monotonic()
+        while not self._closed:
+            await asyncio.sleep(interval)
+            if self.poll_overdue():
+                log.warning(
+                    "group %s: no poll for more than max_poll_interval_ms (%d ms): leaving "
+                    "the group; the member rejoins at its next poll",
+                    self.group_id,
+                    self.config["max_poll_interval_ms"],
+                )
+                self.poll_expired = True
+                await self._send_leave("consumer poll timeout has expired")
+                self.generation = -1
+                self.member_id = "" if self.instance_id is None else self.member_id
+                lost = self.member.assigned_partitions()
+                self.need_join = True
+                self.stable.clear()
+                if lost:
+                    await self.revoke(lost, lost=True)
+                return
+            req = HeartbeatRequest(
+                group_id=self.group_id,
+                generation_id=generation,
+                member_id=member_id,
+                group_instance_id=self.instance_id,
+            )
+            try:
+                broker = await self.coordinator()
+                resp = await broker.request(req, timeout=min(self._timeout, session))
+            except KafkaError as exc:
+                self.coordinator_dead()
+                if time.monotonic() - last_ok > session:
+                    log.warning("group %s: heartbeats failing: %s", self.group_id, exc)
+                continue
+            code = resp.error_code
+            if not code:
+                last_ok = time.monotonic()
+                continue
+            if code in _COORDINATOR_ERRORS:
+                self.coordinator_dead()
+                continue
+            if code == _REBALANCE_IN_PROGRESS:
+                self.need_join = True
+                self._wake.set()
+                return
+            if code in (_ILLEGAL_GENERATION, _UNKNOWN_MEMBER_ID):
+                self.on_generation_error(code)
+                lost = self.member.assigned_partitions()
+                if lost:
+                    await self.revoke(lost, lost=True)
+                return
+            if code == _FENCED_INSTANCE_ID:
+                raise error_for_code(code)(
+                    f"group {self.group_id!r}: another consumer uses group_instance_id "
+                    f"{self.instance_id!r}"
+                )
+            raise error_for_code(code)(f"Heartbeat for group {self.group_id!r}")
+
+    # ------------------------------------------------------------ leave
+
+    async def _send_leave(self, reason: str) -> None:
+        if not self.member_id:
+            return
+        try:
+            broker = await self.coordinator()
+            if await broker.api_version(LeaveGroupRequest) >= 3:
+                req = LeaveGroupRequest(
+                    group_id=self.group_id,
+                    members=[
+                        LeaveGroupRequest.MemberIdentity(
+                            member_id=self.member_id,
+                            group_instance_id=self.instance_id,
+                            reason=reason,
+                        )
+                    ],
+                )
+            else:
+                req = LeaveGroupRequest(group_id=self.group_id, member_id=self.member_id)
+            resp = await broker.request(req, timeout=min(self._timeout, 5.0))
+            if resp.error_code:
+                log.info("group %s: LeaveGroup: error %d", self.group_id, resp.error_code)
+        except (KafkaError, asyncio.TimeoutError) as exc:
+            log.info("group %s: LeaveGroup failed: %s", self.group_id, exc)
+
+    async def leave(self) -> None:
+        """Revoke (with the listener and auto-commit), then leave unless static."""
+        self._stop_heartbeat()
+        await self.revoke(self.member.assigned_partitions())
+        if self.instance_id is None:
+            await self._send_leave("the consumer is being closed")
+        self.member_id = ""
+        self.generation = -1
+
+
+class _RetryJoin(KafkaError):
+    retriable = True

@@ -1,0 +1,478 @@
+"""The asyncio consumer core (``kpax.aio.Consumer``): assignment, positions, polling, groups.
+
+Role: owns the consumer's :class:`~kpax.cluster.Cluster`, the per-partition
+states, the :class:`~kpax.consumer.fetcher.Fetcher` and the
+:class:`~kpax.consumer.buffer.FetchBuffer`, and (with ``group_id`` and
+``subscribe``) a group member of the classic protocol
+(:class:`~kpax.consumer.classic.ClassicGroup`) or of KIP-848
+(:class:`~kpax.consumer.kip848.ConsumerGroup`). Every I/O runs on the event
+loop this object was started on; the sync face (:mod:`kpax.consumer.sync`)
+runs it on a :class:`~kpax.loop_thread.LoopThread` and takes records from
+the buffer on the caller's thread.
+
+Positions: ``position(tp)`` is the next offset the application will get;
+the fetcher runs ahead of it. ``seek*`` drop whatever was fetched ahead.
+Without ``group_id`` commits are refused; with ``group_id`` and ``assign``
+commits go to the group without a generation (like Java).
+
+Imports: kpax.cluster, kpax.broker, kpax.config, kpax.proto, kpax.structs,
+kpax.consumer.*.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from kpax.broker.options import connection_options
+from kpax.cluster.cluster import Cluster
+from kpax.config import resolve
+from kpax.consumer.buffer import FetchBuffer
+from kpax.consumer.classic import ClassicGroup
+from kpax.consumer.fetcher import Fetcher
+from kpax.consumer.group import GroupBase, call_maybe_async
+from kpax.consumer.kip848 import ConsumerGroup
+from kpax.consumer.offsets import EARLIEST, LATEST, list_offsets
+from kpax.consumer.options import CONSUMER_OPTIONS
+from kpax.consumer.record import ConsumerRecord
+from kpax.consumer.state import PartitionState
+from kpax.proto.errors import ClientClosedError, IllegalStateError, KafkaTimeoutError
+from kpax.structs import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+
+log = logging.getLogger("kpax.consumer")
+
+__all__ = ["AsyncConsumer"]
+
+ListenerRunner = Callable[[Callable[[], Any]], "asyncio.Future[Any]"]
+
+
+def _tps(partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
+    out = []
+    for item in partitions:
+        out.append(item if isinstance(item, TopicPartition) else TopicPartition(*item))
+    return out
+
+
+class AsyncConsumer:
+    """``kpax.aio.Consumer("host:9092", group_id="g")``: ``subscribe`` or ``assign``,
+    then ``await poll()`` / ``async for rec in consumer``. An async context manager."""
+
+    def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, **config: Any) -> None:
+        if bootstrap_servers is not None:
+            config["bootstrap_servers"] = bootstrap_servers
+        self.config = resolve("consumer", CONSUMER_OPTIONS, config)
+        self.cluster = Cluster(
+            self.config["bootstrap_servers"],
+            connection_options(self.config),
+            metadata_max_age_ms=self.config["metadata_max_age_ms"],
+            retry_backoff_ms=self.config["retry_backoff_ms"],
+            retry_backoff_max_ms=self.config["retry_backoff_max_ms"],
+            allow_auto_topic_creation=self.config["allow_auto_create_topics"],
+        )
+        self.states: dict[TopicPartition, PartitionState] = {}
+        self.buffer = FetchBuffer()
+        self.fetcher: Fetcher | None = None
+        self.group: GroupBase | None = None
+        self.listener: Any = None
+        #: How listener calls reach the application (the sync face routes them
+        #: through the buffer to the polling thread).
+        self.listener_runner: ListenerRunner | None = None
+        self._subscribed: list[str] = []
+        self._manual = False
+        self._closed = False
+        self._started = False
+        self._fatal: BaseException | None = None
+        self._max_records: int = self.config["max_poll_records"]
+        self._api_timeout = self.config["default_api_timeout_ms"] / 1000
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        if self._started:
+            return
+        await self.cluster.start()
+        self.fetcher = Fetcher(self.cluster, self.states, self.buffer, self.config)
+        max_chunks = self.config["fetch_buffer_chunks"]
+        fetcher = self.fetcher
+
+        def drained(st: PartitionState) -> None:
+            if st.puts - st.takes == max_chunks - 1:
+                fetcher.wake()
+
+        self.buffer.on_drained = drained
+        if self.config["group_id"] is not None:
+            cls = ConsumerGroup if self.config["group_protocol"] == "consumer" else ClassicGroup
+            self.group = cls(self.cluster, self.config, self)
+            self.fetcher.committed_lookup = self.group.fetch_committed
+        self.fetcher.start()
+        self._started = True
+
+    async def __aenter__(self) -> AsyncConsumer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def _check(self) -> None:
+        if self._closed:
+            raise ClientClosedError("the consumer is closed")
+        if not self._started:
+            raise IllegalStateError("the consumer is not started: await consumer.start() first")
+
+    async def close(self, timeout: float = 30.0) -> None:
+        """Commit (auto-commit), leave the group, stop fetching; returns within ``timeout``."""
+        if self._closed:
+            return
+        self._closed = True
+        deadline = time.monotonic() + timeout
+        try:
+            if self.group is not None:
+                with contextlib.suppress(Exception, asyncio.TimeoutError):
+                    await asyncio.wait_for(self._close_group(), max(timeout * 0.8, 0.1))
+                await self.group.stop_tasks()
+            if self.fetcher is not None:
+                with contextlib.suppress(Exception, asyncio.TimeoutError):
+                    await asyncio.wait_for(
+                        self.fetcher.close(), max(deadline - time.monotonic(), 0.1)
+                    )
+        finally:
+            self.buffer.close()
+            self.buffer.clear()
+            with contextlib.suppress(Exception, asyncio.TimeoutError):
+                await asyncio.wait_for(self.cluster.close(), max(deadline - time.monotonic(), 0.1))
+
+    async def _close_group(self) -> None:
+        assert self.group is not None
+        if self._subscribed:
+            await self.group.leave()
+        elif self.config["enable_auto_commit"] and self.states:
+            await self.group.commit(self.consumed_offsets())
+
+    # ------------------------------------------------------------ Membership (for the group)
+
+    def assigned_partitions(self) -> set[TopicPartition]:
+        return set(self.states)
+
+    def add_partitions(self, tps: set[TopicPartition]) -> None:
+        for tp in tps:
+            if tp not in self.states:
+                st = PartitionState(tp)
+                st.reset_to = "committed"
+                self.states[tp] = st
+        self._wake_fetcher()
+
+    def remove_partitions(self, tps: set[TopicPartition]) -> None:
+        for tp in tps:
+            st = self.states.pop(tp, None)
+            if st is not None:
+                st.assigned = False
+                st.gen += 1
+                if self.fetcher is not None:
+                    self.fetcher.forget(tp)
+        self._wake_fetcher()
+
+    def consumed_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
+        out = {}
+        for tp, st in list(self.states.items()):
+            if st.position is not None and st.reset_to is None:
+                out[tp] = OffsetAndMetadata(st.position, "", st.position_epoch)
+        return out
+
+    async def call_listener(self, method: str, tps: set[TopicPartition]) -> None:
+        listener = self.listener
+        if listener is None:
+            return
+        fn = getattr(listener, method, None)
+        if fn is None and method == "on_partitions_lost":
+            fn = getattr(listener, "on_partitions_revoked", None)
+        if fn is None:
+            return
+        if self.listener_runner is not None and not self._closed:
+            await self.listener_runner(lambda: fn(tps))
+            return
+        try:
+            await call_maybe_async(fn, tps)
+        except Exception:
+            log.exception("rebalance listener %s failed", method)
+
+    def fail(self, exc: BaseException) -> None:
+        self._fatal = exc
+        self.buffer.put((None, exc))
+
+    def _wake_fetcher(self) -> None:
+        if self.fetcher is not None:
+            self.fetcher.wake()
+
+    # ------------------------------------------------------------ assignment
+
+    async def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Read exactly these partitions (no group membership)."""
+        self._check()
+        if self._subscribed:
+            raise IllegalStateError("assign() after subscribe(): call unsubscribe() first")
+        tps = set(_tps(partitions))
+        for tp in tps:
+            await self.cluster.leader(tp.topic, tp.partition, timeout=self._api_timeout)
+        self._manual = True
+        self.remove_partitions(set(self.states) - tps)
+        new = tps - set(self.states)
+        for tp in new:
+            st = PartitionState(tp)
+            st.reset_to = "committed" if self.group is not None else None
+            self.states[tp] = st
+        self._wake_fetcher()
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self.states)
+
+    async def subscribe(self, topics: Iterable[str], listener: Any = None) -> None:
+        """Join the group (``group_id``) and read the partitions it assigns."""
+        self._check()
+        if self.group is None:
+            raise IllegalStateError("subscribe() needs a group_id (or use assign())")
+        if self._manual:
+            raise IllegalStateError("subscribe() after assign(): call unsubscribe() first")
+        if isinstance(topics, str):
+            topics = [topics]
+        names = sorted(set(topics))
+        if not names:
+            await self.unsubscribe()
+            return
+        # Unknown topics are an error here, not an endless wait.
+        for t in names:
+            await self.cluster.topic(t, timeout=self._api_timeout)
+        self.listener = listener
+        self._subscribed = names
+        await self.group.subscribe(names)
+
+    def subscription(self) -> set[str]:
+        return set(self._subscribed)
+
+    async def unsubscribe(self) -> None:
+        self._check()
+        if self.group is not None and self._subscribed:
+            await self.group.leave()
+            await self.group.stop_tasks()
+            cls = type(self.group)
+            self.group = cls(self.cluster, self.config, self)
+            assert self.fetcher is not None
+            self.fetcher.committed_lookup = self.group.fetch_committed
+        self._subscribed = []
+        self._manual = False
+        self.remove_partitions(set(self.states))
+
+    async def wait_for_assignment(self, timeout: float = 30.0) -> set[TopicPartition]:
+        """Wait until the group has given this member its (possibly empty) assignment."""
+        self._check()
+        if self.group is None:
+            return set(self.states)
+        await asyncio.wait_for(self.group.stable.wait(), timeout)
+        return set(self.states)
+
+    # ------------------------------------------------------------ positions
+
+    def _state(self, tp: TopicPartition) -> PartitionState:
+        st = self.states.get(tp)
+        if st is None:
+            raise IllegalStateError(f"partition {tp} is not assigned to this consumer")
+        return st
+
+    async def seek(self, tp: TopicPartition, offset: int) -> None:
+        if offset < 0:
+            raise ValueError(f"seek offset must be >= 0, got {offset} for {tp}")
+        self._state(TopicPartition(*tp)).seek(offset)
+        self._wake_fetcher()
+
+    async def seek_to_beginning(self, *partitions: TopicPartition) -> None:
+        self._seek_to("earliest", partitions)
+
+    async def seek_to_end(self, *partitions: TopicPartition) -> None:
+        self._seek_to("latest", partitions)
+
+    def _seek_to(self, how: str, partitions: Sequence[TopicPartition]) -> None:
+        tps = _tps(partitions) if partitions else list(self.states)
+        for tp in tps:
+            st = self._state(tp)
+            st.seek(0)
+            st.position = st.fetch_position = None
+            st.reset_to = how
+        self._wake_fetcher()
+
+    async def position(self, tp: TopicPartition, timeout: float | None = None) -> int:
+        """The offset of the next record ``poll`` returns for ``tp`` (looked up if unknown)."""
+        self._check()
+        st = self._state(TopicPartition(*tp))
+        limit = timeout if timeout is not None else self._api_timeout
+        deadline = time.monotonic() + limit
+        while st.position is None or st.reset_to is not None:
+            if st.error is not None:
+                raise st.error
+            if time.monotonic() > deadline:
+                raise KafkaTimeoutError(f"position of {tp} not known within {limit:g}s")
+            self._wake_fetcher()
+            await asyncio.sleep(0.01)
+        return st.position
+
+    async def committed(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        self._check()
+        if self.group is None:
+            raise IllegalStateError("committed() needs a group_id")
+        return await self.group.fetch_committed(_tps(partitions))
+
+    async def _list(self, specs: Mapping[TopicPartition, int]) -> dict[TopicPartition, Any]:
+        self._check()
+        return await list_offsets(
+            self.cluster,
+            specs,
+            isolation_level=1 if self.config["isolation_level"] == "read_committed" else 0,
+            timeout=self._api_timeout,
+            retry_backoff=(self.config["retry_backoff_ms"], self.config["retry_backoff_max_ms"]),
+        )
+
+    async def beginning_offsets(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, int]:
+        found = await self._list(dict.fromkeys(_tps(partitions), EARLIEST))
+        return {tp: v[0] for tp, v in found.items()}
+
+    async def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """The high watermark (read_uncommitted) or last stable offset (read_committed)."""
+        found = await self._list(dict.fromkeys(_tps(partitions), LATEST))
+        return {tp: v[0] for tp, v in found.items()}
+
+    async def offsets_for_times(
+        self, timestamps: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """The first offset with a timestamp >= the one given (None if there is none)."""
+        specs = {TopicPartition(*tp): ts for tp, ts in timestamps.items()}
+        for tp, ts in specs.items():
+            if ts < 0:
+                raise ValueError(f"timestamp for {tp} must be >= 0, got {ts}")
+        found = await self._list(specs)
+        return {
+            tp: (OffsetAndTimestamp(o, t, e) if o >= 0 else None) for tp, (o, t, e) in found.items()
+        }
+
+    def highwater(self, tp: TopicPartition) -> int | None:
+        st = self.states.get(tp)
+        return st.high_watermark if st is not None and st.high_watermark >= 0 else None
+
+    async def partitions_for_topic(self, topic: str) -> set[int]:
+        self._check()
+        return set(await self.cluster.partitions(topic, timeout=self._api_timeout))
+
+    async def topics(self) -> set[str]:
+        self._check()
+        await self.cluster.refresh(all_topics=True)
+        return {n for n, t in self.cluster.snapshot.topics.items() if not t.is_internal}
+
+    # ------------------------------------------------------------ pause
+
+    def pause(self, *partitions: TopicPartition) -> None:
+        for tp in _tps(partitions):
+            st = self._state(tp)
+            if not st.paused:
+                st.paused = True
+                if st.position is not None:
+                    st.rewind_fetch()
+
+    def resume(self, *partitions: TopicPartition) -> None:
+        for tp in _tps(partitions):
+            self._state(tp).paused = False
+        self._wake_fetcher()
+
+    def paused(self) -> set[TopicPartition]:
+        return {tp for tp, st in self.states.items() if st.paused}
+
+    # ------------------------------------------------------------ poll
+
+    def _poll_tick(self) -> None:
+        if self._fatal is not None:
+            raise self._fatal
+        if self.group is not None:
+            self.group.polled()
+
+    async def poll(
+        self, timeout: float = 0.0, max_records: int | None = None
+    ) -> list[ConsumerRecord]:
+        """Records ready now, else waits up to ``timeout`` seconds for some (at most
+        ``max_records``, default ``max_poll_records``)."""
+        self._check()
+        self._poll_tick()
+        limit = max_records or self._max_records
+        records = self.buffer.take(limit)
+        if records:
+            return records
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or self._closed:
+                return self.buffer.take(limit)
+            await self.buffer.wait_async(left)
+            records = self.buffer.take(limit)
+            if records:
+                return records
+
+    getmany = poll
+
+    async def __aiter__(self) -> AsyncIterator[ConsumerRecord]:
+        self._check()
+        buffer = self.buffer
+        while not self._closed:
+            self._poll_tick()
+            chunk = buffer.take_chunk()
+            if chunk is None:
+                await buffer.wait_async(1.0)
+                continue
+            for rec in chunk:
+                yield rec
+
+    # ------------------------------------------------------------ commits
+
+    async def commit(
+        self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None
+    ) -> None:
+        """Commit ``offsets`` (next offsets to read), or the current positions."""
+        self._check()
+        if self.group is None:
+            raise IllegalStateError("commit() needs a group_id")
+        if offsets is None:
+            final = self.consumed_offsets()
+        else:
+            final = {
+                TopicPartition(*tp): (
+                    om if isinstance(om, OffsetAndMetadata) else OffsetAndMetadata(om)
+                )
+                for tp, om in offsets.items()
+            }
+        await self.group.commit(final)
+
+    def commit_async(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
+        callback: Callable[[dict[TopicPartition, OffsetAndMetadata], BaseException | None], Any]
+        | None = None,
+    ) -> asyncio.Task[None]:
+        """Start a commit; ``callback(offsets, exception_or_None)`` runs when it ends."""
+        self._check()
+        snapshot = self.consumed_offsets() if offsets is None else offsets
+
+        async def run() -> None:
+            exc: BaseException | None = None
+            try:
+                await self.commit(snapshot)
+            except Exception as e:
+                exc = e
+                if callback is None:
+                    log.warning("async commit failed: %s", e)
+            if callback is not None:
+                callback(dict(snapshot), exc)  # type: ignore[arg-type]
+
+        return asyncio.ensure_future(run())

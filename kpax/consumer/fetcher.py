@@ -1,0 +1,676 @@
+"""The fetcher: pipelined Fetch requests with fetch sessions, decoding, resets.
+
+Role: runs on the consumer's event loop. For every leader broker it keeps one
+Fetch request in flight whenever any of its partitions is fetchable and has
+room in the buffer (``fetch_buffer_chunks`` decoded fetches per partition),
+so the next fetch travels while the application handles the records already
+buffered. Requests use fetch sessions (KIP-227): a full request opens a
+session, later ones are incremental (only partitions whose fetch position
+changed, plus ``forgotten`` ones). Fetch v13+ names topics by id (from the
+metadata); when a topic's id is unknown the request is capped at v12.
+
+Responses are decoded with the bulk decoders (``batch.columns()``) straight
+into :class:`~kpax.consumer.record.ConsumerRecord` lists (built in C with
+``map``/``zip``), one :class:`~kpax.consumer.buffer.Chunk` per partition.
+``read_committed`` drops batches of aborted transactions (the response's
+aborted list) and control batches are never shown.
+
+Partition errors: OFFSET_OUT_OF_RANGE resets per ``auto_offset_reset``
+("none": an error naming the partition and offsets); leader errors refresh
+the metadata and (FENCED/UNKNOWN_LEADER_EPOCH, leader moves) validate the
+position with OffsetForLeaderEpoch; a diverging epoch in the response
+(Fetch v12+) is log truncation (KIP-320): with a reset policy the position
+moves back to the divergence point, with "none" a LogTruncationError.
+
+Positions still unknown (new assignment, reset) are resolved here too: from
+the committed offsets (``committed_lookup``, given by the group code) or by
+ListOffsets.
+
+Imports: kpax.cluster, kpax.broker, kpax.proto, kpax.structs, kpax.consumer.*.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from functools import partial
+from itertools import repeat
+from typing import Any
+
+from kpax.cluster.cluster import Cluster
+from kpax.consumer.buffer import Chunk, FetchBuffer
+from kpax.consumer.errors import LogTruncationError, NoOffsetForPartitionError
+from kpax.consumer.offsets import EARLIEST, LATEST, end_offsets_for_epochs, list_offsets
+from kpax.consumer.record import ConsumerRecord
+from kpax.consumer.state import PartitionState
+from kpax.proto.errors import KafkaError, SerializationError, error_for_code
+from kpax.proto.messages import FetchRequest
+from kpax.proto.records import decode_batches
+from kpax.proto.records.control import ControlRecord
+from kpax.structs import OffsetAndMetadata, TopicPartition
+
+log = logging.getLogger("kpax.consumer")
+
+__all__ = ["Fetcher"]
+
+_make = partial(tuple.__new__, ConsumerRecord)
+_OFFSET_OUT_OF_RANGE = 1
+_FENCED_OR_UNKNOWN_EPOCH = (74, 75)
+_SESSION_ERRORS = (70, 71)  # FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH
+_LEADER_ERRORS = frozenset({3, 5, 6, 9, 56, 74, 75, 78, 100, 103})
+_MAX_EPOCH = 2**31 - 1
+
+CommittedLookup = Callable[
+    [list[TopicPartition]], Awaitable[dict[TopicPartition, OffsetAndMetadata | None]]
+]
+
+
+class _Session:
+    """Client side of one broker's fetch session."""
+
+    __slots__ = ("epoch", "id", "parts")
+
+    def __init__(self) -> None:
+        self.id = 0
+        self.epoch = 0
+        #: tp -> (fetch_offset, last_fetched_epoch, current_leader_epoch) as the broker has it.
+        self.parts: dict[TopicPartition, tuple[int, int, int]] = {}
+
+    def reset(self) -> None:
+        self.id = 0
+        self.epoch = 0
+        self.parts = {}
+
+
+class Fetcher:
+    def __init__(
+        self,
+        cluster: Cluster,
+        states: dict[TopicPartition, PartitionState],
+        buffer: FetchBuffer,
+        config: dict[str, Any],
+    ) -> None:
+        self.cluster = cluster
+        self.states = states
+        self.buffer = buffer
+        self.config = config
+        self.read_committed = config["isolation_level"] == "read_committed"
+        self.isolation = 1 if self.read_committed else 0
+        self.reset_policy: str = config["auto_offset_reset"]
+        self.max_chunks: int = config["fetch_buffer_chunks"]
+        self.key_deserializer = config["key_deserializer"]
+        self.value_deserializer = config["value_deserializer"]
+        self.check_crcs: bool = config["check_crcs"]
+        self.committed_lookup: CommittedLookup | None = None
+        self._backoff = (config["retry_backoff_ms"], config["retry_backoff_max_ms"])
+        self._timeout = config["request_timeout_ms"] / 1000
+        self._api_timeout = config["default_api_timeout_ms"] / 1000
+        self._inflight: dict[int, asyncio.Task[None]] = {}
+        self._sessions: dict[int, _Session] = {}
+        self._backoff_until: dict[int, float] = {}
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._aux: set[asyncio.Task[None]] = set()
+        self._resetting: set[TopicPartition] = set()
+        self._refreshing = False
+        self._closed = False
+        self.fetches = 0
+
+    # ------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.ensure_future(self._run())
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def close(self) -> None:
+        self._closed = True
+        tasks = [t for t in (self._task, *self._inflight.values(), *self._aux) if t is not None]
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(BaseException):
+                await t
+        await self._close_sessions()
+
+    async def _close_sessions(self) -> None:
+        """Tell brokers to drop our fetch sessions (epoch -1), best effort."""
+        for node, s in list(self._sessions.items()):
+            if s.id:
+                with contextlib.suppress(BaseException):
+                    broker = self.cluster.broker(node)
+                    req = FetchRequest(
+                        replica_id=-1,
+                        max_wait_ms=0,
+                        min_bytes=1,
+                        max_bytes=1,
+                        session_id=s.id,
+                        session_epoch=-1,
+                        topics=[],
+                        forgotten_topics_data=[],
+                        rack_id="",
+                    )
+                    await broker.request(req, timeout=1.0, expect_response=False)
+        self._sessions.clear()
+
+    def forget(self, tp: TopicPartition) -> None:
+        """``tp`` left the assignment."""
+        self._resetting.discard(tp)
+
+    # ------------------------------------------------------------ main loop
+
+    async def _run(self) -> None:
+        while not self._closed:
+            self._wake.clear()
+            try:
+                self._dispatch()
+            except Exception:
+                log.exception("fetcher dispatch failed")
+                await asyncio.sleep(self._backoff[0] / 1000)
+            await self._wake.wait()
+
+    def _spawn(self, coro: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._aux.add(task)
+        task.add_done_callback(self._aux_done)
+
+    def _aux_done(self, task: asyncio.Task[None]) -> None:
+        self._aux.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("consumer background task failed: %s", task.exception())
+        self._wake.set()
+
+    def _dispatch(self) -> None:
+        snapshot = self.cluster.snapshot
+        need_reset: list[PartitionState] = []
+        need_validate: list[PartitionState] = []
+        by_node: dict[int, list[PartitionState]] = {}
+        missing_leader: set[str] = set()
+        max_chunks = self.max_chunks
+        for st in self.states.values():
+            if not st.assigned or st.error is not None:
+                continue
+            if st.reset_to is not None or st.fetch_position is None:
+                if st.tp not in self._resetting:
+                    need_reset.append(st)
+                continue
+            if st.validate:
+                if st.tp not in self._resetting:
+                    need_validate.append(st)
+                continue
+            if st.paused or st.buffered >= max_chunks:
+                continue
+            info = snapshot.topics.get(st.tp.topic)
+            p = info.partitions.get(st.tp.partition) if info is not None else None
+            if p is None or p.leader < 0 or p.leader not in snapshot.brokers:
+                missing_leader.add(st.tp.topic)
+                continue
+            by_node.setdefault(p.leader, []).append(st)
+        if need_reset:
+            for st in need_reset:
+                self._resetting.add(st.tp)
+            self._spawn(self._reset(need_reset))
+        if need_validate:
+            for st in need_validate:
+                self._resetting.add(st.tp)
+            self._spawn(self._validate(need_validate))
+        if missing_leader and not self._refreshing:
+            self._refreshing = True
+            self._spawn(self._refresh(missing_leader))
+        now = time.monotonic()
+        for node, parts in by_node.items():
+            if node in self._inflight:
+                continue
+            until = self._backoff_until.get(node, 0.0)
+            if until > now:
+                asyncio.get_running_loop().call_later(until - now, self._wake.set)
+                continue
+            task = asyncio.ensure_future(self._fetch(node, parts))
+            self._inflight[node] = task
+            task.add_done_callback(partial(self._fetch_done, node))
+
+    def _fetch_done(self, node: int, task: asyncio.Task[None]) -> None:
+        self._inflight.pop(node, None)
+        if not task.cancelled() and task.exception() is not None:
+            exc = task.exception()
+            log.debug("fetch from broker %s failed: %s", node, exc)
+            self._sessions.pop(node, None)
+            self._backoff_until[node] = time.monotonic() + self._backoff[0] / 1000
+            if isinstance(exc, KafkaError) and not exc.retriable:
+                self.buffer.put((None, exc))
+            else:
+                for st in self.states.values():
+                    self.cluster.leader_is_down(st.tp.topic, st.tp.partition)
+        self._wake.set()
+
+    async def _refresh(self, topics: set[str]) -> None:
+        try:
+            await asyncio.sleep(self._backoff[0] / 1000)
+            await self.cluster.refresh(topics)
+        finally:
+            self._refreshing = False
+
+    # ------------------------------------------------------------ resets
+
+    async def _reset(self, parts: list[PartitionState]) -> None:
+        try:
+            gens = {st.tp: st.gen for st in parts}
+            committed: list[PartitionState] = []
+            by_spec: dict[TopicPartition, int] = {}
+            for st in parts:
+                how = st.reset_to or self.reset_policy
+                if how == "committed":
+                    committed.append(st)
+                else:
+                    self._reset_spec(st, how, by_spec)
+            if committed and self.committed_lookup is not None:
+                found = await self.committed_lookup([st.tp for st in committed])
+                for st in committed:
+                    om = found.get(st.tp)
+                    if om is not None and om.offset >= 0 and st.gen == gens[st.tp]:
+                        st.seek(om.offset, om.leader_epoch)
+                        st.validate = om.leader_epoch >= 0
+                    elif st.gen == gens[st.tp]:
+                        self._reset_spec(st, self.reset_policy, by_spec)
+            elif committed:
+                for st in committed:
+                    self._reset_spec(st, self.reset_policy, by_spec)
+            if by_spec:
+                found2 = await list_offsets(
+                    self.cluster,
+                    by_spec,
+                    isolation_level=self.isolation,
+                    timeout=self._api_timeout,
+                    retry_backoff=self._backoff,
+                )
+                for tp, (offset, _ts, _epoch) in found2.items():
+                    cur = self.states.get(tp)
+                    if cur is not None and cur.gen == gens[tp] and cur.assigned:
+                        cur.seek(offset, -1)
+        finally:
+            for st in parts:
+                self._resetting.discard(st.tp)
+
+    def _reset_spec(self, st: PartitionState, how: str, out: dict[TopicPartition, int]) -> None:
+        if how == "earliest":
+            out[st.tp] = EARLIEST
+        elif how == "latest":
+            out[st.tp] = LATEST
+        else:
+            exc = NoOffsetForPartitionError(
+                f"no committed offset and no valid position for partition {st.tp} "
+                "(auto_offset_reset='none'): seek() first"
+            )
+            self._fail(st, exc)
+
+    def _fail(self, st: PartitionState, exc: BaseException) -> None:
+        st.error = exc
+        st.reset_to = None
+        self.buffer.put((st, exc))
+
+    async def _validate(self, parts: list[PartitionState]) -> None:
+        try:
+            todo = {st.tp: st for st in parts if st.position_epoch >= 0 and st.position is not None}
+            for st in parts:
+                if st.tp not in todo:
+                    st.validate = False
+            if not todo:
+                return
+            gens = {tp: st.gen for tp, st in todo.items()}
+            found = await end_offsets_for_epochs(
+                self.cluster,
+                {tp: st.position_epoch for tp, st in todo.items()},
+                timeout=self._api_timeout,
+                retry_backoff=self._backoff,
+            )
+            for tp, (epoch, end) in found.items():
+                st = todo[tp]
+                if st.gen != gens[tp]:
+                    continue
+                st.validate = False
+                self._maybe_truncated(st, epoch, end)
+        finally:
+            for st in parts:
+                self._resetting.discard(st.tp)
+
+    def _maybe_truncated(self, st: PartitionState, epoch: int, end: int) -> None:
+        pos = st.position
+        if pos is None or end < 0 or end >= pos:
+            return
+        if self.reset_policy == "none":
+            self._fail(
+                st,
+                LogTruncationError(
+                    f"partition {st.tp}: log truncated to offset {end} (epoch {epoch}) below "
+                    f"the consumer's position {pos}"
+                ),
+            )
+            return
+        log.warning(
+            "partition %s: log truncated below position %d, resetting to %d", st.tp, pos, end
+        )
+        st.seek(end, epoch)
+
+    # ------------------------------------------------------------ fetch
+
+    async def _fetch(self, node: int, parts: list[PartitionState]) -> None:
+        broker = self.cluster.broker(node)
+        snapshot = self.cluster.snapshot
+        version = await broker.api_version(FetchRequest)
+        if version >= 13:
+            for st in parts:
+                info = snapshot.topics.get(st.tp.topic)
+                if info is None or info.topic_id is None:
+                    version = await broker.api_version(FetchRequest, 12)
+                    break
+        session = self._sessions.get(node)
+        if session is None:
+            session = self._sessions[node] = _Session()
+        use_ids = version >= 13
+        max_bytes = self.config["max_partition_fetch_bytes"]
+        wanted: dict[TopicPartition, tuple[int, int, int]] = {}
+        sent: dict[TopicPartition, tuple[PartitionState, int, int]] = {}
+        for st in parts:
+            info = snapshot.topics[st.tp.topic]
+            leader_epoch = info.partitions[st.tp.partition].leader_epoch
+            assert st.fetch_position is not None
+            wanted[st.tp] = (st.fetch_position, st.fetch_epoch, leader_epoch)
+            sent[st.tp] = (st, st.gen, st.fetch_position)
+        if session.id:
+            send = {tp: v for tp, v in wanted.items() if session.parts.get(tp) != v}
+            forgotten = [tp for tp in session.parts if tp not in wanted]
+            epoch = session.epoch
+        else:
+            send = wanted
+            forgotten = []
+            epoch = 0
+        topics: dict[str, list[Any]] = {}
+        for tp, (offset, last_epoch, leader_epoch) in send.items():
+            topics.setdefault(tp.topic, []).append(
+                FetchRequest.FetchPartition(
+                    partition=tp.partition,
+                    current_leader_epoch=leader_epoch,
+                    fetch_offset=offset,
+                    last_fetched_epoch=last_epoch,
+                    log_start_offset=-1,
+                    partition_max_bytes=max_bytes,
+                )
+            )
+        ids: dict[Any, str] = {}
+        req_topics = []
+        for name, ps in topics.items():
+            tid = snapshot.topics[name].topic_id if use_ids else None
+            if tid is not None:
+                ids[tid] = name
+            req_topics.append(
+                FetchRequest.FetchTopic(topic=name, topic_id=tid, partitions=ps)
+                if tid
+                else FetchRequest.FetchTopic(topic=name, partitions=ps)
+            )
+        forgot: dict[str, list[int]] = {}
+        for tp in forgotten:
+            forgot.setdefault(tp.topic, []).append(tp.partition)
+        forgotten_data = []
+        for name, pids in forgot.items():
+            info = snapshot.topics.get(name)
+            tid = info.topic_id if (info is not None and use_ids) else None
+            if use_ids and tid is None:
+                session.reset()  # cannot name it: start over with a full request
+                return
+            if tid is not None:
+                ids[tid] = name
+                forgotten_data.append(
+                    FetchRequest.ForgottenTopic(topic=name, topic_id=tid, partitions=pids)
+                )
+            else:
+                forgotten_data.append(FetchRequest.ForgottenTopic(topic=name, partitions=pids))
+        if use_ids:
+            for tp in session.parts:
+                info = snapshot.topics.get(tp.topic)
+                if info is not None and info.topic_id is not None:
+                    ids[info.topic_id] = tp.topic
+        req = FetchRequest(
+            replica_id=-1,
+            max_wait_ms=self.config["fetch_max_wait_ms"],
+            min_bytes=self.config["fetch_min_bytes"],
+            max_bytes=self.config["fetch_max_bytes"],
+            isolation_level=self.isolation,
+            session_id=session.id,
+            session_epoch=epoch,
+            topics=req_topics,
+            forgotten_topics_data=forgotten_data,
+            rack_id=self.config["client_rack"] or "",
+        )
+        timeout = self._timeout + self.config["fetch_max_wait_ms"] / 1000
+        resp = await broker.request(req, version=version, timeout=timeout)
+        self.fetches += 1
+        if resp.error_code:
+            if resp.error_code in _SESSION_ERRORS:
+                session.reset()
+                return
+            session.reset()
+            raise error_for_code(resp.error_code)(f"Fetch from {broker.describe()}")
+        if session.id == 0 and resp.session_id:
+            session.id = resp.session_id
+            session.epoch = 1
+            session.parts = wanted
+        elif session.id:
+            session.parts = wanted
+            session.epoch = 1 if session.epoch >= _MAX_EPOCH else session.epoch + 1
+        self._handle_response(resp, sent, ids, broker.describe())
+
+    def _handle_response(
+        self,
+        resp: Any,
+        sent: dict[TopicPartition, tuple[PartitionState, int, int]],
+        ids: dict[Any, str],
+        where: str,
+    ) -> None:
+        refresh: set[str] = set()
+        for t in resp.responses:
+            name = ids.get(t.topic_id) if t.topic_id is not None and t.topic_id.int else t.topic
+            if name is None:
+                continue
+            for p in t.partitions:
+                tp = TopicPartition(name, p.partition_index)
+                entry = sent.get(tp)
+                if entry is None:
+                    continue
+                st, gen, offset = entry
+                if st.gen != gen or st.fetch_position != offset or not st.assigned:
+                    continue  # seeked, paused or revoked meanwhile
+                code = p.error_code
+                if code:
+                    self._partition_error(st, code, p, offset, where, refresh)
+                    continue
+                st.high_watermark = p.high_watermark
+                st.last_stable_offset = p.last_stable_offset
+                st.log_start_offset = p.log_start_offset
+                div = getattr(p, "diverging_epoch", None)
+                if div is not None and div.epoch >= 0:
+                    self._maybe_truncated(st, div.epoch, div.end_offset)
+                    if st.gen != gen or st.error is not None:
+                        continue
+                data = p.records
+                if not data:
+                    continue
+                self._decode(st, gen, name, p.partition_index, data, offset, p.aborted_transactions)
+        if refresh:
+            self._spawn(self.cluster.refresh(refresh))
+
+    def _partition_error(  # noqa: PLR0917
+        self,
+        st: PartitionState,
+        code: int,
+        p: Any,
+        offset: int,
+        where: str,
+        refresh: set[str],
+    ) -> None:
+        if code == _OFFSET_OUT_OF_RANGE:
+            if self.reset_policy == "none":
+                st.error = error_for_code(code)("pending")  # stop fetching it
+                self._spawn(self._out_of_range(st, code, offset))
+            else:
+                log.info("partition %s: offset %d out of range, resetting", st.tp, offset)
+                st.gen += 1
+                st.reset_to = self.reset_policy
+            return
+        if code in _LEADER_ERRORS:
+            self.cluster.leader_is_down(st.tp.topic, st.tp.partition)
+            refresh.add(st.tp.topic)
+            if code in _FENCED_OR_UNKNOWN_EPOCH or code == 6:
+                st.validate = True
+            return
+        err = error_for_code(code)
+        if err.retriable:
+            refresh.add(st.tp.topic)
+            return
+        self._fail(st, err(f"fetching partition {st.tp} from {where}"))
+
+    async def _out_of_range(self, st: PartitionState, code: int, offset: int) -> None:
+        """Fail ``st`` with an error naming the partition's valid range."""
+        gen = st.gen
+        try:
+            lo = await list_offsets(
+                self.cluster, {st.tp: EARLIEST}, isolation_level=self.isolation, timeout=5.0
+            )
+            hi = await list_offsets(
+                self.cluster, {st.tp: LATEST}, isolation_level=self.isolation, timeout=5.0
+            )
+            valid = f"log start {lo[st.tp][0]}, high watermark {hi[st.tp][0]}"
+        except KafkaError as exc:
+            valid = f"valid range unknown: {exc.message}"
+        if st.gen == gen:
+            self._fail(
+                st,
+                error_for_code(code)(
+                    f"fetch offset {offset} of partition {st.tp} is out of range ({valid}) "
+                    "and auto_offset_reset='none'"
+                ),
+            )
+
+    def _decode(  # noqa: PLR0917 - hot path
+        self,
+        st: PartitionState,
+        gen: int,
+        topic: str,
+        partition: int,
+        data: Any,
+        fetch_offset: int,
+        aborted_list: Any,
+    ) -> None:
+        out: list[ConsumerRecord] = []
+        next_offset = fetch_offset
+        next_epoch = st.fetch_epoch
+        read_committed = self.read_committed
+        aborted: list[tuple[int, int]] = []
+        aborted_pids: set[int] = set()
+        if read_committed and aborted_list:
+            aborted = sorted((a.first_offset, a.producer_id) for a in aborted_list)
+            aborted.reverse()
+        kd = self.key_deserializer
+        vd = self.value_deserializer
+        try:
+            for batch in decode_batches(data, validate_crc=self.check_crcs):
+                nxt = batch.next_offset
+                if nxt <= fetch_offset:
+                    continue
+                epoch = batch.partition_leader_epoch
+                if read_committed:
+                    last = batch.last_offset
+                    while aborted and aborted[-1][0] <= last:
+                        aborted_pids.add(aborted.pop()[1])
+                    if batch.is_control:
+                        if batch.producer_id in aborted_pids:
+                            for rec in batch:
+                                if isinstance(rec, ControlRecord) and rec.type == 0:  # ABORT
+                                    aborted_pids.discard(batch.producer_id)
+                        next_offset = nxt
+                        next_epoch = epoch
+                        continue
+                    if batch.is_transactional and batch.producer_id in aborted_pids:
+                        next_offset = nxt
+                        next_epoch = epoch
+                        continue
+                elif batch.is_control:
+                    next_offset = nxt
+                    next_epoch = epoch
+                    continue
+                offsets, timestamps, keys, values, headers = batch.columns()
+                if offsets and offsets[0] < fetch_offset:
+                    i = 0
+                    while offsets[i] < fetch_offset:
+                        i += 1
+                    offsets, timestamps, keys, values, headers = (
+                        offsets[i:],
+                        timestamps[i:],
+                        keys[i:],
+                        values[i:],
+                        headers[i:],
+                    )
+                if kd is not None or vd is not None:
+                    keys, values = self._deserialize(topic, partition, offsets, keys, values)
+                out.extend(
+                    map(
+                        _make,
+                        zip(
+                            repeat(topic),
+                            repeat(partition),
+                            offsets,
+                            timestamps,
+                            repeat(batch.timestamp_type),
+                            keys,
+                            values,
+                            headers,
+                            repeat(epoch),
+                        ),
+                    )
+                )
+                next_offset = nxt
+                next_epoch = epoch
+        except KafkaError as exc:
+            if out:
+                # Deliver what decoded; the error comes when the position reaches it.
+                self._put(st, gen, out, next_offset, next_epoch)
+            self._fail(st, exc)
+            return
+        if next_offset == fetch_offset:
+            return
+        self._put(st, gen, out, next_offset, next_epoch)
+
+    def _put(
+        self, st: PartitionState, gen: int, out: list[ConsumerRecord], nxt: int, epoch: int
+    ) -> None:
+        st.fetch_position = nxt
+        st.fetch_epoch = epoch
+        st.puts += 1
+        self.buffer.put(Chunk(st, out, nxt, epoch, gen))
+
+    def _deserialize(
+        self, topic: str, partition: int, offsets: list[int], keys: list[Any], values: list[Any]
+    ) -> tuple[list[Any], list[Any]]:
+        kd = self.key_deserializer
+        vd = self.value_deserializer
+        which = "key"
+        i = 0
+        try:
+            if kd is not None:
+                keys = [None if k is None else kd(k) for k in keys]
+            which = "value"
+            if vd is not None:
+                out = []
+                for i, v in enumerate(values):  # noqa: B007
+                    out.append(None if v is None else vd(v))
+                values = out
+        except Exception as exc:
+            raise SerializationError(
+                f"{which} deserializer failed on {topic}-{partition} "
+                f"(batch starting at offset {offsets[0] if offsets else -1}, record {i}): {exc}"
+            ) from exc
+        return keys, values

@@ -1,0 +1,342 @@
+"""What both group protocols share: coordinator, commits, committed offsets, listener calls.
+
+Role: :class:`GroupBase` holds the member's identity (member id, generation or
+member epoch), talks OffsetCommit / OffsetFetch to the group coordinator
+(retrying coordinator moves), runs the auto-commit timer, watches
+``max_poll_interval_ms``, and applies assignment changes to the consumer
+(through :class:`Membership`, implemented by the consumer core) with the
+rebalance listener calls in Java's order. :mod:`kpax.consumer.classic` and
+:mod:`kpax.consumer.kip848` add the membership protocols.
+
+OffsetCommit/OffsetFetch are capped at v9 (topics by name): v10 names topics
+by id and buys nothing here.
+
+Imports: kpax.cluster, kpax.broker, kpax.proto, kpax.structs, kpax.consumer.*.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol
+
+from kpax.broker.backoff import Backoff
+from kpax.cluster.cluster import GROUP, Cluster
+from kpax.consumer.errors import CommitFailedError
+from kpax.proto.errors import KafkaError, KafkaTimeoutError, error_for_code
+from kpax.proto.messages import OffsetCommitRequest, OffsetFetchRequest
+from kpax.structs import OffsetAndMetadata, TopicPartition
+
+log = logging.getLogger("kpax.consumer.group")
+
+__all__ = ["GroupBase", "Membership"]
+
+_COORDINATOR_ERRORS = frozenset({14, 15, 16})
+_GENERATION_ERRORS = frozenset({22, 25, 27, 110, 113})
+_OFFSET_COMMIT_MAX = 9
+_OFFSET_FETCH_MAX = 9
+
+
+class Membership(Protocol):
+    """What the group code needs from the consumer core."""
+
+    def assigned_partitions(self) -> set[TopicPartition]: ...
+
+    def add_partitions(self, tps: set[TopicPartition]) -> None: ...
+
+    def remove_partitions(self, tps: set[TopicPartition]) -> None: ...
+
+    def consumed_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]: ...
+
+    async def call_listener(self, method: str, tps: set[TopicPartition]) -> None: ...
+
+    def fail(self, exc: BaseException) -> None: ...
+
+
+class GroupBase:
+    def __init__(self, cluster: Cluster, config: dict[str, Any], member: Membership) -> None:
+        self.cluster = cluster
+        self.config = config
+        self.member = member
+        self.group_id: str = config["group_id"]
+        self.instance_id: str | None = config["group_instance_id"]
+        self.member_id = ""
+        self.generation = -1
+        self.subscription: list[str] = []
+        self.last_poll = time.monotonic()
+        self.poll_expired = False
+        self._timeout = config["request_timeout_ms"] / 1000
+        self._api_timeout = config["default_api_timeout_ms"] / 1000
+        self._backoff = (config["retry_backoff_ms"], config["retry_backoff_max_ms"])
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._closed = False
+        self._wake = asyncio.Event()
+        self._poll_event = asyncio.Event()
+        self.stable = asyncio.Event()
+
+    # ------------------------------------------------------------ lifecycle
+
+    def spawn(self, coro: Awaitable[Any]) -> asyncio.Task[Any]:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None and not self._closed:
+            log.error("group %s: background task failed: %s", self.group_id, exc)
+            self.member.fail(exc)
+
+    def start(self) -> None:
+        if self.config["enable_auto_commit"]:
+            self.spawn(self._auto_commit_loop())
+
+    async def stop_tasks(self) -> None:
+        self._closed = True
+        tasks = list(self._tasks)
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(BaseException):
+                await t
+
+    def polled(self) -> None:
+        """Called from the application's poll (any thread): it is alive."""
+        self.last_poll = time.monotonic()
+        if self.poll_expired:
+            self.poll_expired = False
+            self.rejoin_soon()
+
+    def rejoin_soon(self) -> None:
+        self._wake.set()
+
+    def poll_overdue(self) -> bool:
+        limit: int = self.config["max_poll_interval_ms"]
+        return time.monotonic() - self.last_poll > limit / 1000
+
+    # ------------------------------------------------------------ coordinator
+
+    async def coordinator(self) -> Any:
+        return await self.cluster.coordinator(self.group_id, GROUP, timeout=self._api_timeout)
+
+    def coordinator_dead(self) -> None:
+        self.cluster.coordinator_is_down(self.group_id, GROUP)
+
+    async def coordinator_request(self, req: Any, *, what: str, **kwargs: Any) -> Any:
+        """Send ``req`` to the coordinator, rediscovering it (with backoff) while it moves."""
+        deadline = time.monotonic() + self._api_timeout
+        backoff = Backoff(*self._backoff)
+        while True:
+            broker = await self.coordinator()
+            try:
+                resp = await broker.request(req, **kwargs)
+            except KafkaError as exc:
+                if not exc.retriable or time.monotonic() > deadline:
+                    raise
+                self.coordinator_dead()
+                await asyncio.sleep(backoff.next_delay())
+                continue
+            code = getattr(resp, "error_code", 0)
+            if code in _COORDINATOR_ERRORS and time.monotonic() < deadline:
+                self.coordinator_dead()
+                await asyncio.sleep(backoff.next_delay())
+                continue
+            return resp
+
+    # ------------------------------------------------------------ listener
+
+    async def revoke(self, tps: set[TopicPartition], *, lost: bool = False) -> None:
+        if not tps:
+            return
+        if not lost and self.config["enable_auto_commit"]:
+            try:
+                await self.commit(self._owned_offsets(tps))
+            except KafkaError as exc:
+                log.warning("group %s: commit before revoking failed: %s", self.group_id, exc)
+        method = "on_partitions_lost" if lost else "on_partitions_revoked"
+        try:
+            await self.member.call_listener(method, set(tps))
+        finally:
+            self.member.remove_partitions(set(tps))
+
+    async def assign(self, tps: set[TopicPartition]) -> None:
+        self.member.add_partitions(set(tps))
+        await self.member.call_listener("on_partitions_assigned", set(tps))
+
+    def _owned_offsets(self, tps: set[TopicPartition]) -> dict[TopicPartition, OffsetAndMetadata]:
+        offsets = self.member.consumed_offsets()
+        return {tp: om for tp, om in offsets.items() if tp in tps}
+
+    # ------------------------------------------------------------ commits
+
+    def commit_identity(self) -> tuple[int, str]:
+        """(generation id or member epoch, member id) to commit with."""
+        return self.generation, self.member_id
+
+    async def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
+        if not offsets:
+            return
+        generation, member_id = self.commit_identity()
+        topics: dict[str, list[Any]] = defaultdict(list)
+        for tp, om in offsets.items():
+            topics[tp.topic].append(
+                OffsetCommitRequest.OffsetCommitRequestPartition(
+                    partition_index=tp.partition,
+                    committed_offset=om.offset,
+                    committed_leader_epoch=om.leader_epoch,
+                    committed_metadata=om.metadata,
+                )
+            )
+        req = OffsetCommitRequest(
+            group_id=self.group_id,
+            generation_id_or_member_epoch=generation,
+            member_id=member_id,
+            group_instance_id=self.instance_id if member_id else None,
+            retention_time_ms=-1,
+            topics=[
+                OffsetCommitRequest.OffsetCommitRequestTopic(name=t, partitions=ps)
+                for t, ps in topics.items()
+            ],
+        )
+        deadline = time.monotonic() + self._api_timeout
+        backoff = Backoff(*self._backoff)
+        while True:
+            resp = await self.coordinator_request(
+                req, what="OffsetCommit", max_version=_OFFSET_COMMIT_MAX
+            )
+            retry = False
+            for t in resp.topics:
+                for p in t.partitions:
+                    code = p.error_code
+                    if not code:
+                        continue
+                    where = f"{t.name}-{p.partition_index}"
+                    if code in _GENERATION_ERRORS:
+                        self.on_generation_error(code)
+                        raise CommitFailedError(
+                            f"commit of {where} for group {self.group_id!r} failed: "
+                            f"{error_for_code(code).__name__} (generation {generation}, member "
+                            f"{member_id!r}); the group rebalanced (or this member was evicted "
+                            "for exceeding max_poll_interval_ms) and the partition may belong "
+                            "to another member now"
+                        )
+                    if code in _COORDINATOR_ERRORS or error_for_code(code).retriable:
+                        if code in _COORDINATOR_ERRORS:
+                            self.coordinator_dead()
+                        retry = True
+                        continue
+                    raise error_for_code(code)(
+                        f"OffsetCommit of {where} for group {self.group_id!r}"
+                    )
+            if not retry:
+                return
+            if time.monotonic() > deadline:
+                raise KafkaTimeoutError(f"OffsetCommit for group {self.group_id!r} timed out")
+            await asyncio.sleep(backoff.next_delay())
+
+    def on_generation_error(self, code: int) -> None:
+        """A commit or heartbeat found the generation gone (subclasses rejoin)."""
+        self.rejoin_soon()
+
+    async def fetch_committed(
+        self, tps: list[TopicPartition]
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        topics: dict[str, list[int]] = defaultdict(list)
+        for tp in tps:
+            topics[tp.topic].append(tp.partition)
+        broker = await self.coordinator()
+        version = await broker.api_version(OffsetFetchRequest, _OFFSET_FETCH_MAX)
+        stable = self.config["isolation_level"] == "read_committed"
+        if version >= 8:
+            req = OffsetFetchRequest(
+                groups=[
+                    OffsetFetchRequest.OffsetFetchRequestGroup(
+                        group_id=self.group_id,
+                        member_id=None,
+                        member_epoch=-1,
+                        topics=[
+                            OffsetFetchRequest.OffsetFetchRequestTopics(name=t, partition_indexes=p)
+                            for t, p in topics.items()
+                        ],
+                    )
+                ],
+                require_stable=stable,
+            )
+        else:
+            req = OffsetFetchRequest(
+                group_id=self.group_id,
+                topics=[
+                    OffsetFetchRequest.OffsetFetchRequestTopic(name=t, partition_indexes=p)
+                    for t, p in topics.items()
+                ],
+                require_stable=stable,
+            )
+        deadline = time.monotonic() + self._api_timeout
+        backoff = Backoff(*self._backoff)
+        while True:
+            resp = await self.coordinator_request(
+                req, what="OffsetFetch", max_version=_OFFSET_FETCH_MAX
+            )
+            if version >= 8:
+                g = resp.groups[0]
+                code, rtopics = g.error_code, g.topics
+            else:
+                code, rtopics = resp.error_code, resp.topics
+            codes = [code] + [p.error_code for t in rtopics for p in t.partitions]
+            bad = [c for c in codes if c]
+            if bad:
+                c = bad[0]
+                if (c in _COORDINATOR_ERRORS or error_for_code(c).retriable) and (
+                    time.monotonic() < deadline
+                ):
+                    if c in _COORDINATOR_ERRORS:
+                        self.coordinator_dead()
+                    await asyncio.sleep(backoff.next_delay())
+                    continue
+                raise error_for_code(c)(f"OffsetFetch for group {self.group_id!r}")
+            out: dict[TopicPartition, OffsetAndMetadata | None] = dict.fromkeys(tps)
+            for t in rtopics:
+                for p in t.partitions:
+                    tp = TopicPartition(t.name, p.partition_index)
+                    if p.committed_offset >= 0:
+                        out[tp] = OffsetAndMetadata(
+                            p.committed_offset, p.metadata or "", p.committed_leader_epoch
+                        )
+            return out
+
+    async def _auto_commit_loop(self) -> None:
+        interval = self.config["auto_commit_interval_ms"] / 1000
+        while not self._closed:
+            await asyncio.sleep(interval)
+            offsets = self.member.consumed_offsets()
+            if not offsets or not self.stable.is_set():
+                continue
+            try:
+                await self.commit(offsets)
+            except KafkaError as exc:
+                log.warning("group %s: auto-commit failed: %s", self.group_id, exc)
+
+    # ------------------------------------------------------------ protocol hooks
+
+    async def subscribe(self, topics: list[str]) -> None:
+        raise NotImplementedError
+
+    async def leave(self) -> None:
+        raise NotImplementedError
+
+
+async def call_maybe_async(fn: Callable[..., Any] | None, *args: Any) -> None:
+    if fn is None:
+        return
+    res = fn(*args)
+    if inspect.isawaitable(res):
+        await res

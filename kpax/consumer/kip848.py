@@ -1,0 +1,230 @@
+"""The KIP-848 consumer group protocol (``group_protocol="consumer"``).
+
+Role: :class:`ConsumerGroup` keeps this member in a "consumer" group with
+ConsumerGroupHeartbeat: the broker computes the assignment
+(``group_remote_assignor``, default the broker's ``uniform``), the member
+reconciles: partitions no longer in the target are revoked (listener,
+auto-commit) and acknowledged in the next heartbeat, new ones are added
+(their positions come from the committed offsets). There is no
+JoinGroup/SyncGroup barrier: other members keep consuming during a change.
+
+Member ids are generated here (v1 of the API requires it); leaving is a
+heartbeat with epoch -1 (-2 for a static member, which keeps its
+partitions for ``session_timeout_ms``). FENCED_MEMBER_EPOCH / UNKNOWN_MEMBER_ID
+lose the partitions (listener ``on_partitions_lost``) and rejoin at epoch 0.
+Commits carry the member epoch.
+
+Imports: kpax.cluster, kpax.proto, kpax.structs, kpax.consumer.*.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import logging
+import uuid
+from typing import Any
+
+from kpax.broker.backoff import Backoff
+from kpax.cluster.cluster import Cluster
+from kpax.consumer.group import GroupBase, Membership
+from kpax.proto.errors import KafkaError, error_for_code
+from kpax.proto.messages import ConsumerGroupHeartbeatRequest
+from kpax.structs import TopicPartition
+
+log = logging.getLogger("kpax.consumer.group")
+
+__all__ = ["ConsumerGroup"]
+
+_COORDINATOR_ERRORS = frozenset({14, 15, 16})
+_FENCED = frozenset({25, 110})  # UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH
+_LEAVE = -1
+_LEAVE_STATIC = -2
+
+
+def _new_member_id() -> str:
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+
+class ConsumerGroup(GroupBase):
+    def __init__(self, cluster: Cluster, config: dict[str, Any], member: Membership) -> None:
+        super().__init__(cluster, config, member)
+        self.member_id = _new_member_id()
+        self.epoch = 0
+        self.interval = config["heartbeat_interval_ms"] / 1000
+        self._task: asyncio.Task[Any] | None = None
+        self._send_subscription = True
+        self._ack = False
+        self.reconciliations = 0
+
+    def commit_identity(self) -> tuple[int, str]:
+        return self.epoch, self.member_id
+
+    async def subscribe(self, topics: list[str]) -> None:
+        self.subscription = sorted(set(topics))
+        self._send_subscription = True
+        self._wake.set()
+        if self._task is None:
+            self.start()
+            self._task = self.spawn(self._run())
+
+    def on_generation_error(self, code: int) -> None:
+        self._wake.set()
+
+    async def _run(self) -> None:
+        backoff = Backoff(*self._backoff)
+        while not self._closed:
+            if self.poll_expired:
+                await self._wake.wait()
+                self._wake.clear()
+                continue
+            if self.epoch > 0 and self.poll_overdue():
+                log.warning(
+                    "group %s: no poll for more than max_poll_interval_ms: leaving the group; "
+                    "the member rejoins at its next poll",
+                    self.group_id,
+                )
+                self.poll_expired = True
+                self.stable.clear()
+                await self._leave_heartbeat()
+                lost = self.member.assigned_partitions()
+                if lost:
+                    await self.revoke(lost, lost=True)
+                self.epoch = 0
+                self._send_subscription = True
+                continue
+            try:
+                await self._heartbeat()
+                backoff.reset()
+            except KafkaError as exc:
+                if not exc.retriable:
+                    raise
+                log.info("group %s: heartbeat failed (%s), retrying", self.group_id, exc)
+                await asyncio.sleep(backoff.next_delay())
+                continue
+            if self._ack:
+                continue  # acknowledge the reconciled assignment right away
+            self._wake.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.interval)
+
+    def _owned(self) -> list[Any]:
+        owned = self.member.assigned_partitions()
+        by_id: dict[Any, list[int]] = {}
+        for tp in owned:
+            info = self.cluster.snapshot.topics.get(tp.topic)
+            if info is None or info.topic_id is None:
+                continue
+            by_id.setdefault(info.topic_id, []).append(tp.partition)
+        return [
+            ConsumerGroupHeartbeatRequest.TopicPartitions(topic_id=tid, partitions=sorted(ps))
+            for tid, ps in by_id.items()
+        ]
+
+    async def _heartbeat(self) -> None:
+        full = self.epoch == 0 or self._send_subscription
+        req = ConsumerGroupHeartbeatRequest(
+            group_id=self.group_id,
+            member_id=self.member_id,
+            member_epoch=self.epoch,
+            instance_id=self.instance_id,
+            rack_id=self.config["client_rack"] if full else None,
+            rebalance_timeout_ms=self.config["max_poll_interval_ms"] if full else -1,
+            subscribed_topic_names=list(self.subscription) if full else None,
+            server_assignor=self.config["group_remote_assignor"] if full else None,
+            topic_partitions=self._owned() if (full or self._ack) else None,
+        )
+        self._ack = False
+        broker = await self.coordinator()
+        try:
+            resp = await broker.request(req, timeout=self._timeout)
+        except KafkaError:
+            self.coordinator_dead()
+            raise
+        code = resp.error_code
+        if code in _COORDINATOR_ERRORS:
+            self.coordinator_dead()
+            raise error_for_code(code)(f"ConsumerGroupHeartbeat for group {self.group_id!r}")
+        if code in _FENCED:
+            log.info("group %s: member fenced (%s), rejoining", self.group_id, code)
+            self.stable.clear()
+            lost = self.member.assigned_partitions()
+            if lost:
+                await self.revoke(lost, lost=True)
+            self.epoch = 0
+            self._send_subscription = True
+            return
+        if code:
+            err = error_for_code(code)
+            raise err(
+                f"ConsumerGroupHeartbeat for group {self.group_id!r} as member {self.member_id!r}",
+                error_message=resp.error_message,
+            )
+        self._send_subscription = False
+        if resp.member_id:
+            self.member_id = resp.member_id
+        self.epoch = resp.member_epoch
+        if resp.heartbeat_interval_ms > 0:
+            self.interval = resp.heartbeat_interval_ms / 1000
+        if resp.assignment is not None:
+            await self._reconcile(resp.assignment.topic_partitions)
+        elif self.epoch > 0:
+            self.stable.set()
+
+    async def _reconcile(self, topic_partitions: list[Any]) -> None:
+        target: set[TopicPartition] = set()
+        unknown = [
+            t.topic_id
+            for t in topic_partitions
+            if self.cluster.snapshot.topic_name(t.topic_id) is None
+        ]
+        if unknown:
+            await self.cluster.refresh(self.subscription)
+        for t in topic_partitions:
+            name = self.cluster.snapshot.topic_name(t.topic_id)
+            if name is None:
+                log.warning("group %s: assigned unknown topic id %s", self.group_id, t.topic_id)
+                continue
+            target.update(TopicPartition(name, p) for p in t.partitions)
+        owned = self.member.assigned_partitions()
+        revoked = owned - target
+        added = target - owned
+        self.reconciliations += 1
+        log.info(
+            "group %s: member %s epoch %d: %d partitions (+%d -%d)",
+            self.group_id,
+            self.member_id,
+            self.epoch,
+            len(target),
+            len(added),
+            len(revoked),
+        )
+        if revoked:
+            await self.revoke(revoked)
+        if added or not owned:
+            await self.assign(added)
+        self._ack = True
+        self.stable.set()
+
+    async def _leave_heartbeat(self) -> None:
+        epoch = _LEAVE_STATIC if self.instance_id is not None else _LEAVE
+        req = ConsumerGroupHeartbeatRequest(
+            group_id=self.group_id,
+            member_id=self.member_id,
+            member_epoch=epoch,
+            instance_id=self.instance_id,
+            rebalance_timeout_ms=-1,
+        )
+        with contextlib.suppress(KafkaError, asyncio.TimeoutError):
+            broker = await self.coordinator()
+            await broker.request(req, timeout=min(self._timeout, 5.0))
+
+    async def leave(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(BaseException):
+                await self._task
+        await self.revoke(self.member.assigned_partitions())
+        await self._leave_heartbeat()
+        self.epoch = 0

@@ -1,0 +1,57 @@
+"""Consumer configuration: the Java client's option names in snake_case, Java defaults.
+
+Imports: kpax.broker.options, kpax.config.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kpax.broker.options import COMMON_OPTIONS
+from kpax.config import Option, boolean, non_negative_int, one_of, optional_str, positive_int
+
+__all__ = ["CONSUMER_OPTIONS"]
+
+
+def _callable_or_none(value: Any) -> Any:
+    if value is not None and not callable(value):
+        raise ValueError("must be a callable taking bytes (or None)")
+    return value
+
+
+def _assignors(value: Any) -> Any:
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    if isinstance(value, (list, tuple)) and value:
+        return list(value)
+    raise ValueError("must be an assignor name, a comma-separated list, or a list of assignors")
+
+
+CONSUMER_OPTIONS: dict[str, Option] = {
+    **COMMON_OPTIONS,
+    "group_id": Option(None, optional_str),
+    "group_instance_id": Option(None, optional_str),
+    "group_protocol": Option("classic", one_of("classic", "consumer")),
+    "group_remote_assignor": Option(None, optional_str),
+    "client_rack": Option(None, optional_str),
+    "auto_offset_reset": Option("latest", one_of("earliest", "latest", "none")),
+    "enable_auto_commit": Option(True, boolean),
+    "auto_commit_interval_ms": Option(5000, positive_int),
+    "isolation_level": Option("read_uncommitted", one_of("read_uncommitted", "read_committed")),
+    "fetch_min_bytes": Option(1, positive_int),
+    "fetch_max_wait_ms": Option(500, non_negative_int),
+    "fetch_max_bytes": Option(52428800, positive_int),
+    "max_partition_fetch_bytes": Option(1048576, positive_int),
+    "max_poll_records": Option(500, positive_int),
+    "max_poll_interval_ms": Option(300000, positive_int),
+    "session_timeout_ms": Option(45000, positive_int),
+    "heartbeat_interval_ms": Option(3000, positive_int),
+    "partition_assignment_strategy": Option(["range", "cooperative-sticky"], _assignors),
+    "check_crcs": Option(True, boolean),
+    "default_api_timeout_ms": Option(60000, positive_int),
+    "exclude_internal_topics": Option(True, boolean),
+    "allow_auto_create_topics": Option(False, boolean),
+    "key_deserializer": Option(None, _callable_or_none),
+    "value_deserializer": Option(None, _callable_or_none),
+    "fetch_buffer_chunks": Option(2, positive_int, "decoded fetches buffered per partition"),
+}

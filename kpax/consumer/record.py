@@ -1,0 +1,34 @@
+"""The record a consumer returns: :class:`ConsumerRecord`.
+
+Role: a named tuple (cheap to build in bulk from the decoders' columns:
+``map(partial(tuple.__new__, ConsumerRecord), zip(...))`` builds records in C,
+with no Python call per record).
+
+Imports: the standard library.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+__all__ = ["ConsumerRecord"]
+
+
+class ConsumerRecord(NamedTuple):
+    """One record read from a partition.
+
+    ``timestamp_type`` is 0 (create time), 1 (log append time) or -1 (none);
+    ``headers`` a tuple of ``(str, bytes | None)`` pairs; ``leader_epoch`` the
+    partition leader epoch the record was written in (-1 if unknown). ``key``
+    and ``value`` are bytes (or None) unless deserializers are configured.
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    timestamp_type: int
+    key: Any
+    value: Any
+    headers: tuple[tuple[str, bytes | None], ...]
+    leader_epoch: int

@@ -1,0 +1,295 @@
+"""``kpax.Consumer``: the blocking face of :class:`kpax.consumer.client.AsyncConsumer`.
+
+Role: the asyncio core runs on a :class:`~kpax.loop_thread.LoopThread`. The
+hot path never crosses threads per record: the loop thread decodes fetches
+into the :class:`~kpax.consumer.buffer.FetchBuffer`; ``poll()`` and
+iteration take whole decoded chunks from it on the caller's thread (a
+blocked caller is woken by a condition variable). Control calls (assign,
+seek, commit, offsets lookups...) are handed to the loop and waited for.
+Rebalance listener calls run on the caller's thread inside ``poll()`` /
+iteration, as in the Java client, so a listener may call ``commit()``.
+
+Not thread-safe for concurrent polling from several threads (neither is
+Java's); other methods may be called from any thread.
+
+Imports: kpax.consumer.client, kpax.consumer.*, kpax.loop_thread,
+kpax.structs, kpax.proto.errors.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import time
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
+from types import TracebackType
+from typing import Any, TypeVar
+
+from kpax.consumer.client import AsyncConsumer
+from kpax.consumer.record import ConsumerRecord
+from kpax.consumer.state import PartitionState
+from kpax.loop_thread import LoopThread
+from kpax.proto.errors import ClientClosedError
+from kpax.structs import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+
+log = logging.getLogger("kpax.consumer")
+
+T = TypeVar("T")
+
+__all__ = ["Consumer"]
+
+
+class Consumer:
+    """``kpax.Consumer("host:9092", group_id="g", auto_offset_reset="earliest")``.
+
+    ``subscribe([...])`` or ``assign([...])``, then ``poll(timeout)`` (a list
+    of :class:`ConsumerRecord`) or ``for rec in consumer``. A context manager.
+    """
+
+    def __init__(
+        self,
+        *topics: str,
+        bootstrap_servers: str | Sequence[str] | None = None,
+        consumer_timeout_ms: float | None = None,
+        **config: Any,
+    ) -> None:
+        # kpax.Consumer("host:9092", ...) as DESIGN.md shows; a first positional
+        # argument containing ":" is the bootstrap list, the rest are topics.
+        names = list(topics)
+        if bootstrap_servers is None and names and (":" in names[0] or "," in names[0]):
+            bootstrap_servers = names.pop(0)
+        self._core = AsyncConsumer(bootstrap_servers, **config)  # validates options first
+        self._consumer_timeout = consumer_timeout_ms / 1000 if consumer_timeout_ms else None
+        self._thread = LoopThread("kpax-consumer")
+        self._closed = False
+        self._margin = 5.0 + self._core.config["request_timeout_ms"] / 1000
+        self._max_records: int = self._core.config["max_poll_records"]
+        try:
+            self._thread.run(self._core.start(), self._margin + 30, what="consumer start")
+        except BaseException:
+            self._thread.run(self._core.close(5.0), 10.0)
+            self._thread.stop()
+            raise
+        self._buffer = self._core.buffer
+        fetcher = self._core.fetcher
+        assert fetcher is not None
+        loop = self._thread.loop
+        max_chunks = self._core.config["fetch_buffer_chunks"]
+
+        def drained(st: PartitionState) -> None:
+            if st.puts - st.takes == max_chunks - 1:
+                loop.call_soon_threadsafe(fetcher.wake)
+
+        self._buffer.on_drained = drained
+        self._core.listener_runner = self._buffer.call_in_app
+        if names:
+            self.subscribe(names)
+
+    # ------------------------------------------------------------ plumbing
+
+    def _run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        if self._closed:
+            coro.close()
+            raise ClientClosedError("the consumer is closed")
+        limit = (timeout if timeout is not None else self._core._api_timeout) + self._margin
+        return self._thread.run(coro, limit, what="consumer call")
+
+    def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        async def run() -> T:
+            return fn(*args)
+
+        return self._run(run())
+
+    @property
+    def aio(self) -> AsyncConsumer:
+        """The asyncio core (for use on this consumer's own loop only)."""
+        return self._core
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Commit (auto-commit), leave the group and stop; returns within ``timeout``."""
+        if self._closed:
+            return
+        core = self._core
+        try:
+            listener = core.listener
+            if listener is not None and core.states and core._subscribed:
+                core.listener = None
+                fn = getattr(listener, "on_partitions_revoked", None)
+                if fn is not None:
+                    try:
+                        fn(set(core.states))
+                    except Exception:
+                        log.exception("rebalance listener on_partitions_revoked failed")
+            core.listener_runner = None
+            self._thread.run(core.close(timeout), timeout + 2.0, what="consumer close")
+        except Exception as exc:
+            log.warning("consumer close: %s", exc)
+        finally:
+            self._closed = True
+            self._thread.stop()
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ poll
+
+    def poll(self, timeout: float = 0.0, max_records: int | None = None) -> list[ConsumerRecord]:
+        """Records ready now, else waits up to ``timeout`` seconds for some."""
+        if self._closed:
+            raise ClientClosedError("the consumer is closed")
+        self._core._poll_tick()
+        buffer = self._buffer
+        limit = max_records or self._max_records
+        records = buffer.take(limit)
+        if records or timeout <= 0:
+            return records
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or self._closed:
+                return buffer.take(limit)
+            buffer.wait_sync(left)
+            records = buffer.take(limit)
+            if records:
+                return records
+
+    def __iter__(self) -> Iterator[ConsumerRecord]:
+        """Every record, blocking for more; ends after ``consumer_timeout_ms``
+        without records (if set) or when the consumer is closed."""
+        buffer = self._buffer
+        core = self._core
+        idle = self._consumer_timeout
+        while not self._closed:
+            core._poll_tick()
+            chunk = buffer.take_chunk()
+            if chunk is None:
+                if not buffer.wait_sync(idle if idle is not None else 1.0) and idle is not None:
+                    return
+                continue
+            yield from chunk
+
+    # ------------------------------------------------------------ assignment
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        self._run(self._core.assign(list(partitions)))
+
+    def assignment(self) -> set[TopicPartition]:
+        return self._core.assignment()
+
+    def subscribe(self, topics: Iterable[str], listener: Any = None) -> None:
+        self._run(
+            self._core.subscribe(
+                list(topics) if not isinstance(topics, str) else [topics], listener
+            )
+        )
+
+    def subscription(self) -> set[str]:
+        return self._core.subscription()
+
+    def unsubscribe(self) -> None:
+        self._run(self._core.unsubscribe())
+
+    def wait_for_assignment(self, timeout: float = 30.0) -> set[TopicPartition]:
+        """Poll (running listener calls) until the group has assigned this member."""
+        core = self._core
+        if core.group is None:
+            return core.assignment()
+        deadline = time.monotonic() + timeout
+        while not core.group.stable.is_set():
+            if time.monotonic() > deadline:
+                from kpax.proto.errors import KafkaTimeoutError
+
+                raise KafkaTimeoutError(f"no assignment within {timeout:g}s")
+            core._poll_tick()
+            self._buffer.wait_sync(0.05)
+            self._run_app_calls()
+        return core.assignment()
+
+    def _run_app_calls(self) -> None:
+        # Runs queued listener calls without taking records.
+        items = self._buffer._items
+        from kpax.consumer.buffer import _AppCall
+
+        while items and isinstance(items[0], _AppCall):
+            self._buffer._run_app_call(items.popleft())
+
+    # ------------------------------------------------------------ positions
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        self._run(self._core.seek(tp, offset))
+
+    def seek_to_beginning(self, *partitions: TopicPartition) -> None:
+        self._run(self._core.seek_to_beginning(*partitions))
+
+    def seek_to_end(self, *partitions: TopicPartition) -> None:
+        self._run(self._core.seek_to_end(*partitions))
+
+    def position(self, tp: TopicPartition, timeout: float | None = None) -> int:
+        st = self._core.states.get(TopicPartition(*tp))
+        if st is not None and st.position is not None and st.reset_to is None:
+            return st.position
+        return self._run(self._core.position(tp, timeout), timeout)
+
+    def committed(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        return self._run(self._core.committed(list(partitions)))
+
+    def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return self._run(self._core.beginning_offsets(list(partitions)))
+
+    def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return self._run(self._core.end_offsets(list(partitions)))
+
+    def offsets_for_times(
+        self, timestamps: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        return self._run(self._core.offsets_for_times(dict(timestamps)))
+
+    def highwater(self, tp: TopicPartition) -> int | None:
+        return self._core.highwater(tp)
+
+    def partitions_for_topic(self, topic: str) -> set[int]:
+        return self._run(self._core.partitions_for_topic(topic))
+
+    def topics(self) -> set[str]:
+        return self._run(self._core.topics())
+
+    def pause(self, *partitions: TopicPartition) -> None:
+        self._call(self._core.pause, *partitions)
+
+    def resume(self, *partitions: TopicPartition) -> None:
+        self._call(self._core.resume, *partitions)
+
+    def paused(self) -> set[TopicPartition]:
+        return self._core.paused()
+
+    # ------------------------------------------------------------ commits
+
+    def commit(
+        self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None
+    ) -> None:
+        """Commit ``offsets`` (the next offsets to read), or the current positions; blocks."""
+        snapshot = self._core.consumed_offsets() if offsets is None else dict(offsets)
+        self._run(self._core.commit(snapshot))
+
+    def commit_async(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
+        callback: Callable[[dict[TopicPartition, OffsetAndMetadata], BaseException | None], Any]
+        | None = None,
+    ) -> concurrent.futures.Future[None]:
+        """Start a commit and return at once; ``callback(offsets, exc)`` runs on the I/O thread."""
+        snapshot = self._core.consumed_offsets() if offsets is None else dict(offsets)
+        if self._closed:
+            raise ClientClosedError("the consumer is closed")
+
+        async def run() -> None:
+            await self._core.commit_async(snapshot, callback)
+
+        return self._thread.submit(run())

@@ -562,28 +562,44 @@ class AsyncAdmin:
                 wanted[TopicPartition(*tp)] = int(spec)
         level = 1 if isolation_level == "read_committed" else 0
 
+        return await self._per_leader(
+            "list offsets",
+            wanted,
+            lambda broker, tps: self._list_offsets_on(broker, tps, wanted, level),
+            timeout,
+        )
+
+    async def _per_leader(
+        self,
+        what: str,
+        partitions: Iterable[TopicPartition],
+        on_leader: Callable[[Broker, list[TopicPartition]], Awaitable[Outcome[TopicPartition]]],
+        timeout: float | None,
+    ) -> BatchResult[TopicPartition, Any]:
+        """Send one request per leader (``on_leader``) for the partitions it leads,
+        all at once; partitions whose request failed are retried."""
+        parts = list(partitions)
+
         async def attempt(items: list[TopicPartition]) -> Outcome[TopicPartition]:
             groups, out = await self._by_leader(items)
-            calls = [
-                self._list_offsets_on(broker, tps, wanted, level) for broker, tps in groups.values()
-            ]
-            for part in await asyncio.gather(*calls, return_exceptions=True):
+            for part in await asyncio.gather(
+                *(on_leader(b, tps) for b, tps in groups.values()), return_exceptions=True
+            ):
                 if isinstance(part, KafkaError):
-                    # The whole request failed (connection): retry its partitions.
-                    continue
+                    continue  # the whole request failed (connection): its partitions retry
                 if isinstance(part, BaseException):
                     raise part
                 out.update(part)
             for tp in items:
-                out.setdefault(tp, _error(_NOT_LEADER, f"list offsets of {tp}"))
+                out.setdefault(tp, _error(_NOT_LEADER, f"{what} of {tp}"))
             return out
 
         return await self._per_item(
-            "list offsets",
-            wanted,
+            what,
+            parts,
             attempt,
             timeout,
-            on_retry=self._refresh_leaders(wanted),
+            on_retry=self._refresh_leaders(parts),
             unknown_topic_grace=_NEW_TOPIC_GRACE,
         )
 
@@ -675,28 +691,7 @@ class AsyncAdmin:
                         out[tp] = p.low_watermark
             return out
 
-        async def attempt(items: list[TopicPartition]) -> Outcome[TopicPartition]:
-            groups, out = await self._by_leader(items)
-            for part in await asyncio.gather(
-                *(on(b, tps) for b, tps in groups.values()), return_exceptions=True
-            ):
-                if isinstance(part, KafkaError):
-                    continue
-                if isinstance(part, BaseException):
-                    raise part
-                out.update(part)
-            for tp in items:
-                out.setdefault(tp, _error(_NOT_LEADER, f"delete records of {tp}"))
-            return out
-
-        return await self._per_item(
-            "delete records",
-            offsets,
-            attempt,
-            timeout,
-            on_retry=self._refresh_leaders(offsets),
-            unknown_topic_grace=_NEW_TOPIC_GRACE,
-        )
+        return await self._per_leader("delete records", offsets, on, timeout)
 
     # ------------------------------------------------------------ groups
 
@@ -996,31 +991,13 @@ class AsyncAdmin:
 
         async def call() -> list[AclBinding]:
             broker = self.cluster.least_loaded_broker()
-            resp = await broker.request(
-                DescribeAclsRequest(
-                    resource_type_filter=int(f.resource_type),
-                    resource_name_filter=f.resource_name,
-                    pattern_type_filter=int(f.pattern_type),
-                    principal_filter=f.principal,
-                    host_filter=f.host,
-                    operation=int(f.operation),
-                    permission_type=int(f.permission_type),
-                )
-            )
+            resp = await broker.request(DescribeAclsRequest(**_filter_fields(f)))
             if resp.error_code:
                 raise _error(
                     resp.error_code, f"describe ACLs on {broker.describe()}", resp.error_message
                 )
             return [
-                AclBinding(
-                    resource_type=ResourceType(r.resource_type),
-                    resource_name=r.resource_name,
-                    principal=a.principal,
-                    operation=AclOperation(a.operation),
-                    permission_type=AclPermissionType(a.permission_type),
-                    host=a.host,
-                    pattern_type=PatternType(r.pattern_type),
-                )
+                _binding(r.resource_type, r.resource_name, r.pattern_type, a)
                 for r in resp.resources
                 for a in r.acls
             ]
@@ -1070,18 +1047,7 @@ class AsyncAdmin:
             broker = self.cluster.least_loaded_broker()
             resp = await broker.request(
                 DeleteAclsRequest(
-                    filters=[
-                        DeleteAclsRequest.DeleteAclsFilter(
-                            resource_type_filter=int(f.resource_type),
-                            resource_name_filter=f.resource_name,
-                            pattern_type_filter=int(f.pattern_type),
-                            principal_filter=f.principal,
-                            host_filter=f.host,
-                            operation=int(f.operation),
-                            permission_type=int(f.permission_type),
-                        )
-                        for f in items
-                    ]
+                    filters=[DeleteAclsRequest.DeleteAclsFilter(**_filter_fields(f)) for f in items]
                 )
             )
             out: Outcome[AclBindingFilter] = {}
@@ -1090,15 +1056,7 @@ class AsyncAdmin:
                     out[f] = _error(r.error_code, f"delete ACLs matching {f}", r.error_message)
                     continue
                 out[f] = [
-                    AclBinding(
-                        resource_type=ResourceType(m.resource_type),
-                        resource_name=m.resource_name,
-                        principal=m.principal,
-                        operation=AclOperation(m.operation),
-                        permission_type=AclPermissionType(m.permission_type),
-                        host=m.host,
-                        pattern_type=PatternType(m.pattern_type),
-                    )
+                    _binding(m.resource_type, m.resource_name, m.pattern_type, m)
                     for m in r.matching_acls
                     if not m.error_code
                 ]
@@ -1214,6 +1172,32 @@ def _creatable(t: NewTopic) -> Any:
             CreateTopicsRequest.CreatableTopicConfig(name=k, value=v)
             for k, v in sorted(t.configs.items())
         ],
+    )
+
+
+def _filter_fields(f: AclBindingFilter) -> dict[str, Any]:
+    """The fields DescribeAcls and DeleteAcls filters share, by their protocol names."""
+    return {
+        "resource_type_filter": int(f.resource_type),
+        "resource_name_filter": f.resource_name,
+        "pattern_type_filter": int(f.pattern_type),
+        "principal_filter": f.principal,
+        "host_filter": f.host,
+        "operation": int(f.operation),
+        "permission_type": int(f.permission_type),
+    }
+
+
+def _binding(resource_type: int, resource_name: str, pattern_type: int, acl: Any) -> AclBinding:
+    """An AclBinding from a described or deleted ACL entry."""
+    return AclBinding(
+        resource_type=ResourceType(resource_type),
+        resource_name=resource_name,
+        principal=acl.principal,
+        operation=AclOperation(acl.operation),
+        permission_type=AclPermissionType(acl.permission_type),
+        host=acl.host,
+        pattern_type=PatternType(pattern_type),
     )
 
 

@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from kpax.broker.backoff import Backoff
-from kpax.broker.connection import BrokerConnection
+from kpax.broker.connection import BrokerConnection, describe_broker
 from kpax.broker.options import ConnectionOptions
 from kpax.proto.errors import ClientClosedError, KafkaConnectionError
 
@@ -47,9 +47,7 @@ class Broker:
         return f"{self.host}:{self.port}"
 
     def describe(self) -> str:
-        if self.node_id is None or self.node_id < 0:
-            return f"broker {self.address}"
-        return f"broker {self.node_id} ({self.address})"
+        return describe_broker(self.node_id, self.address)
 
     def __repr__(self) -> str:
         return f"<Broker {self.node_id} {self.address}>"

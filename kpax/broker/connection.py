@@ -143,10 +143,7 @@ class BrokerConnection(asyncio.BufferedProtocol):
         return f"{self.host}:{self.port}"
 
     def describe(self) -> str:
-        """``broker 1 (127.0.0.1:9092)`` or ``127.0.0.1:9092`` for a bootstrap address."""
-        if self.node_id is None or self.node_id < 0:
-            return f"broker {self.address}"
-        return f"broker {self.node_id} ({self.address})"
+        return describe_broker(self.node_id, self.address)
 
     @property
     def closed(self) -> bool:
@@ -541,6 +538,13 @@ class BrokerConnection(asyncio.BufferedProtocol):
     async def wait_closed(self) -> None:
         """Wait until the socket is really closed (after :meth:`close`)."""
         await self._closed_event.wait()
+
+
+def describe_broker(node_id: int | None, address: str) -> str:
+    """``broker 1 (127.0.0.1:9092)``, or ``broker 127.0.0.1:9092`` for a bootstrap address."""
+    if node_id is None or node_id < 0:
+        return f"broker {address}"
+    return f"broker {node_id} ({address})"
 
 
 def _os_reason(exc: BaseException) -> str:

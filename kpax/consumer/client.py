@@ -33,6 +33,7 @@ from kpax.cluster.cluster import Cluster
 from kpax.config import resolve
 from kpax.consumer.buffer import FetchBuffer
 from kpax.consumer.classic import ClassicGroup
+from kpax.consumer.errors import CommitFailedError
 from kpax.consumer.fetcher import Fetcher
 from kpax.consumer.group import GroupBase, call_maybe_async
 from kpax.consumer.kip848 import ConsumerGroup
@@ -452,6 +453,12 @@ class AsyncConsumer:
                 )
                 for tp, om in offsets.items()
             }
+        if self._subscribed and not self.group.in_group():
+            raise CommitFailedError(
+                f"cannot commit for group {self.group.group_id!r}: this member is not in the "
+                "group now (a rebalance is in progress, or it was evicted for exceeding "
+                "max_poll_interval_ms); its partitions may belong to another member"
+            )
         await self.group.commit(final)
 
     def commit_async(

@@ -119,6 +119,10 @@ class GroupBase:
     def rejoin_soon(self) -> None:
         self._wake.set()
 
+    def in_group(self) -> bool:
+        """Has this member a live generation (member epoch) to commit with?"""
+        return self.generation >= 0
+
     def poll_overdue(self) -> bool:
         limit: int = self.config["max_poll_interval_ms"]
         return time.monotonic() - self.last_poll > limit / 1000

@@ -58,6 +58,9 @@ class ConsumerGroup(GroupBase):
         self._ack = False
         self.reconciliations = 0
 
+    def in_group(self) -> bool:
+        return self.epoch > 0
+
     def commit_identity(self) -> tuple[int, str]:
         return self.epoch, self.member_id
 

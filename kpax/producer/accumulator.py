@@ -30,11 +30,29 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Final
 
-from kpax.producer.batch import ProducerBatch
+from kpax.producer.batch import ProducerBatch, RecordFuture
 from kpax.producer.partitioner import UniformStickyPartitioner
-from kpax.proto.records import BatchBuilder, Header
+from kpax.proto.records import Header
 
-__all__ = ["FULL", "Accumulator", "PartitionQueue"]
+__all__ = ["FULL", "Accumulator", "PartitionQueue", "record_size"]
+
+#: Upper bound of a v2 record's bytes besides key, value and headers (as Java's).
+RECORD_OVERHEAD = 21
+
+
+def record_size(key: bytes | None, value: bytes | None, headers: Sequence[Header] | None) -> int:
+    """Upper-bound encoded size of one record (kpax.proto's BatchBuilder estimate)."""
+    size = (
+        RECORD_OVERHEAD
+        + (len(key) if key is not None else 0)
+        + (len(value) if value is not None else 0)
+    )
+    if headers:
+        size += 5
+        for hkey, hval in headers:
+            size += 10 + len(hkey) * 4 + (len(hval) if hval is not None else 0)
+    return size
+
 
 #: ``append`` result when the buffer memory is exhausted.
 FULL: Final = None
@@ -43,7 +61,7 @@ FULL: Final = None
 class PartitionQueue:
     """One partition's open batch, ready batches (retries first) and sequence state."""
 
-    __slots__ = ("topic", "partition", "open", "ready", "in_flight", "next_sequence", "serial")
+    __slots__ = ("in_flight", "next_sequence", "open", "partition", "ready", "serial", "topic")
 
     def __init__(self, topic: str, partition: int) -> None:
         self.topic = topic
@@ -85,6 +103,8 @@ class Accumulator:
         self.partitioner = partitioner
         self._sticky = partitioner if isinstance(partitioner, UniformStickyPartitioner) else None
         self.wake = wake
+        # a batch's records may reach _cap estimated bytes (header: 61 bytes)
+        self._cap = batch_size - 61
         self.queues: dict[str, dict[int, PartitionQueue]] = {}
         #: Batches not yet completed (open, ready or in flight), for flush.
         self.incomplete: set[ProducerBatch] = set()
@@ -108,70 +128,74 @@ class Accumulator:
         value: bytes | None,
         headers: Sequence[Header] | None,
         num_partitions: int,
-    ) -> tuple[ProducerBatch, int] | None:
-        """Append a record; ``partition`` -1 asks the sticky partitioner (under the
-        lock). Returns (batch, index in batch), or :data:`FULL` when a new batch
-        would exceed ``buffer_memory``."""
+        size: int,
+    ) -> RecordFuture | None:
+        """Append a record of estimated ``size`` bytes (see :func:`record_size`);
+        ``partition`` -1 asks the sticky partitioner (under the lock). Returns the
+        record's future, or :data:`FULL` when a new batch would exceed
+        ``buffer_memory``. The hot path: keep it lean."""
         with self.lock:
             sticky = partition < 0
             if sticky:
                 partition = self._sticky.partition(topic, key, value, num_partitions)  # type: ignore[union-attr]
             parts = self.queues.get(topic)
-            if parts is None:
-                parts = self.queues[topic] = {}
-            pq = parts.get(partition)
+            pq = parts.get(partition) if parts is not None else None
             if pq is None:
-                pq = parts[partition] = PartitionQueue(topic, partition)
+                pq = self._new_queue(topic, partition)
             batch = pq.open
             if batch is not None:
-                index = batch.builder.append(timestamp, key, value, headers)  # type: ignore[union-attr]
-                if index is not None:
+                total = batch.size + size
+                if total <= self._cap:
+                    batch.size = total
+                    values = batch.values
+                    index = len(values)
+                    values.append(value)
+                    batch.keys.append(key)
+                    batch.timestamps.append(timestamp)
+                    if headers or batch.headers is not None:
+                        self._add_headers(batch, index, headers)
                     if sticky:
-                        self._on_sticky_append(topic, partition, key, value, headers)
-                    return batch, index
+                        self._sticky.on_append(topic, partition, size)  # type: ignore[union-attr]
+                    return RecordFuture(batch, index, timestamp)
                 # full: close it, hand it to the sender
                 pq.open = None
                 pq.ready.append(batch)
-                wake = self.sleeping
-            else:
-                wake = self.sleeping
-            size = 21 + (len(key) if key else 0) + (len(value) if value else 0) + 61
-            need = size if size > self.batch_size else self.batch_size
+            need = size + 61 if size + 61 > self.batch_size else self.batch_size
             if self.reserved + need > self.buffer_memory and self.reserved > 0:
-                if wake:
+                if self.sleeping:
                     self.sleeping = False
                     self.wake()
                 return FULL
             self.reserved += need
             pq.serial += 1
-            batch = ProducerBatch(
-                topic,
-                partition,
-                BatchBuilder(self.compression, batch_size=self.batch_size),
-                time.monotonic(),
-                need,
-                pq.serial,
-            )
-            batch.builder.append(timestamp, key, value, headers)  # type: ignore[union-attr]
+            batch = ProducerBatch(topic, partition, time.monotonic(), need, pq.serial)
+            batch.size = size
+            batch.values.append(value)
+            batch.keys.append(key)
+            batch.timestamps.append(timestamp)
+            if headers:
+                self._add_headers(batch, 0, headers)
             pq.open = batch
             self.incomplete.add(batch)
             if sticky:
-                self._on_sticky_append(topic, partition, key, value, headers)
+                self._sticky.on_append(topic, partition, size)  # type: ignore[union-attr]
             if self.sleeping:
                 self.sleeping = False
                 self.wake()
-            return batch, 0
+            return RecordFuture(batch, 0, timestamp)
 
-    def _on_sticky_append(
-        self,
-        topic: str,
-        partition: int,
-        key: bytes | None,
-        value: bytes | None,
-        headers: Sequence[Header] | None,
-    ) -> None:
-        size = 21 + (len(key) if key else 0) + (len(value) if value else 0)
-        self._sticky.on_append(topic, partition, size)  # type: ignore[union-attr]
+    def _new_queue(self, topic: str, partition: int) -> PartitionQueue:
+        parts = self.queues.get(topic)
+        if parts is None:
+            parts = self.queues[topic] = {}
+        pq = parts[partition] = PartitionQueue(topic, partition)
+        return pq
+
+    @staticmethod
+    def _add_headers(batch: ProducerBatch, index: int, headers: Sequence[Header] | None) -> None:
+        if batch.headers is None:
+            batch.headers = [None] * index
+        batch.headers.append(headers)
 
     def wait_for_memory(self, timeout: float) -> bool:
         """Block until some memory is released (or ``timeout``); True if it was."""

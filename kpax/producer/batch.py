@@ -1,8 +1,9 @@
 """A producer batch and the futures of its records.
 
 Role: :class:`ProducerBatch` is one partition's batch from first append to
-final outcome: the :class:`~kpax.proto.records.BatchBuilder` while it fills,
-its encoded bytes once drained (kept for retries), the producer-id/sequence
+final outcome: its records as columns (timestamps, keys, values, headers) while it fills
+-- appending is three ``list.append`` calls and a size sum, no per-record
+object -- its bytes once drained (``encode_columns``, one batch at a time) (kept for retries), the producer-id/sequence
 state it was sent with, and its outcome (base offset and log-append time, or
 an error). :class:`RecordFuture` is what ``send`` returns: a small object
 (batch, index, timestamp) -- no lock, event or list per record. Completion is
@@ -21,11 +22,11 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
 from kpax.proto.errors import KafkaError, KafkaTimeoutError
-from kpax.proto.records import BatchBuilder
+from kpax.proto.records import Header
 from kpax.structs import RecordMetadata
 
 Callback = Callable[[RecordMetadata | None, BaseException | None], Any]
@@ -37,36 +38,39 @@ class ProducerBatch:
     """One partition's batch (see the module docstring)."""
 
     __slots__ = (
-        "_lock",
-        "_event",
-        "_waiters",
         "_callbacks",
-        "topic",
-        "partition",
-        "builder",
-        "created",
-        "reserved",
-        "data",
-        "count",
+        "_event",
+        "_lock",
+        "_waiters",
         "attempts",
-        "retry_at",
-        "base_sequence",
-        "producer_id",
-        "producer_epoch",
-        "unknown_outcome",
-        "last_error",
-        "done",
         "base_offset",
-        "log_append_time",
+        "base_sequence",
+        "count",
+        "created",
+        "data",
+        "done",
         "error",
+        "headers",
+        "keys",
+        "last_error",
+        "log_append_time",
+        "partition",
+        "producer_epoch",
+        "producer_id",
+        "reserved",
+        "retry_at",
         "serial",
+        "size",
+        "timestamps",
+        "topic",
+        "unknown_outcome",
+        "values",
     )
 
     def __init__(
         self,
         topic: str,
         partition: int,
-        builder: BatchBuilder,
         created: float,
         reserved: int,
         serial: int,
@@ -77,7 +81,13 @@ class ProducerBatch:
         self._callbacks: list[tuple[int, int, Callback]] | None = None
         self.topic = topic
         self.partition = partition
-        self.builder: BatchBuilder | None = builder
+        self.timestamps: list[int] = []
+        self.keys: list[bytes | None] = []
+        self.values: list[bytes | None] = []
+        #: None until a record with headers arrives (then one entry per record).
+        self.headers: list[Sequence[Header] | None] | None = None
+        #: Estimated encoded size of the records (upper bound, as BatchBuilder's).
+        self.size = 0
         self.created = created
         self.reserved = reserved
         self.serial = serial
@@ -111,7 +121,8 @@ class ProducerBatch:
             self.done = True
             event, waiters, callbacks = self._event, self._waiters, self._callbacks
             self._waiters = self._callbacks = None
-        self.builder = None
+        self.timestamps = self.keys = self.values = []  # type: ignore[assignment]
+        self.headers = None
         if event is not None:
             event.set()
         if waiters:
@@ -231,7 +242,7 @@ class RecordFuture:
             if not self._batch.done:
                 raise
             return self._batch.error
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             return exc
         return None
 
@@ -258,6 +269,6 @@ def delivery_error(batch: ProducerBatch, why: str) -> KafkaError:
     """A KafkaTimeoutError for records not delivered in time (names the partition)."""
     last = f"; last error: {batch.last_error}" if batch.last_error is not None else ""
     return KafkaTimeoutError(
-        f"{batch.count or (batch.builder.record_count if batch.builder else 0)} record(s) for "
+        f"{batch.count or len(batch.values)} record(s) for "
         f"{batch.topic}-{batch.partition} {why}{last}"
     )

@@ -26,7 +26,7 @@ from typing import Any
 
 from kpax.broker.options import connection_options
 from kpax.cluster.cluster import Cluster
-from kpax.producer.accumulator import Accumulator
+from kpax.producer.accumulator import Accumulator, record_size
 from kpax.producer.batch import Callback, ProducerBatch, RecordFuture
 from kpax.producer.idempotence import ProducerIdentity
 from kpax.producer.options import resolve_producer_config
@@ -40,7 +40,7 @@ from kpax.structs import RecordMetadata
 
 __all__ = ["AsyncProducer"]
 
-_RECORD_OVERHEAD = 21 + 61  # per-record bound + batch header
+_BATCH_OVERHEAD = 61  # a v2 batch header
 
 
 def _headers(headers: Any) -> list[Header] | None:
@@ -91,7 +91,7 @@ class AsyncProducer:
         self._default_partitioner = type(self.partitioner) is DefaultPartitioner
         self._key_ser = get_serializer(cfg["key_serializer"], "key_serializer")
         self._value_ser = get_serializer(cfg["value_serializer"], "value_serializer")
-        self._max_record = min(cfg["max_request_size"], cfg["buffer_memory"]) - _RECORD_OVERHEAD
+        self._max_record = min(cfg["max_request_size"], cfg["buffer_memory"]) - _BATCH_OVERHEAD
         self._max_block = cfg["max_block_ms"] / 1000
         self.accumulator = Accumulator(
             batch_size=cfg["batch_size"],
@@ -209,7 +209,7 @@ class AsyncProducer:
         await self.sender.stop()
         left = list(acc.incomplete)
         if left:
-            n = sum((b.count or (b.builder.record_count if b.builder else 0)) for b in left)
+            n = sum((b.count or len(b.values)) for b in left)
             err = ClientClosedError(
                 f"the producer was closed before {n} record(s) were delivered "
                 f"(close timeout {timeout if timeout is not None else 'none'}s)"
@@ -220,7 +220,7 @@ class AsyncProducer:
             self._task.cancel()
             try:
                 await self._task
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001
+            except (asyncio.CancelledError, Exception):
                 pass
         await self.cluster.close()
 
@@ -279,16 +279,28 @@ class AsyncProducer:
         """Serialize, partition and append (thread-safe); None when buffer memory is full."""
         if self.closed:
             raise ClientClosedError("send() on a closed producer")
-        key = self._key_ser(key) if self._key_ser is not None else as_bytes(key, "key")
-        value = self._value_ser(value) if self._value_ser is not None else as_bytes(value, "value")
-        hdrs = _headers(headers) if headers else None
-        size = (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
+        ks, vs = self._key_ser, self._value_ser
+        if ks is not None:
+            key = ks(key)
+        elif key is not None and type(key) is not bytes:
+            key = as_bytes(key, "key")
+        if vs is not None:
+            value = vs(value)
+        elif value is not None and type(value) is not bytes:
+            value = as_bytes(value, "value")
+        if headers:
+            headers = _headers(headers)
+            size = record_size(key, value, headers)
+        else:
+            headers = None
+            size = (
+                21 + (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
+            )
         if size > self._max_record:
-            if hdrs:
-                size += sum(len(k) + len(v or b"") for k, v in hdrs)
             raise MessageTooLargeError(
-                f"a record of about {size + _RECORD_OVERHEAD} bytes for topic {topic!r} is larger than "
-                f"max_request_size={self.config['max_request_size']} / buffer_memory={self.config['buffer_memory']}"
+                f"a record of about {size + 61} bytes for topic {topic!r} is larger than "
+                f"max_request_size={self.config['max_request_size']} / "
+                f"buffer_memory={self.config['buffer_memory']}"
             )
         if partition is None:
             if self._default_partitioner:
@@ -308,10 +320,7 @@ class AsyncProducer:
             raise ValueError(f"topic {topic!r} has no partition {partition} (it has {n})")
         if timestamp is None:
             timestamp = time.time_ns() // 1_000_000
-        got = self.accumulator.append(topic, partition, timestamp, key, value, hdrs, n)
-        if got is None:
-            return None
-        return RecordFuture(got[0], got[1], timestamp)
+        return self.accumulator.append(topic, partition, timestamp, key, value, headers, n, size)
 
     async def send(
         self,

@@ -53,9 +53,10 @@ from kpax.cluster.cluster import Cluster
 from kpax.producer.accumulator import Accumulator, PartitionQueue
 from kpax.producer.batch import ProducerBatch, delivery_error
 from kpax.producer.idempotence import ProducerIdentity
+from kpax.proto.compression import codec_id
 from kpax.proto.errors import KafkaError, error_for_code
 from kpax.proto.messages import ProduceRequest
-from kpax.proto.records import rewrite_producer_state
+from kpax.proto.records import encode_columns, rewrite_producer_state
 
 log = logging.getLogger("kpax.producer")
 
@@ -93,6 +94,8 @@ class Sender:
         self.retries: int = config["retries"]
         self.max_in_flight: int = config["max_in_flight_requests_per_connection"]
         self.max_request_size: int = config["max_request_size"]
+        comp = config["compression_type"]
+        self.codec = codec_id(None if comp == "none" else comp)
         self.backoff_ms = (config["retry_backoff_ms"], config["retry_backoff_max_ms"])
         self.per_partition = (
             min(self.max_in_flight, 5) if identity is not None else self.max_in_flight
@@ -252,18 +255,24 @@ class Sender:
     def _prepare(self, pq: PartitionQueue, b: ProducerBatch) -> None:
         if b.data is not None:
             return
-        builder = b.builder
-        assert builder is not None
-        b.count = builder.record_count
+        b.count = len(b.values)
         ident = self.identity
         if ident is not None:
             b.producer_id, b.producer_epoch = ident.producer_id, ident.producer_epoch
             b.base_sequence = pq.next_sequence
             pq.next_sequence = (pq.next_sequence + b.count) & _MAX_SEQUENCE
-            b.data = builder.build(b.producer_id, b.producer_epoch, b.base_sequence)
-        else:
-            b.data = builder.build()
-        b.builder = None
+        b.data = encode_columns(
+            b.timestamps,
+            b.keys,
+            b.values,
+            b.headers,
+            compression=self.codec,
+            producer_id=b.producer_id,
+            producer_epoch=b.producer_epoch,
+            base_sequence=b.base_sequence,
+        )
+        b.timestamps = b.keys = b.values = []  # type: ignore[assignment]
+        b.headers = None
 
     def _launch(self, leader: int, batches: list[tuple[PartitionQueue, ProducerBatch]]) -> None:
         self._broker_in_flight[leader] = self._broker_in_flight.get(leader, 0) + 1
@@ -320,7 +329,7 @@ class Sender:
                 return
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # noqa: BLE001 - never leave futures pending
+            except Exception as exc:
                 err = KafkaError(f"producing to broker {leader} failed: {exc!r}")
                 for pq, b in batches:
                     self._finish(pq, b, -1, -1, err)

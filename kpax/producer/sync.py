@@ -27,6 +27,10 @@ from kpax.proto.errors import ClientClosedError, KafkaTimeoutError
 __all__ = ["Producer"]
 
 
+def _yield() -> None:
+    time.sleep(0)
+
+
 class Producer:
     """``kpax.Producer("host:9092", acks="all", linger_ms=5)``; a context manager."""
 
@@ -73,6 +77,8 @@ class Producer:
         fut = self._append(topic, value, key, partition, timestamp, headers, n)
         if fut is None:
             fut = self._wait_memory(topic, value, key, partition, timestamp, headers, n)
+        elif fut._index == 0:
+            _yield()  # a new batch: let the I/O thread take the GIL (see module docstring)
         if callback is not None:
             fut.add_callback(callback)
         return fut
@@ -139,5 +145,5 @@ class Producer:
         if not getattr(self, "_closed", True):
             try:
                 self.close(0)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHMARKS = {"producer": "bench.producer"}
+BENCHMARKS = {"producer": "bench.producer", "consumer": "bench.consumer"}
 
 
 def main(argv: list[str]) -> int:

@@ -581,39 +581,35 @@ class Fetcher:
                 nxt = batch.next_offset
                 if nxt <= fetch_offset:
                     continue
-                epoch = batch.partition_leader_epoch
-                if read_committed:
-                    last = batch.last_offset
-                    while aborted and aborted[-1][0] <= last:
-                        aborted_pids.add(aborted.pop()[1])
-                    if batch.is_control:
-                        if batch.producer_id in aborted_pids:
-                            for rec in batch:
-                                if isinstance(rec, ControlRecord) and rec.type == 0:  # ABORT
-                                    aborted_pids.discard(batch.producer_id)
-                        next_offset = nxt
-                        next_epoch = epoch
+                if batch.magic < 2:  # legacy message set: no epochs, transactions or control
+                    epoch = -1
+                else:
+                    epoch = batch.partition_leader_epoch
+                    if read_committed:
+                        last = batch.last_offset
+                        while aborted and aborted[-1][0] <= last:
+                            aborted_pids.add(aborted.pop()[1])
+                        if batch.is_control:
+                            pid = batch.producer_id
+                            if pid in aborted_pids:
+                                for rec in batch:
+                                    if isinstance(rec, ControlRecord) and rec.type == 0:  # ABORT
+                                        aborted_pids.discard(pid)
+                            next_offset, next_epoch = nxt, epoch
+                            continue
+                        if batch.is_transactional and batch.producer_id in aborted_pids:
+                            next_offset, next_epoch = nxt, epoch
+                            continue
+                    elif batch.is_control:
+                        next_offset, next_epoch = nxt, epoch
                         continue
-                    if batch.is_transactional and batch.producer_id in aborted_pids:
-                        next_offset = nxt
-                        next_epoch = epoch
-                        continue
-                elif batch.is_control:
-                    next_offset = nxt
-                    next_epoch = epoch
+                rows = batch.tuples()
+                if not rows:
+                    next_offset, next_epoch = nxt, epoch
                     continue
-                offsets, timestamps, keys, values, headers = batch.columns()
-                if offsets and offsets[0] < fetch_offset:
-                    i = 0
-                    while offsets[i] < fetch_offset:
-                        i += 1
-                    offsets, timestamps, keys, values, headers = (
-                        offsets[i:],
-                        timestamps[i:],
-                        keys[i:],
-                        values[i:],
-                        headers[i:],
-                    )
+                if rows[0][0] < fetch_offset:
+                    rows = [r for r in rows if r[0] >= fetch_offset]
+                offsets, timestamps, keys, values, headers = zip(*rows, strict=True)
                 if kd is not None or vd is not None:
                     keys, values = self._deserialize(topic, partition, offsets, keys, values)
                 out.extend(
@@ -632,8 +628,7 @@ class Fetcher:
                         ),
                     )
                 )
-                next_offset = nxt
-                next_epoch = epoch
+                next_offset, next_epoch = nxt, epoch
         except KafkaError as exc:
             if out:
                 # Deliver what decoded; the error comes when the position reaches it.
@@ -653,8 +648,8 @@ class Fetcher:
         self.buffer.put(Chunk(st, out, nxt, epoch, gen))
 
     def _deserialize(
-        self, topic: str, partition: int, offsets: list[int], keys: list[Any], values: list[Any]
-    ) -> tuple[list[Any], list[Any]]:
+        self, topic: str, partition: int, offsets: Any, keys: Any, values: Any
+    ) -> tuple[Any, Any]:
         kd = self.key_deserializer
         vd = self.value_deserializer
         which = "key"

@@ -156,11 +156,12 @@ def run_confluent(a: argparse.Namespace, values: list[bytes]) -> float:
     produce, poll, topic = p.produce, p.poll, a.topic
     t0 = time.perf_counter()
     for v in values:
-        try:
-            produce(topic, v)
-        except BufferError:
-            poll(0.01)
-            produce(topic, v)
+        while True:
+            try:
+                produce(topic, v)
+                break
+            except BufferError:  # librdkafka's queue is full: serve delivery reports
+                poll(0.005)
     p.flush()
     return time.perf_counter() - t0
 

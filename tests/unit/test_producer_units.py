@@ -1,0 +1,243 @@
+"""Producer pieces without a broker: options, serializers, the accumulator
+(batching, memory, sticky partitioning, thread safety) and record futures."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from kpax.errors import ConfigError, KafkaTimeoutError, SerializationError
+from kpax.producer.accumulator import FULL, Accumulator, record_size
+from kpax.producer.batch import ProducerBatch, RecordFuture
+from kpax.producer.client import _headers
+from kpax.producer.options import resolve_producer_config
+from kpax.producer.partitioner import DefaultPartitioner
+from kpax.producer.serializers import as_bytes, get_serializer
+from kpax.proto.records import decode_batches, encode_columns
+
+
+def _acc(**kw: object) -> Accumulator:
+    args: dict[str, object] = dict(
+        batch_size=1000, linger_ms=5, compression=None, buffer_memory=10_000,
+        partitioner=DefaultPartitioner(1000), wake=lambda: None,
+    )  # fmt: skip
+    args.update(kw)
+    return Accumulator(**args)  # type: ignore[arg-type]
+
+
+def _append(acc: Accumulator, value: bytes, partition: int = 0, n: int = 1) -> RecordFuture | None:
+    return acc.append("t", partition, 1, None, value, None, n, record_size(None, value, None))
+
+
+# ------------------------------------------------------------------ options
+
+
+def test_defaults_are_javas():
+    cfg = resolve_producer_config({})
+    assert cfg["acks"] == -1 and cfg["linger_ms"] == 5 and cfg["batch_size"] == 16384
+    assert cfg["enable_idempotence"] is True and cfg["delivery_timeout_ms"] == 120000
+    assert cfg["max_in_flight_requests_per_connection"] == 5 and cfg["buffer_memory"] == 33554432
+
+
+@pytest.mark.parametrize(("given", "want"), [("all", -1), ("1", 1), (0, 0), (-1, -1), ("ALL", -1)])
+def test_acks_spellings(given, want):
+    assert resolve_producer_config({"acks": given})["acks"] == want
+
+
+def test_idempotence_quietly_off_for_acks_1_but_explicit_conflict_is_an_error():
+    assert resolve_producer_config({"acks": 1})["enable_idempotence"] is False
+    assert (
+        resolve_producer_config({"max_in_flight_requests_per_connection": 6})["enable_idempotence"]
+        is False
+    )
+    with pytest.raises(ConfigError, match="acks=0"):
+        resolve_producer_config({"acks": 0, "enable_idempotence": True})
+
+
+def test_bad_options_name_what_is_wrong():
+    with pytest.raises(ConfigError, match="did you mean 'batch_size'"):
+        resolve_producer_config({"batchsize": 1})
+    with pytest.raises(ConfigError, match="compression_type"):
+        resolve_producer_config({"compression_type": "brotli"})
+    with pytest.raises(ConfigError, match="delivery_timeout_ms"):
+        resolve_producer_config({"delivery_timeout_ms": 1000})
+    with pytest.raises(ConfigError, match="transactions"):
+        resolve_producer_config({"transactional_id": "tx"})
+    with pytest.raises(ConfigError, match="acks"):
+        resolve_producer_config({"acks": "some"})
+
+
+# ------------------------------------------------------------------ serializers
+
+
+def test_builtin_serializers():
+    assert get_serializer("str", "value_serializer")("é") == "é".encode()  # type: ignore[misc]
+    assert get_serializer("json", "value_serializer")({"a": 1}) == b'{"a":1}'  # type: ignore[misc]
+    assert get_serializer("bytes", "value_serializer")(bytearray(b"x")) == b"x"  # type: ignore[misc]
+    with pytest.raises(SerializationError, match="needs a str"):
+        get_serializer("str", "value_serializer")(3)  # type: ignore[misc]
+    with pytest.raises(SerializationError, match="json"):
+        get_serializer("json", "value_serializer")(object())  # type: ignore[misc]
+    with pytest.raises(ConfigError, match="value_serializer"):
+        get_serializer("yaml", "value_serializer")
+
+
+def test_as_bytes():
+    assert as_bytes(memoryview(b"ab"), "value") == b"ab"
+    assert as_bytes(None, "key") is None
+    with pytest.raises(TypeError, match="key must be bytes or None, not int"):
+        as_bytes(1, "key")
+
+
+def test_headers_normalised():
+    assert _headers({"a": "x", "b": None}) == [("a", b"x"), ("b", None)]
+    assert _headers([("a", bytearray(b"1"))]) == [("a", b"1")]
+    with pytest.raises(TypeError, match="header key must be str"):
+        _headers([(b"a", b"1")])
+    with pytest.raises(TypeError, match="pairs"):
+        _headers(["abc"])
+
+
+# ------------------------------------------------------------------ accumulator
+
+
+def test_records_fill_a_batch_then_a_new_one_starts():
+    acc = _acc()
+    futs = [_append(acc, b"x" * 100) for _ in range(20)]
+    pq = acc.queues["t"][0]
+    assert all(f is not None for f in futs)
+    # 1000-byte batches: 61 header + 121 per record -> 7 records each
+    assert len(pq.ready) == 2 and pq.open is not None
+    assert [len(b.values) for b in pq.ready] == [7, 7] and len(pq.open.values) == 6
+    assert [f._index for f in futs[:8]] == [0, 1, 2, 3, 4, 5, 6, 0]  # type: ignore[union-attr]
+    data = encode_columns(pq.ready[0].timestamps, pq.ready[0].keys, pq.ready[0].values)
+    (batch,) = decode_batches(data)
+    assert len(list(batch)) == 7 and len(data) <= 1000
+
+
+def test_linger_and_flush_close_open_batches():
+    acc = _acc(linger_ms=10_000)
+    _append(acc, b"v")
+    pq = acc.queues["t"][0]
+    b = pq.open
+    assert b is not None
+    deadline = acc.drain_open(b.created + 1)
+    assert deadline == pytest.approx(b.created + 10) and pq.open is b
+    acc.flushing += 1
+    assert acc.drain_open(b.created + 1) is None and pq.open is None and list(pq.ready) == [b]
+
+
+def test_buffer_memory_full_then_released():
+    acc = _acc(buffer_memory=2500)  # room for two 1000-byte batches
+    assert _append(acc, b"a", partition=0) is not None
+    assert _append(acc, b"b", partition=1) is not None
+    assert _append(acc, b"c", partition=2) is FULL
+    first = acc.queues["t"][0].open
+    assert first is not None
+    first.complete(0, -1, None)
+    acc.release(first)
+    assert acc.reserved == 1000
+    assert _append(acc, b"c", partition=2) is not None
+
+
+def test_wait_for_memory_wakes_on_release():
+    acc = _acc(buffer_memory=1000)
+    _append(acc, b"a")
+    b = acc.queues["t"][0].open
+    assert b is not None
+    threading.Timer(0.1, acc.release, args=(b,)).start()
+    assert acc.wait_for_memory(5.0) is True
+
+
+def test_sender_is_woken_once_per_new_batch_while_sleeping():
+    wakes: list[int] = []
+    acc = _acc(wake=lambda: wakes.append(1))
+    _append(acc, b"x")
+    assert wakes == []  # sender not sleeping
+    acc.drain_open(0.0)  # sender goes to sleep
+    for _ in range(6):
+        _append(acc, b"x" * 100)
+    assert wakes == []  # same batch, not full
+    for _ in range(20):
+        _append(acc, b"x" * 100)
+    assert wakes == [1]  # the first new batch woke it; it has not slept since
+
+
+def test_keyless_records_go_to_the_sticky_partition_under_the_lock():
+    acc = _acc(partitioner=DefaultPartitioner(500))
+    parts = [
+        acc.append("t", -1, 1, None, b"x" * 100, None, 4, 121)._batch.partition for _ in range(40)
+    ]  # type: ignore[union-attr]
+    runs = sum(1 for a, b in zip(parts, parts[1:], strict=False) if a != b)
+    assert 1 <= runs <= 15
+
+
+def test_concurrent_appends_lose_nothing():
+    acc = _acc(buffer_memory=1 << 30, batch_size=4096)
+    futs: list[list[RecordFuture | None]] = [[] for _ in range(4)]
+
+    def work(i: int) -> None:
+        futs[i] = [_append(acc, b"%d-%d" % (i, j)) for j in range(5000)]
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    pq = acc.queues["t"][0]
+    batches = [*pq.ready, pq.open]
+    total = sum(len(b.values) for b in batches if b is not None)
+    assert total == 20_000
+    seen = {(id(f._batch), f._index) for fl in futs for f in fl if f is not None}  # type: ignore[union-attr]
+    assert len(seen) == 20_000
+
+
+# ------------------------------------------------------------------ futures
+
+
+def _batch() -> ProducerBatch:
+    b = ProducerBatch("t", 3, 0.0, 0, 1)
+    b.values.extend([b"a", b"b"])
+    return b
+
+
+def test_future_result_callbacks_and_errors():
+    b = _batch()
+    f0, f1 = RecordFuture(b, 0, 10), RecordFuture(b, 1, 11)
+    seen: list[object] = []
+    f1.add_callback(lambda m, e: seen.append((m, e)))
+    with pytest.raises(KafkaTimeoutError, match="t-3"):
+        f0.result(0.01)
+    threading.Timer(0.05, b.complete, args=(100, -1, None)).start()
+    m = f0.result(5)
+    assert (m.topic, m.partition, m.offset, m.timestamp) == ("t", 3, 100, 10)
+    assert seen[0][0].offset == 101 and seen[0][1] is None  # type: ignore[index]
+    b2 = _batch()
+    b2.complete(50, 777, None)  # log-append time wins
+    assert RecordFuture(b2, 1, 5).result().timestamp == 777
+    b3 = _batch()
+    err = KafkaTimeoutError("boom")
+    b3.complete(-1, -1, err)
+    f = RecordFuture(b3, 0, 1)
+    assert f.failed() and f.exception() is err
+    with pytest.raises(KafkaTimeoutError, match="boom"):
+        f.result()
+
+
+def test_future_is_awaitable_from_another_thread_completion():
+    b = _batch()
+
+    async def main() -> int:
+        threading.Timer(0.05, b.complete, args=(7, -1, None)).start()
+        return (await RecordFuture(b, 1, 0)).offset
+
+    assert asyncio.run(main()) == 8
+
+
+def test_a_raising_callback_does_not_break_completion(caplog):
+    b = _batch()
+    RecordFuture(b, 0, 0).add_callback(lambda m, e: 1 / 0)
+    b.complete(0, -1, None)
+    assert b.done and "raised" in caplog.text

@@ -1,0 +1,195 @@
+"""Consumer pieces without a broker: the fetched-records buffer (positions,
+max_records, stale data after a seek, errors, listener calls), decoding of
+fetched bytes (v2, legacy message sets, compression, read_committed with
+aborted transactions and control batches, records before the fetch offset,
+deserializers) and the options."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+import pytest
+
+import kpax
+from kpax.broker.options import connection_options
+from kpax.cluster.cluster import Cluster
+from kpax.config import resolve
+from kpax.consumer.buffer import Chunk, FetchBuffer
+from kpax.consumer.fetcher import Fetcher
+from kpax.consumer.options import CONSUMER_OPTIONS
+from kpax.consumer.record import ConsumerRecord
+from kpax.consumer.state import PartitionState
+from kpax.proto.records import ControlRecord, Record, encode_batch
+from kpax.structs import TopicPartition as TP
+
+
+def _recs(tp: TP, start: int, n: int) -> list[ConsumerRecord]:
+    return [
+        ConsumerRecord(tp.topic, tp.partition, o, 0, 0, None, b"%d" % o, (), 0)
+        for o in range(start, start + n)
+    ]
+
+
+def _chunk(st: PartitionState, start: int, n: int) -> Chunk:
+    st.puts += 1
+    return Chunk(st, _recs(st.tp, start, n), start + n, 0, st.gen)
+
+
+def test_buffer_take_respects_max_records_and_advances_positions():
+    buf = FetchBuffer()
+    a, b = PartitionState(TP("t", 0)), PartitionState(TP("t", 1))
+    buf.put(_chunk(a, 0, 5))
+    buf.put(_chunk(b, 10, 3))
+    got = buf.take(4)
+    assert [r.offset for r in got] == [0, 1, 2, 3] and a.position == 4
+    got = buf.take(10)
+    assert [(r.partition, r.offset) for r in got] == [(0, 4), (1, 10), (1, 11), (1, 12)]
+    assert (a.position, b.position) == (5, 13)
+    assert a.buffered == b.buffered == 0
+    assert buf.take(10) == []
+
+
+def test_buffer_drops_data_fetched_before_a_seek():
+    buf = FetchBuffer()
+    st = PartitionState(TP("t", 0))
+    drained = []
+    buf.on_drained = drained.append
+    buf.put(_chunk(st, 0, 5))
+    st.seek(100)
+    assert buf.take(10) == []
+    assert st.position == 100 and st.buffered == 0 and drained == [st]
+
+
+def test_buffer_take_chunk_and_errors():
+    buf = FetchBuffer()
+    st = PartitionState(TP("t", 0))
+    buf.put(_chunk(st, 0, 3))
+    boom = kpax.KafkaError("boom on t-0")
+    st.error = boom
+    buf.put((st, boom))
+    assert [r.offset for r in buf.take_chunk() or []] == [0, 1, 2]
+    with pytest.raises(kpax.KafkaError, match="boom on t-0"):
+        buf.take(10)
+    # an error for a partition that was seeked since is not raised
+    st.seek(5)
+    buf.put((st, kpax.KafkaError("stale")))
+    assert buf.take(10) == []
+
+
+async def test_buffer_runs_listener_calls_on_the_taking_side():
+    buf = FetchBuffer()
+    ran = []
+    fut = buf.call_in_app(lambda: ran.append("called") or 42)
+    assert buf.take(10) == []
+    assert await asyncio.wait_for(fut, 1) == 42 and ran == ["called"]
+
+
+# ---------------------------------------------------------------- decoding
+
+
+def _fetcher(**options):
+    config = resolve("consumer", CONSUMER_OPTIONS, {"bootstrap_servers": "127.0.0.1:1", **options})
+    cluster = Cluster(["127.0.0.1:1"], connection_options(config))
+    buf = FetchBuffer()
+    return Fetcher(cluster, {}, buf, config), buf
+
+
+def _decode(fetcher, buf, data, fetch_offset=0, aborted=()):
+    st = PartitionState(TP("t", 0))
+    st.seek(fetch_offset)
+    aborted_list = [SimpleNamespace(producer_id=p, first_offset=o) for p, o in aborted]
+    fetcher._decode(st, st.gen, "t", 0, data, fetch_offset, aborted_list)
+    out = []
+    while True:
+        recs = buf.take(1000)
+        if not recs:
+            break
+        out.extend(recs)
+    return out, st
+
+
+@pytest.mark.parametrize(
+    ("magic", "compression"),
+    [(m, c) for m in (0, 1, 2) for c in (None, "gzip", "lz4") if (m, c) != (0, "lz4")],
+)
+def test_decode_formats_and_skip_before_fetch_offset(magic, compression):
+    f, buf = _fetcher()
+    data = encode_batch(
+        [Record(b"v%d" % i, key=b"k", timestamp=1000 + i) for i in range(10)],
+        base_offset=0,
+        magic=magic,
+        compression=compression,
+    )
+    data += encode_batch([Record(b"v10", timestamp=1010)], base_offset=10, magic=magic)
+    recs, st = _decode(f, buf, data + data[:20], fetch_offset=3)  # partial tail ignored
+    assert [r.offset for r in recs] == list(range(3, 11))
+    assert recs[0].value == b"v3" and recs[0].key == b"k"
+    assert st.position == 11 and st.fetch_position == 11
+    if magic:
+        assert recs[0].timestamp == 1003
+
+
+def test_read_committed_drops_aborted_batches_and_control_records():
+    data = b"".join(
+        [
+            encode_batch([Record(b"a0"), Record(b"a1")], base_offset=0, producer_id=7,
+                         producer_epoch=0, base_sequence=0, transactional=True),
+            encode_batch([Record(b"c0")], base_offset=2, producer_id=8, producer_epoch=0,
+                         base_sequence=0, transactional=True),
+            encode_batch([ControlRecord(0, 0)], base_offset=3, producer_id=7,
+                         producer_epoch=0, transactional=True),  # ABORT for 7
+            encode_batch([ControlRecord(1, 0)], base_offset=4, producer_id=8,
+                         producer_epoch=0, transactional=True),  # COMMIT for 8
+            encode_batch([Record(b"a2")], base_offset=5, producer_id=7, producer_epoch=0,
+                         base_sequence=2, transactional=True),  # a new txn of 7: committed
+            encode_batch([Record(b"plain")], base_offset=6),
+        ]
+    )  # fmt: skip
+    f, buf = _fetcher(isolation_level="read_committed")
+    recs, st = _decode(f, buf, data, aborted=[(7, 0)])
+    assert [r.value for r in recs] == [b"c0", b"a2", b"plain"]
+    assert st.position == 7
+    f, buf = _fetcher()
+    recs, _ = _decode(f, buf, data, aborted=[(7, 0)])
+    assert [r.value for r in recs] == [b"a0", b"a1", b"c0", b"a2", b"plain"]  # no markers
+
+
+def test_only_control_records_still_advance_the_position():
+    data = encode_batch([ControlRecord(1, 0)], base_offset=4, producer_id=8, transactional=True)
+    f, buf = _fetcher()
+    recs, st = _decode(f, buf, data, fetch_offset=4)
+    assert recs == [] and st.position == 5
+
+
+def test_deserializer_failure_names_partition_and_offset():
+    f, buf = _fetcher(value_deserializer=lambda b: b.decode("ascii"))
+    data = encode_batch([Record(b"ok"), Record(b"\xff")], base_offset=40)
+    st = PartitionState(TP("t", 0))
+    st.seek(40)
+    f._decode(st, st.gen, "t", 0, data, 40, [])
+    with pytest.raises(kpax.SerializationError, match="value deserializer failed on t-0"):
+        buf.take(10)
+
+
+def test_corrupt_bytes_become_an_error_for_that_partition():
+    data = bytearray(encode_batch([Record(b"x" * 50)], base_offset=0))
+    data[-5] ^= 0xFF  # CRC mismatch
+    f, buf = _fetcher()
+    st = PartitionState(TP("t", 0))
+    st.seek(0)
+    f._decode(st, st.gen, "t", 0, bytes(data), 0, [])
+    with pytest.raises(kpax.CorruptRecordError):
+        buf.take(10)
+
+
+def test_options_have_java_defaults_and_unknown_ones_are_named():
+    c = resolve("consumer", CONSUMER_OPTIONS, {})
+    assert c["auto_offset_reset"] == "latest" and c["enable_auto_commit"] is True
+    assert c["max_poll_records"] == 500 and c["fetch_max_wait_ms"] == 500
+    assert c["session_timeout_ms"] == 45000 and c["max_poll_interval_ms"] == 300000
+    assert c["group_protocol"] == "classic"
+    with pytest.raises(kpax.ConfigError, match="max_poll_records"):
+        resolve("consumer", CONSUMER_OPTIONS, {"max_pol_records": 5})
+    with pytest.raises(kpax.ConfigError, match="isolation_level"):
+        resolve("consumer", CONSUMER_OPTIONS, {"isolation_level": "committed"})

@@ -94,7 +94,7 @@ def run_kpax_asyncio(a: argparse.Namespace, values: list[bytes]) -> float:
 
 
 def run_kafka_python(a: argparse.Namespace, values: list[bytes]) -> float:
-    from kafka import KafkaProducer
+    from kafka import KafkaProducer  # type: ignore[import-untyped]
 
     acks: Any = "all" if a.acks == "all" else int(a.acks)
     comp = None if a.compression == "none" else a.compression
@@ -114,7 +114,7 @@ def run_kafka_python(a: argparse.Namespace, values: list[bytes]) -> float:
 
 
 def run_aiokafka(a: argparse.Namespace, values: list[bytes]) -> float:
-    from aiokafka import AIOKafkaProducer
+    from aiokafka import AIOKafkaProducer  # type: ignore[import-untyped]
 
     acks: Any = "all" if a.acks == "all" else int(a.acks)
     comp = None if a.compression == "none" else a.compression

@@ -119,7 +119,7 @@ class Accumulator:
 
     # ------------------------------------------------------------ caller side
 
-    def append(
+    def append(  # noqa: PLR0917 - the hot path: positional arguments are cheaper
         self,
         topic: str,
         partition: int,

@@ -3,7 +3,8 @@
 Role: :class:`ProducerBatch` is one partition's batch from first append to
 final outcome: its records as columns (timestamps, keys, values, headers) while it fills
 -- appending is three ``list.append`` calls and a size sum, no per-record
-object -- its bytes once drained (``encode_columns``, one batch at a time) (kept for retries), the producer-id/sequence
+object -- its bytes once drained (``encode_columns``, one batch at a time;
+kept for retries), the producer-id/sequence
 state it was sent with, and its outcome (base offset and log-append time, or
 an error). :class:`RecordFuture` is what ``send`` returns: a small object
 (batch, index, timestamp) -- no lock, event or list per record. Completion is
@@ -106,7 +107,10 @@ class ProducerBatch:
         self.error: BaseException | None = None
 
     def __repr__(self) -> str:
-        return f"<ProducerBatch {self.topic}-{self.partition} serial={self.serial} seq={self.base_sequence}>"
+        return (
+            f"<ProducerBatch {self.topic}-{self.partition} serial={self.serial} "
+            f"seq={self.base_sequence}>"
+        )
 
     # ------------------------------------------------------------ completion (I/O loop)
 

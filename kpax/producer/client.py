@@ -179,7 +179,7 @@ class AsyncProducer:
                 waiters.append(fut)
         if not waiters:
             return
-        done, pending = await asyncio.wait(waiters, timeout=timeout)
+        _, pending = await asyncio.wait(waiters, timeout=timeout)
         if pending:
             for f in pending:
                 f.cancel()
@@ -266,7 +266,7 @@ class AsyncProducer:
 
     # ------------------------------------------------------------ sending
 
-    def _append(
+    def _append(  # noqa: PLR0917 - the hot path: positional arguments are cheaper
         self,
         topic: str,
         value: Any,
@@ -314,7 +314,8 @@ class AsyncProducer:
                 partition = self.partitioner.partition(topic, key, value, n)
                 if not 0 <= partition < n:
                     raise ValueError(
-                        f"partitioner returned partition {partition} for {topic!r} with {n} partitions"
+                        f"partitioner returned partition {partition} for {topic!r} "
+                        f"with {n} partitions"
                     )
         elif not 0 <= partition < n:
             raise ValueError(f"topic {topic!r} has no partition {partition} (it has {n})")
@@ -349,7 +350,8 @@ class AsyncProducer:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise KafkaTimeoutError(
-                        f"buffer_memory={self.config['buffer_memory']} full for {self._max_block:g}s "
+                        f"buffer_memory={self.config['buffer_memory']} full for "
+                        f"{self._max_block:g}s "
                         f"(max_block_ms): cannot buffer a record for topic {topic!r}"
                     )
                 self._memory_event.clear()

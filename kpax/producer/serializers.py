@@ -67,7 +67,8 @@ def get_serializer(value: Any, option: str) -> Serializer | None:
         found = _BUILTIN.get(value.lower())
         if found is None:
             raise ConfigError(
-                f"producer option {option}={value!r}: must be a callable or one of {sorted(_BUILTIN)}"
+                f"producer option {option}={value!r}: must be a callable or one of "
+                f"{sorted(_BUILTIN)}"
             )
         return found
     if not callable(value):
@@ -80,7 +81,7 @@ def get_serializer(value: Any, option: str) -> Serializer | None:
 def as_bytes(obj: Any, what: str) -> bytes | None:
     """``obj`` as bytes, for a key or value given without a serializer."""
     if obj is None or type(obj) is bytes:
-        return obj  # type: ignore[no-any-return]
+        return obj
     if isinstance(obj, (bytes, bytearray, memoryview)):
         return bytes(obj)
     raise TypeError(

@@ -90,8 +90,16 @@ class Producer:
             self._core.wait_topic(topic), self._max_block + 5.0, what=f"metadata for {topic!r}"
         )
 
-    def _wait_memory(self, topic: str, value: Any, key: Any, partition: int | None, timestamp: int | None,
-                     headers: Any, n: int) -> RecordFuture:  # fmt: skip
+    def _wait_memory(  # noqa: PLR0917 - same arguments as AsyncProducer._append
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        partition: int | None,
+        timestamp: int | None,
+        headers: Any,
+        n: int,
+    ) -> RecordFuture:
         deadline = time.monotonic() + self._max_block
         acc = self._core.accumulator
         while True:
@@ -107,7 +115,8 @@ class Producer:
                 return fut
 
     def flush(self, timeout: float | None = None) -> None:
-        """Send everything buffered and wait for the outcome (KafkaTimeoutError after ``timeout``)."""
+        """Send everything buffered and wait for the outcome (KafkaTimeoutError
+        after ``timeout`` seconds)."""
         if self._closed:
             return
         limit = None if timeout is None else timeout + 5.0

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 
 import pytest
@@ -19,10 +20,14 @@ from kpax.proto.records import decode_batches, encode_columns
 
 
 def _acc(**kw: object) -> Accumulator:
-    args: dict[str, object] = dict(
-        batch_size=1000, linger_ms=5, compression=None, buffer_memory=10_000,
-        partitioner=DefaultPartitioner(1000), wake=lambda: None,
-    )  # fmt: skip
+    args: dict[str, object] = {
+        "batch_size": 1000,
+        "linger_ms": 5,
+        "compression": None,
+        "buffer_memory": 10_000,
+        "partitioner": DefaultPartitioner(1000),
+        "wake": lambda: None,
+    }
     args.update(kw)
     return Accumulator(**args)  # type: ignore[arg-type]
 
@@ -170,7 +175,7 @@ def test_keyless_records_go_to_the_sticky_partition_under_the_lock():
     parts = [
         acc.append("t", -1, 1, None, b"x" * 100, None, 4, 121)._batch.partition for _ in range(40)
     ]  # type: ignore[union-attr]
-    runs = sum(1 for a, b in zip(parts, parts[1:], strict=False) if a != b)
+    runs = sum(1 for a, b in itertools.pairwise(parts) if a != b)
     assert 1 <= runs <= 15
 
 

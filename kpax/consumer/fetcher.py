@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -576,6 +577,11 @@ class Fetcher:
             aborted.reverse()
         kd = self.key_deserializer
         vd = self.value_deserializer
+        # Only tuples of ints/bytes/str are made here, never a cycle: the cyclic GC's
+        # passes over them (triggered by the allocations) would cost more than decoding.
+        paused = gc.isenabled()
+        if paused:
+            gc.disable()
         try:
             for batch in decode_batches(data, validate_crc=self.check_crcs):
                 nxt = batch.next_offset
@@ -630,11 +636,17 @@ class Fetcher:
                 )
                 next_offset, next_epoch = nxt, epoch
         except KafkaError as exc:
+            if paused:
+                gc.enable()
+                paused = False
             if out:
                 # Deliver what decoded; the error comes when the position reaches it.
                 self._put(st, gen, out, next_offset, next_epoch)
             self._fail(st, exc)
             return
+        finally:
+            if paused:
+                gc.enable()
         if next_offset == fetch_offset:
             return
         self._put(st, gen, out, next_offset, next_epoch)

@@ -193,12 +193,12 @@ class AsyncConsumer:
             fn = getattr(listener, "on_partitions_revoked", None)
         if fn is None:
             return
-        if self.listener_runner is not None and not self._closed:
-            await self.listener_runner(lambda: fn(tps))
-            return
         try:
-            await call_maybe_async(fn, tps)
-        except Exception:
+            if self.listener_runner is not None and not self._closed:
+                await self.listener_runner(lambda: fn(tps))
+            else:
+                await call_maybe_async(fn, tps)
+        except Exception:  # a failing listener must not stop group membership
             log.exception("rebalance listener %s failed", method)
 
     def fail(self, exc: BaseException) -> None:

@@ -25,6 +25,7 @@ from kpax.consumer.assignors.protocol import (
     encode_assignment,
     encode_subscription,
 )
+from kpax.consumer.assignors.sticky_core import sticky_assign
 from kpax.consumer.assignors.userdata import (
     decode_cooperative_generation,
     decode_sticky_user_data,
@@ -276,6 +277,31 @@ def test_cooperative_never_gives_a_partition_still_owned_by_another_member(
         assert set(a.partitions) <= set(final[m].partitions)
 
 
+@given(g=group(), data=st.data())
+@settings(max_examples=150, deadline=None)
+def test_sticky_core_keeps_any_part_of_a_balanced_assignment(
+    g: tuple[dict[str, int], dict[str, MemberSubscription]], data: st.DataObject
+) -> None:
+    # What the cooperative follow-up round relies on: when members own part of
+    # a balanced assignment, a balanced result keeping all of it exists, so
+    # none of it may be taken away (whatever else moves).
+    counts, subscriptions = g
+    topics_of = {m: set(s.topics) for m, s in subscriptions.items()}
+    # A balanced assignment: sticky to a random earlier one, so it varies.
+    earlier: dict[str, list[TP]] = {m: [] for m in topics_of}
+    for tp in sorted(expected_partitions(counts, subscriptions)):
+        owners = [m for m, ts in topics_of.items() if tp.topic in ts]
+        owner = data.draw(st.sampled_from([None, *owners]))
+        if owner is not None:
+            earlier[owner].append(tp)
+    target = sticky_assign(counts, topics_of, earlier)
+    owned = {m: [tp for tp in ps if data.draw(st.booleans())] for m, ps in target.items()}
+    again = sticky_assign(counts, topics_of, owned)
+    for m, ps in owned.items():
+        assert set(ps) <= set(again[m]), (m, ps, again[m])
+    assert sorted(map(len, again.values())) == sorted(map(len, target.values()))
+
+
 # ---- fixed cases ----------------------------------------------------------------
 
 
@@ -349,6 +375,39 @@ def test_cooperative_revokes_before_moving() -> None:
     }
     r2 = parts(coop.assign({"t": 4}, s2))
     assert r2["a"] == r1["a"] and len(r2["b"]) == 2
+
+
+def test_cooperative_follow_up_keeps_what_round_one_kept() -> None:
+    # Hypothesis find: the follow-up round balanced by moving an owned partition
+    # (dé-0 from a-) along a chain instead of the free c-0, so dé-0 was withheld
+    # as "still owned by a-" and left unassigned.
+    coop = CooperativeStickyAssignor()
+    counts = {"a": 0, "b": 1, "c": 1, "d\u00e9": 1}
+    before = subs(
+        a=[], b=["b"], **{"a-": ["a", "c", "d\u00e9"], "-": []}, aa=[], ba=["a", "b"], aaa=[]
+    )
+    first = parts(coop.assign(counts, before))
+    assert first["b"] == [TP("b", 0)] and first["a-"] == [TP("c", 0), TP("d\u00e9", 0)]
+    # a and - leave, b subscribes to every topic.
+    now = subs(
+        b=["a", "b", "c", "d\u00e9"], **{"a-": ["a", "c", "d\u00e9"]}, aa=[], ba=["a", "b"], aaa=[]
+    )
+    round1 = with_owned(now, coop.assign(counts, before), 1, coop)
+    result = coop.assign(counts, round1)
+    check_valid(counts, round1, result, complete=False)
+    # b-0 moves b -> ba and c-0 moves a- -> b: both are revoked first.
+    assert parts(result)["a-"] == [TP("d\u00e9", 0)]
+    assert sum(map(len, parts(result).values())) == 1
+    round2 = with_owned(now, result, 2, coop)
+    final = coop.assign(counts, round2)
+    check_valid(counts, round2, final)
+    assert parts(final) == {
+        "b": [TP("c", 0)],
+        "a-": [TP("d\u00e9", 0)],
+        "ba": [TP("b", 0)],
+        "aa": [],
+        "aaa": [],
+    }
 
 
 def test_cooperative_generation_from_user_data_for_v1_subscriptions() -> None:

@@ -187,6 +187,12 @@ class FetchBuffer:
         self.on_drained(state)
         return recs
 
+    def run_app_calls(self) -> None:
+        """Run listener calls waiting at the head of the buffer (no records taken)."""
+        items = self._items
+        while items and isinstance(items[0], _AppCall):
+            self._run_app_call(items.popleft())
+
     def _run_app_call(self, call: _AppCall) -> None:
         try:
             result = call.fn()

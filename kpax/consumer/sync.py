@@ -29,7 +29,7 @@ from kpax.consumer.client import AsyncConsumer
 from kpax.consumer.record import ConsumerRecord
 from kpax.consumer.state import PartitionState
 from kpax.loop_thread import LoopThread
-from kpax.proto.errors import ClientClosedError
+from kpax.proto.errors import ClientClosedError, KafkaTimeoutError
 from kpax.structs import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
 log = logging.getLogger("kpax.consumer")
@@ -202,8 +202,6 @@ class Consumer:
         deadline = time.monotonic() + timeout
         while not core.group.stable.is_set():
             if time.monotonic() > deadline:
-                from kpax.proto.errors import KafkaTimeoutError
-
                 raise KafkaTimeoutError(f"no assignment within {timeout:g}s")
             core._poll_tick()
             self._buffer.wait_sync(0.05)
@@ -212,11 +210,7 @@ class Consumer:
 
     def _run_app_calls(self) -> None:
         # Runs queued listener calls without taking records.
-        items = self._buffer._items
-        from kpax.consumer.buffer import _AppCall
-
-        while items and isinstance(items[0], _AppCall):
-            self._buffer._run_app_call(items.popleft())
+        self._buffer.run_app_calls()
 
     # ------------------------------------------------------------ positions
 

@@ -128,6 +128,7 @@ def test_committed_offsets_cross_between_kpax_and_confluent(kafka, topic):
     from confluent_kafka import TopicPartition as CTP
 
     t = topic(partitions=2)
+    produce(kafka.bootstrap, t, 100, partitions=2)  # committed offsets inside the log
     g = gid()
     with kpax.Consumer(kafka.bootstrap, group_id=g) as k:
         k.assign([TP(t, 0), TP(t, 1)])

@@ -310,7 +310,7 @@ class AsyncConsumer:
         st = self._state(TopicPartition(*tp))
         limit = timeout if timeout is not None else self._api_timeout
         deadline = time.monotonic() + limit
-        while st.position is None or st.reset_to is not None:
+        while st.position is None or st.reset_to is not None or st.validate:
             if st.error is not None:
                 raise st.error
             if time.monotonic() > deadline:

@@ -225,7 +225,7 @@ class Consumer:
 
     def position(self, tp: TopicPartition, timeout: float | None = None) -> int:
         st = self._core.states.get(TopicPartition(*tp))
-        if st is not None and st.position is not None and st.reset_to is None:
+        if st is not None and st.position is not None and st.reset_to is None and not st.validate:
             return st.position
         return self._run(self._core.position(tp, timeout), timeout)
 

@@ -396,3 +396,28 @@ async def test_kip848_asyncio_member_and_commit(kafka848):
         await c.wait_for_assignment(20)
         assert await c.position(TP(t, 0)) == 50
     assert time.monotonic() - t0 < 15
+
+
+def test_committed_position_beyond_its_epoch_is_truncation(kafka, topic):
+    """KIP-320: a committed offset carries the leader epoch it was read in; when
+    the leader's log for that epoch ends below it (as after an unclean leader
+    change), the position is validated with OffsetForLeaderEpoch and found
+    truncated."""
+    t = topic()
+    produce(kafka.bootstrap, t, 10)
+    g = gid()
+    with kpax.Consumer(kafka.bootstrap, group_id=g, enable_auto_commit=False) as c:
+        c.assign([TP(t, 0)])
+        c.commit({TP(t, 0): kpax.OffsetAndMetadata(25, "", 0)})  # epoch 0 ends at 10
+    with kpax.Consumer(
+        kafka.bootstrap, group_id=g, enable_auto_commit=False, auto_offset_reset="none"
+    ) as c:
+        c.assign([TP(t, 0)])
+        with pytest.raises(kpax.consumer.LogTruncationError, match=f"{t}-0.*10.*25"):
+            for _ in range(20):
+                c.poll(0.25)
+    with kpax.Consumer(
+        kafka.bootstrap, group_id=g, enable_auto_commit=False, auto_offset_reset="earliest"
+    ) as c:
+        c.assign([TP(t, 0)])
+        assert c.position(TP(t, 0)) == 10  # moved back to where the epoch ends

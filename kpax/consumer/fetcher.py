@@ -233,9 +233,9 @@ class Fetcher:
                 continue
             task = asyncio.ensure_future(self._fetch(node, parts))
             self._inflight[node] = task
-            task.add_done_callback(partial(self._fetch_done, node))
+            task.add_done_callback(partial(self._fetch_done, node, parts))
 
-    def _fetch_done(self, node: int, task: asyncio.Task[None]) -> None:
+    def _fetch_done(self, node: int, parts: list[PartitionState], task: asyncio.Task[None]) -> None:
         self._inflight.pop(node, None)
         if not task.cancelled() and task.exception() is not None:
             exc = task.exception()
@@ -245,7 +245,7 @@ class Fetcher:
             if isinstance(exc, KafkaError) and not exc.retriable:
                 self.buffer.put((None, exc))
             else:
-                for st in self.states.values():
+                for st in parts:  # the leader may have moved: look again
                     self.cluster.leader_is_down(st.tp.topic, st.tp.partition)
         self._wake.set()
 

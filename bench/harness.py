@@ -17,6 +17,7 @@ Stable API (the consumer benchmark reuses it)::
         )                                               # -> Result dict (never raises)
     md = h.render_table(results, baseline="kpax sync", peers=[...], scenarios=[...])
     h.write_results("producer", md, results, title="...")  # bench/results/producer.{md,png,json}
+    h.save_partial("producer", results); h.load_partial("producer")  # survive a crash: --resume
 
     # inside a peer subprocess, after timing its work:
     h.emit(records=n, nbytes=n * size, seconds=elapsed)   # prints the RESULT line
@@ -69,6 +70,8 @@ __all__ = [
     "render_chart",
     "render_table",
     "run_peer",
+    "load_partial",
+    "save_partial",
     "write_results",
 ]
 
@@ -111,7 +114,7 @@ def make_topic(
         ).raise_for_errors()
         deadline = time.monotonic() + timeout
         while True:
-            desc = admin.describe_topics([name]).get(name)
+            desc = admin.describe_topics([name]).succeeded.get(name)  # not yet: retry
             if (
                 desc is not None
                 and len(desc.partitions) == partitions
@@ -276,6 +279,28 @@ def java_classpath(version: str | None = None) -> str:
     return os.pathsep.join([base, *extra])
 
 
+# ------------------------------------------------------------------ partial results
+
+
+def _partial_path(name: str) -> Path:
+    return RESULTS_DIR / f"{name}.partial.json"
+
+
+def save_partial(name: str, results: Sequence[Result]) -> None:
+    """Save the results so far (bench/results/<name>.partial.json), after every run,
+    so a long benchmark that dies keeps what it measured (see :func:`load_partial`)."""
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    _partial_path(name).write_text(json.dumps(list(results), indent=1) + "\n", encoding="utf-8")
+
+
+def load_partial(name: str) -> list[Result]:
+    """The results saved by :func:`save_partial` (``--resume``), successful runs only."""
+    path = _partial_path(name)
+    if not path.is_file():
+        return []
+    return [r for r in json.loads(path.read_text(encoding="utf-8")) if r.get("error") is None]
+
+
 # ------------------------------------------------------------------ rendering
 
 
@@ -370,6 +395,7 @@ def write_results(
     md.write_text(f"# {title}\n\n{header}\n\n{markdown}", encoding="utf-8")
     js = RESULTS_DIR / f"{name}.json"
     js.write_text(json.dumps(list(results), indent=1) + "\n", encoding="utf-8")
+    _partial_path(name).unlink(missing_ok=True)
     png = render_chart(
         results, RESULTS_DIR / f"{name}.png", title=title, peers=peers, scenarios=scenarios
     )

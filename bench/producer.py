@@ -4,7 +4,7 @@ and the Java client's own ProducerPerformance, on one broker, in one run.
 Usage::
 
     python -m bench producer [--records 1000000] [--quick] [--peers kpax-sync,aiokafka]
-                             [--scenarios "1p acks=1 none,6p acks=all lz4"]
+                             [--scenarios "1p acks=1 none,6p acks=all lz4"] [--resume]
 
 Every peer runs in its own subprocess (bench/harness.py) and produces the same
 records -- ``--records`` values of ``--size`` (100) random bytes, no key -- to
@@ -231,13 +231,20 @@ def driver_main(a: argparse.Namespace) -> int:
         [s for s in SCENARIOS if s.startswith("1p")] if a.quick else SCENARIOS
     )  # fmt: skip
     peers = a.peers.split(",") if a.peers else PEERS
-    results: list[h.Result] = []
+    results: list[h.Result] = h.load_partial("producer") if a.resume else []
+    done = {(r["scenario"], r["peer"]) for r in results}
     with h.broker() as bootstrap:
         a.bootstrap = bootstrap
         for sc in scenarios:
             parts, acks, comp = parse_scenario(sc)
             for peer in peers:
-                topic = h.make_topic(bootstrap, parts, prefix="bench-producer")
+                if (sc, peer) in done:
+                    continue
+                try:
+                    topic = h.make_topic(bootstrap, parts, prefix="bench-producer")
+                except Exception as exc:  # a failed setup is a failed run, not a dead benchmark
+                    results.append(h.make_result(peer, sc, records=a.records, error=repr(exc)))
+                    continue
                 if peer == "java":
                     argv = java_argv(a, topic, "-1" if acks == "all" else acks, comp)
                     res = h.run_peer(argv, peer=peer, scenario=sc, records=a.records,
@@ -257,6 +264,7 @@ def driver_main(a: argparse.Namespace) -> int:
                     flush=True,
                 )
                 results.append(res)
+                h.save_partial("producer", results)
     table = h.render_table(results, baseline="kpax sync", peers=peers, scenarios=scenarios)
     print()
     print(table)
@@ -286,6 +294,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scenarios", default="", help="comma-separated, e.g. '1p acks=1 none'")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per peer run")
     ap.add_argument("--no-write", action="store_true", help="do not write bench/results/")
+    ap.add_argument(
+        "--resume", action="store_true", help="keep the successful runs of an interrupted run"
+    )
     # subprocess side
     ap.add_argument("--peer", choices=sorted(PEER_FUNCS), help=argparse.SUPPRESS)
     ap.add_argument("--bootstrap", help=argparse.SUPPRESS)

@@ -13,6 +13,12 @@ released when the batch completes. When a new batch does not fit, ``append``
 returns :data:`FULL` and the caller waits (sync: :meth:`wait_for_memory`
 blocks up to ``max_block_ms``; asyncio: awaits the ``memory_freed`` hook).
 
+Closing a batch (full, lingered, flushed) encodes it at once, under the lock,
+with its producer id, epoch and sequence numbers (``seal``, supplied by the
+sender): a full batch is thus encoded in the thread that filled it, which
+keeps the I/O thread's share of the GIL small in the sync face, and a
+partition's ready batches are always in sequence order.
+
 Waking the sender: the sender sets ``sleeping`` before it waits; an append
 that creates or fills a batch while the sender sleeps calls ``wake`` once
 (a thread-safe callback), so a busy producer does not pay a cross-thread
@@ -114,6 +120,9 @@ class Accumulator:
         self.closing = False
         self._memory = threading.Condition(threading.Lock())
         self._memory_waiters = 0
+        #: ``seal(pq, batch) -> bool``: encode a closing batch (set by the sender;
+        #: it declines while the producer id is unknown or an epoch bump is pending).
+        self.seal: Callable[[PartitionQueue, ProducerBatch], bool] | None = None
         #: Called (on the I/O loop) when memory is released; the asyncio face hooks it.
         self.memory_freed: Callable[[], None] | None = None
 
@@ -157,9 +166,9 @@ class Accumulator:
                     if sticky:
                         self._sticky.on_append(topic, partition, size)  # type: ignore[union-attr]
                     return RecordFuture(batch, index, timestamp)
-                # full: close it, hand it to the sender
+                # full: close (encode) it here, in the caller's thread, hand it over
                 pq.open = None
-                pq.ready.append(batch)
+                self._close(pq, batch)
             need = size + 61 if size + 61 > self.batch_size else self.batch_size
             if self.reserved + need > self.buffer_memory and self.reserved > 0:
                 if self.sleeping:
@@ -183,6 +192,15 @@ class Accumulator:
                 self.sleeping = False
                 self.wake()
             return RecordFuture(batch, 0, timestamp)
+
+    def _close(self, pq: PartitionQueue, batch: ProducerBatch) -> None:
+        """Close a batch (lock held): encode it with its sequence numbers now --
+        sealing at close keeps a partition's ready batches in sequence order --
+        unless it must wait behind batches that could not be sealed yet."""
+        seal = self.seal
+        if seal is not None and (not pq.ready or pq.ready[-1].data is not None):
+            seal(pq, batch)
+        pq.ready.append(batch)
 
     def _new_queue(self, topic: str, partition: int) -> PartitionQueue:
         parts = self.queues.get(topic)
@@ -237,7 +255,7 @@ class Accumulator:
                     due = b.created + linger
                     if force or due <= now:
                         pq.open = None
-                        pq.ready.append(b)
+                        self._close(pq, b)
                     elif deadline is None or due < deadline:
                         deadline = due
         return deadline

@@ -111,6 +111,7 @@ class AsyncProducer:
             else None
         )
         self.sender = Sender(cfg, self.cluster, self.accumulator, self.identity)
+        self.accumulator.seal = self.sender.seal
         self.sender.on_metadata = self._update_partition_counts
         #: topic -> partition count (read by caller threads without a lock).
         self.num_partitions: dict[str, int] = {}

@@ -162,15 +162,17 @@ class Sender:
             self.identity.bump_needed = False
             return
         pid, epoch = self.identity.producer_id, self.identity.producer_epoch
-        for pq in self.acc.all_queues():
-            seq = 0
-            for b in list(pq.ready):
-                if b.data is not None:
-                    b.data = rewrite_producer_state(b.data, pid, epoch, seq)
-                    b.producer_id, b.producer_epoch, b.base_sequence = pid, epoch, seq
-                    b.unknown_outcome = False
-                    seq = (seq + b.count) & _MAX_SEQUENCE
-            pq.next_sequence = seq
+        queues = self.acc.all_queues()
+        with self.acc.lock:  # no batch may be sealed while sequences restart
+            for pq in queues:
+                seq = 0
+                for b in pq.ready:
+                    if b.data is not None:
+                        b.data = rewrite_producer_state(b.data, pid, epoch, seq)
+                        b.producer_id, b.producer_epoch, b.base_sequence = pid, epoch, seq
+                        b.unknown_outcome = False
+                        seq = (seq + b.count) & _MAX_SEQUENCE
+                pq.next_sequence = seq
 
     def _fail_unsent(self, exc: KafkaError) -> None:
         for b in self.acc.abort_all():
@@ -236,8 +238,7 @@ class Sender:
                 size = 0
                 batch_list: list[tuple[PartitionQueue, ProducerBatch]] = []
                 for pq, b in group:
-                    pq.ready.popleft()
-                    self._prepare(pq, b)
+                    self._take(pq, b)
                     assert b.data is not None
                     if batch_list and size + len(b.data) > self.max_request_size:
                         pq.ready.appendleft(b)  # next request
@@ -252,15 +253,18 @@ class Sender:
             self.refresh_metadata()
         return retry_at
 
-    def _prepare(self, pq: PartitionQueue, b: ProducerBatch) -> None:
-        if b.data is not None:
-            return
-        b.count = len(b.values)
+    def seal(self, pq: PartitionQueue, b: ProducerBatch) -> bool:
+        """Encode a closing batch with its sequence numbers (accumulator lock held).
+        Declines (False) while the producer id is unknown or an epoch bump is due:
+        the batch is then sealed before it is sent (:meth:`_prepare`)."""
         ident = self.identity
         if ident is not None:
+            if ident.producer_id < 0 or ident.bump_needed:
+                return False
             b.producer_id, b.producer_epoch = ident.producer_id, ident.producer_epoch
             b.base_sequence = pq.next_sequence
-            pq.next_sequence = (pq.next_sequence + b.count) & _MAX_SEQUENCE
+            pq.next_sequence = (pq.next_sequence + len(b.values)) & _MAX_SEQUENCE
+        b.count = len(b.values)
         b.data = encode_columns(
             b.timestamps,
             b.keys,
@@ -273,6 +277,16 @@ class Sender:
         )
         b.timestamps = b.keys = b.values = []  # type: ignore[assignment]
         b.headers = None
+        return True
+
+    def _take(self, pq: PartitionQueue, b: ProducerBatch) -> None:
+        """Take the head batch off its queue, sealing it if it was closed before
+        it could be (atomically: no batch closed meanwhile may get an earlier
+        sequence)."""
+        with self.acc.lock:
+            pq.ready.popleft()
+            if b.data is None and not self.seal(pq, b):
+                raise AssertionError("sealing a batch without a producer id")
 
     def _launch(self, leader: int, batches: list[tuple[PartitionQueue, ProducerBatch]]) -> None:
         self._broker_in_flight[leader] = self._broker_in_flight.get(leader, 0) + 1

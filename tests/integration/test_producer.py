@@ -259,6 +259,9 @@ def test_many_threads_share_one_producer(kafka, topic):
             th.start()
         for th in threads:
             th.join()
+        # batches sealed by four threads kept their sequence order: no epoch reset
+        assert p.aio.identity is not None and p.aio.identity.bumps == 0
+        assert p.aio.sender.retried_batches == 0
     offsets = sorted(o for r in results for o in r)
     assert offsets == list(range(2000))
     for r in results:

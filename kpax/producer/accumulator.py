@@ -108,6 +108,7 @@ class Accumulator:
         self.buffer_memory = buffer_memory
         self.partitioner = partitioner
         self._sticky = partitioner if isinstance(partitioner, UniformStickyPartitioner) else None
+        self._sticky_states = self._sticky.sticky_states if self._sticky is not None else {}
         self.wake = wake
         # a batch's records may reach _cap estimated bytes (header: 61 bytes)
         self._cap = batch_size - 61
@@ -144,9 +145,15 @@ class Accumulator:
         record's future, or :data:`FULL` when a new batch would exceed
         ``buffer_memory``. The hot path: keep it lean."""
         with self.lock:
-            sticky = partition < 0
-            if sticky:
-                partition = self._sticky.partition(topic, key, value, num_partitions)  # type: ignore[union-attr]
+            state = None
+            if partition < 0:  # keyless: the topic's sticky partition
+                state = self._sticky_states.get(topic)
+                if state is None or not 0 <= state.partition < num_partitions:
+                    sticky = self._sticky
+                    assert sticky is not None
+                    sticky.partition(topic, key, value, num_partitions)
+                    state = self._sticky_states[topic]
+                partition = state.partition
             parts = self.queues.get(topic)
             pq = parts.get(partition) if parts is not None else None
             if pq is None:
@@ -163,8 +170,11 @@ class Accumulator:
                     batch.timestamps.append(timestamp)
                     if headers or batch.headers is not None:
                         self._add_headers(batch, index, headers)
-                    if sticky:
-                        self._sticky.on_append(topic, partition, size)  # type: ignore[union-attr]
+                    if state is not None:
+                        state.produced += size
+                        if state.produced >= self.batch_size:
+                            state.partition = -1  # switch on the next keyless record
+                            state.produced = 0
                     return RecordFuture(batch, index, timestamp)
                 # full: close (encode) it here, in the caller's thread, hand it over
                 pq.open = None
@@ -186,8 +196,11 @@ class Accumulator:
                 self._add_headers(batch, 0, headers)
             pq.open = batch
             self.incomplete.add(batch)
-            if sticky:
-                self._sticky.on_append(topic, partition, size)  # type: ignore[union-attr]
+            if state is not None:
+                state.produced += size
+                if state.produced >= self.batch_size:
+                    state.partition = -1
+                    state.produced = 0
             if self.sleeping:
                 self.sleeping = False
                 self.wake()

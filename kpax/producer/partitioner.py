@@ -258,6 +258,14 @@ class UniformStickyPartitioner:
             state.partition = -1  # pick a new one on the next record (needs num_partitions)
             state.produced = 0
 
+    @property
+    def sticky_states(self) -> dict[str, _StickyState]:
+        """topic -> its sticky state (``partition``, ``produced``): the accumulator's
+        fast path reads the current sticky partition and counts appended bytes
+        itself (the same rule as :meth:`on_append` with ``allow_switch=True``),
+        calling :meth:`partition` only when a new one must be picked."""
+        return self._topics
+
     def update_load(self, topic: str, queue_sizes: Mapping[int, int]) -> None:
         """Adaptive partitioning: *queue_sizes* maps each available partition of
         *topic* to the number of batches waiting for it; an empty mapping drops

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 from kpax.broker.backoff import Backoff
 from kpax.cluster.cluster import GROUP, Cluster
 from kpax.consumer.errors import CommitFailedError
-from kpax.proto.errors import KafkaError, KafkaTimeoutError, error_for_code
+from kpax.proto.errors import BrokerResponseError, KafkaError, KafkaTimeoutError, error_for_code
 from kpax.proto.messages import OffsetCommitRequest, OffsetFetchRequest
 from kpax.structs import OffsetAndMetadata, TopicPartition
 
@@ -140,12 +140,17 @@ class GroupBase:
         deadline = time.monotonic() + self._api_timeout
         backoff = Backoff(*self._backoff)
         while True:
-            broker = await self.coordinator()
             try:
+                broker = await self.coordinator()
                 resp = await broker.request(req, **kwargs)
             except KafkaError as exc:
                 if not exc.retriable or time.monotonic() > deadline:
-                    raise
+                    if isinstance(exc, BrokerResponseError) or self.group_id in exc.message:
+                        raise
+                    raise type(exc)(
+                        f"{what} for group {self.group_id!r}: {exc.message}",
+                        retriable=exc.retriable,
+                    ) from exc
                 self.coordinator_dead()
                 await asyncio.sleep(backoff.next_delay())
                 continue

@@ -194,7 +194,15 @@ class AsyncAdmin:
         while pending:
             retry: list[K] = []
             try:
-                outcome = await attempt(pending)
+                # No attempt may run past the call's deadline (a retry started just
+                # before it would otherwise add a whole request timeout).
+                outcome = await asyncio.wait_for(
+                    attempt(pending), max(deadline - time.monotonic(), 0.001)
+                )
+            except asyncio.TimeoutError:
+                exc = KafkaTimeoutError(f"{what} did not complete within {deadline - started:g}s")
+                errors.update(dict.fromkeys(pending, exc))
+                break
             except KafkaError as exc:
                 if not retriable(exc):
                     errors.update(dict.fromkeys(pending, exc))
@@ -225,9 +233,9 @@ class AsyncAdmin:
                 await asyncio.sleep(delay)
                 if on_retry is not None:
                     try:
-                        await on_retry()
-                    except KafkaError:
-                        pass
+                        await asyncio.wait_for(on_retry(), max(deadline - time.monotonic(), 0.001))
+                    except (KafkaError, asyncio.TimeoutError):
+                        pass  # the next attempt reports what is still wrong
         return BatchResult(values, errors)
 
     async def _refresh(self) -> None:

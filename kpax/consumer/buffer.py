@@ -66,6 +66,9 @@ class FetchBuffer:
     def __init__(self) -> None:
         self._items: collections.deque[Any] = collections.deque()
         self._cond = threading.Condition(threading.Lock())
+        #: Held while a chunk's records are handed out and its partition's position
+        #: moves (once per chunk, never per record), and by :meth:`freeze`.
+        self._lock = threading.Lock()
         self._event: asyncio.Event | None = None
         #: Called (on the taking thread) when a partition's buffered count drops.
         self.on_drained: Callable[[PartitionState], None] = lambda s: None
@@ -93,6 +96,14 @@ class FetchBuffer:
         self._closed = True
         self._notify()
 
+    def freeze(self, states: list[PartitionState]) -> None:
+        """Stop handing out records of ``states`` (being revoked): their positions
+        are final once this returns, whatever thread is taking."""
+        with self._lock:
+            for st in states:
+                st.assigned = False
+                st.gen += 1
+
     def clear(self) -> None:
         for item in list(self._items):
             if isinstance(item, _AppCall) and not item.future.done():
@@ -114,11 +125,11 @@ class FetchBuffer:
         while items and len(out) < max_records:
             item = items[0]
             if type(item) is not Chunk:
+                if out:
+                    return out  # records first; the error or call at the next take
                 items.popleft()
                 if isinstance(item, _AppCall):
                     self._run_app_call(item)
-                    if out:
-                        return out
                     continue
                 state, exc = item
                 if state is None or (state.assigned and state.error is exc):
@@ -126,34 +137,38 @@ class FetchBuffer:
                     raise exc
                 continue
             state = item.state
-            if item.gen != state.gen or not state.assigned:
-                items.popleft()
-                state.takes += 1
-                self.on_drained(state)
-                continue
-            recs = item.records
-            want = max_records - len(out)
-            start = item.pos
-            if start == 0 and len(recs) <= want:
-                if out:
-                    out.extend(recs)
+            with self._lock:
+                if item.gen != state.gen or not state.assigned:
+                    items.popleft()
+                    state.takes += 1
+                    drained = True
                 else:
-                    out = recs
-                end = len(recs)
-            else:
-                end = min(len(recs), start + want)
-                out.extend(recs[start:end])
-            if end >= len(recs):
-                items.popleft()
-                state.position = item.next_offset
-                state.position_epoch = item.next_epoch
-                state.takes += 1
+                    recs = item.records
+                    want = max_records - len(out)
+                    start = item.pos
+                    if start == 0 and len(recs) <= want:
+                        if out:
+                            out.extend(recs)
+                        else:
+                            out = recs
+                        end = len(recs)
+                    else:
+                        end = min(len(recs), start + want)
+                        out.extend(recs[start:end])
+                    if end >= len(recs):
+                        items.popleft()
+                        state.position = item.next_offset
+                        state.position_epoch = item.next_epoch
+                        state.takes += 1
+                        drained = True
+                    else:
+                        item.pos = end
+                        last = recs[end - 1]
+                        state.position = last.offset + 1
+                        state.position_epoch = last.leader_epoch
+                        drained = False
+            if drained:
                 self.on_drained(state)
-            else:
-                item.pos = end
-                last = recs[end - 1]
-                state.position = last.offset + 1
-                state.position_epoch = last.leader_epoch
         return out
 
     def take_chunk(self) -> list[ConsumerRecord] | None:
@@ -163,27 +178,29 @@ class FetchBuffer:
             item = items[0]
             if type(item) is not Chunk or item.pos:
                 return self.take(1 << 30) if type(item) is not Chunk else self._rest(item)
-            items.popleft()
             state = item.state
-            state.takes += 1
-            if item.gen != state.gen or not state.assigned:
-                self.on_drained(state)
-                continue
-            state.position = item.next_offset
-            state.position_epoch = item.next_epoch
+            with self._lock:
+                items.popleft()
+                state.takes += 1
+                live = item.gen == state.gen and state.assigned
+                if live:
+                    state.position = item.next_offset
+                    state.position_epoch = item.next_epoch
             self.on_drained(state)
-            if item.records:
+            if live and item.records:
                 return item.records
         return None
 
     def _rest(self, item: Chunk) -> list[ConsumerRecord]:
-        self._items.popleft()
         state = item.state
-        state.takes += 1
-        recs = item.records[item.pos :] if item.gen == state.gen and state.assigned else []
-        if item.gen == state.gen and state.assigned:
-            state.position = item.next_offset
-            state.position_epoch = item.next_epoch
+        with self._lock:
+            self._items.popleft()
+            state.takes += 1
+            live = item.gen == state.gen and state.assigned
+            recs = item.records[item.pos :] if live else []
+            if live:
+                state.position = item.next_offset
+                state.position_epoch = item.next_epoch
         self.on_drained(state)
         return recs
 

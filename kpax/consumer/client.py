@@ -177,6 +177,9 @@ class AsyncConsumer:
                     self.fetcher.forget(tp)
         self._wake_fetcher()
 
+    def freeze_partitions(self, tps: set[TopicPartition]) -> None:
+        self.buffer.freeze([self.states[tp] for tp in tps if tp in self.states])
+
     def consumed_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
         out = {}
         for tp, st in list(self.states.items()):

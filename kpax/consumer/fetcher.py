@@ -236,7 +236,8 @@ class Fetcher:
             task.add_done_callback(partial(self._fetch_done, node, parts))
 
     def _fetch_done(self, node: int, parts: list[PartitionState], task: asyncio.Task[None]) -> None:
-        self._inflight.pop(node, None)
+        if self._inflight.get(node) is task:
+            del self._inflight[node]
         if not task.cancelled() and task.exception() is not None:
             exc = task.exception()
             log.debug("fetch from broker %s failed: %s", node, exc)
@@ -463,7 +464,16 @@ class Fetcher:
         elif session.id:
             session.parts = wanted
             session.epoch = 1 if session.epoch >= _MAX_EPOCH else session.epoch + 1
-        self._handle_response(resp, sent, ids, broker.describe())
+        pending = self._handle_response(resp, sent, ids, broker.describe())
+        if pending:
+            # Fetch positions are known from the batch headers already: send the next
+            # request now, so the broker prepares it while these records are decoded.
+            if self._inflight.get(node) is asyncio.current_task():
+                del self._inflight[node]
+            self._dispatch()
+            await asyncio.sleep(0)  # lets the new request reach the socket
+            for item in pending:
+                self._decode(*item)
 
     def _handle_response(
         self,
@@ -471,8 +481,15 @@ class Fetcher:
         sent: dict[TopicPartition, tuple[PartitionState, int, int]],
         ids: dict[Any, str],
         where: str,
-    ) -> None:
+    ) -> list[tuple[Any, ...]]:
+        """Handle errors and metadata of each partition; return what is to decode.
+
+        Batches are framed (and CRC-checked) here and each partition's fetch
+        position moves to the end of its last batch, with a buffer slot reserved,
+        so the next fetch can be sent before the records are decoded.
+        """
         refresh: set[str] = set()
+        pending: list[tuple[Any, ...]] = []
         for t in resp.responses:
             name = ids.get(t.topic_id) if t.topic_id is not None and t.topic_id.int else t.topic
             if name is None:
@@ -500,9 +517,29 @@ class Fetcher:
                 data = p.records
                 if not data:
                     continue
-                self._decode(st, gen, name, p.partition_index, data, offset, p.aborted_transactions)
+                batches: list[Any] = []
+                err: KafkaError | None = None
+                try:
+                    batches.extend(decode_batches(data, validate_crc=self.check_crcs))
+                except KafkaError as exc:
+                    err = exc
+                if not batches:
+                    if err is not None:
+                        self._fail(st, err)
+                    continue
+                last = batches[-1]
+                nxt = last.next_offset
+                if nxt <= offset and err is None:
+                    continue
+                st.fetch_position = nxt
+                st.fetch_epoch = last.partition_leader_epoch if last.magic >= 2 else -1
+                st.puts += 1  # the slot of the chunk _decode will put
+                pending.append(
+                    (st, gen, name, p.partition_index, batches, offset, p.aborted_transactions, err)
+                )
         if refresh:
             self._spawn(self.cluster.refresh(refresh))
+        return pending
 
     def _partition_error(  # noqa: PLR0917
         self,
@@ -562,10 +599,13 @@ class Fetcher:
         gen: int,
         topic: str,
         partition: int,
-        data: Any,
+        batches: list[Any],
         fetch_offset: int,
         aborted_list: Any,
+        error: KafkaError | None = None,
     ) -> None:
+        """Decode framed batches into one chunk (its buffer slot is reserved);
+        ``error`` (bad bytes after these batches) is raised after their records."""
         out: list[ConsumerRecord] = []
         next_offset = fetch_offset
         next_epoch = st.fetch_epoch
@@ -583,7 +623,7 @@ class Fetcher:
         if paused:
             gc.disable()
         try:
-            for batch in decode_batches(data, validate_crc=self.check_crcs):
+            for batch in batches:
                 nxt = batch.next_offset
                 if nxt <= fetch_offset:
                     continue
@@ -636,28 +676,15 @@ class Fetcher:
                 )
                 next_offset, next_epoch = nxt, epoch
         except KafkaError as exc:
-            if paused:
-                gc.enable()
-                paused = False
-            if out:
-                # Deliver what decoded; the error comes when the position reaches it.
-                self._put(st, gen, out, next_offset, next_epoch)
-            self._fail(st, exc)
-            return
+            error = exc
         finally:
             if paused:
                 gc.enable()
-        if next_offset == fetch_offset:
-            return
-        self._put(st, gen, out, next_offset, next_epoch)
-
-    def _put(
-        self, st: PartitionState, gen: int, out: list[ConsumerRecord], nxt: int, epoch: int
-    ) -> None:
-        st.fetch_position = nxt
-        st.fetch_epoch = epoch
-        st.puts += 1
-        self.buffer.put(Chunk(st, out, nxt, epoch, gen))
+        # Deliver what decoded; an error comes when the position reaches it.
+        self.buffer.put(Chunk(st, out, next_offset, next_epoch, gen))
+        if error is not None:
+            st.fetch_position = -1  # drop whatever the next fetch brings
+            self._fail(st, error)
 
     def _deserialize(
         self, topic: str, partition: int, offsets: Any, keys: Any, values: Any

@@ -51,6 +51,8 @@ class Membership(Protocol):
 
     def remove_partitions(self, tps: set[TopicPartition]) -> None: ...
 
+    def freeze_partitions(self, tps: set[TopicPartition]) -> None: ...
+
     def consumed_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]: ...
 
     async def call_listener(self, method: str, tps: set[TopicPartition]) -> None: ...
@@ -166,6 +168,9 @@ class GroupBase:
     async def revoke(self, tps: set[TopicPartition], *, lost: bool = False) -> None:
         if not tps:
             return
+        # No record of these partitions reaches the application from now on, so
+        # the positions committed below are final (no duplicate for the next owner).
+        self.member.freeze_partitions(set(tps))
         if not lost and self.config["enable_auto_commit"]:
             try:
                 await self.commit(self._owned_offsets(tps))

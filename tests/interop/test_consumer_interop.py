@@ -130,7 +130,7 @@ def test_committed_offsets_cross_between_kpax_and_confluent(kafka, topic):
     t = topic(partitions=2)
     produce(kafka.bootstrap, t, 100, partitions=2)  # committed offsets inside the log
     g = gid()
-    with kpax.Consumer(kafka.bootstrap, group_id=g) as k:
+    with kpax.Consumer(kafka.bootstrap, group_id=g, enable_auto_commit=False) as k:
         k.assign([TP(t, 0), TP(t, 1)])
         k.commit({TP(t, 0): kpax.OffsetAndMetadata(17, "from kpax")})
     ck = CK({"bootstrap.servers": kafka.bootstrap, "group.id": g, "enable.auto.commit": False})

@@ -95,11 +95,33 @@ def _fetcher(**options):
     return Fetcher(cluster, {}, buf, config), buf
 
 
+def _response(data, fetch_offset=0, aborted=()):
+    partition = SimpleNamespace(
+        partition_index=0,
+        error_code=0,
+        high_watermark=-1,
+        last_stable_offset=-1,
+        log_start_offset=-1,
+        diverging_epoch=None,
+        records=data,
+        aborted_transactions=[SimpleNamespace(producer_id=p, first_offset=o) for p, o in aborted],
+    )
+    return SimpleNamespace(
+        responses=[SimpleNamespace(topic="t", topic_id=None, partitions=[partition])]
+    )
+
+
+def _feed(fetcher, st, data, fetch_offset=0, aborted=()):
+    """What Fetcher._fetch does with a response: frame, then decode."""
+    sent = {st.tp: (st, st.gen, fetch_offset)}
+    for item in fetcher._handle_response(_response(data, fetch_offset, aborted), sent, {}, "b"):
+        fetcher._decode(*item)
+
+
 def _decode(fetcher, buf, data, fetch_offset=0, aborted=()):
     st = PartitionState(TP("t", 0))
     st.seek(fetch_offset)
-    aborted_list = [SimpleNamespace(producer_id=p, first_offset=o) for p, o in aborted]
-    fetcher._decode(st, st.gen, "t", 0, data, fetch_offset, aborted_list)
+    _feed(fetcher, st, data, fetch_offset, aborted)
     out = []
     while True:
         recs = buf.take(1000)
@@ -167,7 +189,7 @@ def test_deserializer_failure_names_partition_and_offset():
     data = encode_batch([Record(b"ok"), Record(b"\xff")], base_offset=40)
     st = PartitionState(TP("t", 0))
     st.seek(40)
-    f._decode(st, st.gen, "t", 0, data, 40, [])
+    _feed(f, st, data, 40)
     with pytest.raises(kpax.SerializationError, match="value deserializer failed on t-0"):
         buf.take(10)
 
@@ -178,7 +200,7 @@ def test_corrupt_bytes_become_an_error_for_that_partition():
     f, buf = _fetcher()
     st = PartitionState(TP("t", 0))
     st.seek(0)
-    f._decode(st, st.gen, "t", 0, bytes(data), 0, [])
+    _feed(f, st, bytes(data), 0)
     with pytest.raises(kpax.CorruptRecordError):
         buf.take(10)
 
@@ -193,3 +215,18 @@ def test_options_have_java_defaults_and_unknown_ones_are_named():
         resolve("consumer", CONSUMER_OPTIONS, {"max_pol_records": 5})
     with pytest.raises(kpax.ConfigError, match="isolation_level"):
         resolve("consumer", CONSUMER_OPTIONS, {"isolation_level": "committed"})
+
+
+def test_records_before_corrupt_bytes_are_delivered_then_the_error():
+    good = encode_batch([Record(b"a"), Record(b"b")], base_offset=0)
+    bad = bytearray(encode_batch([Record(b"x" * 50)], base_offset=2))
+    bad[-5] ^= 0xFF
+    f, buf = _fetcher()
+    st = PartitionState(TP("t", 0))
+    st.seek(0)
+    _feed(f, st, good + bytes(bad), 0)
+    assert [r.value for r in buf.take(10)] == [b"a", b"b"]
+    assert st.position == 2 and st.buffered == 0
+    with pytest.raises(kpax.CorruptRecordError):
+        buf.take(10)
+    assert not st.fetchable  # stopped until a seek

@@ -31,13 +31,14 @@ def _new_topic(cluster: KafkaCluster, partitions: int = 6) -> str:
         admin.create_topics(
             [kpax.NewTopic(name, partitions, 3, configs={"min.insync.replicas": "2"})]
         ).raise_for_errors()
-        eventually(
-            lambda: all(
-                p.leader >= 0 and len(p.isr) == 3
-                for p in admin.describe_topics([name])[name].partitions
-            ),
-            timeout=30,
-        )
+
+        def ready() -> bool:
+            described = admin.describe_topics([name]).succeeded
+            return name in described and all(
+                p.leader >= 0 and len(p.isr) == 3 for p in described[name].partitions
+            )
+
+        eventually(ready, timeout=30)
     return name
 
 

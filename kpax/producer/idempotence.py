@@ -51,6 +51,11 @@ class ProducerIdentity:
     def ready(self) -> bool:
         return self.producer_id >= 0
 
+    def set(self, producer_id: int, producer_epoch: int) -> None:
+        """Adopt an id and epoch obtained elsewhere (the transaction coordinator)."""
+        self.producer_id, self.producer_epoch = producer_id, producer_epoch
+        self.bump_needed = False
+
     async def ensure(self, timeout: float) -> None:
         """Get a producer id (once)."""
         if self.producer_id >= 0:

@@ -1,0 +1,427 @@
+"""Transactions: the producer's transaction manager (``transactional_id``).
+
+Role: the state machine behind ``init_transactions``, ``begin_transaction``,
+``send_offsets_to_transaction``, ``commit_transaction`` and
+``abort_transaction``, and the requests they need: InitProducerId at the
+transaction coordinator (which also fences older producers with the same
+``transactional_id`` and aborts their open transaction), AddPartitionsToTxn
+before the first batch to a partition in a transaction, AddOffsetsToTxn and
+TxnOffsetCommit for consume-transform-produce, EndTxn to commit or abort.
+
+The sender asks :meth:`TransactionManager.may_send` before producing a
+partition's batch in a transaction; the manager adds new partitions to the
+transaction in the background and wakes the sender when they are in.
+
+States: UNINITIALIZED -> READY (init) -> IN_TRANSACTION (begin) -> READY
+(commit/abort). A failed send puts the transaction in ABORTABLE_ERROR (only
+abort is allowed); PRODUCER_FENCED / INVALID_PRODUCER_EPOCH /
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED are FATAL: every later call raises
+the same error (:class:`ProducerFencedError` for a zombie).
+
+Imports: kpax.cluster, kpax.broker.backoff, kpax.producer.idempotence,
+kpax.proto, kpax.structs, the standard library.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kpax.broker.backoff import Backoff
+from kpax.cluster.cluster import GROUP, TRANSACTION, Cluster
+from kpax.producer.idempotence import ProducerIdentity
+from kpax.proto.errors import IllegalStateError, KafkaError, KafkaTimeoutError, error_for_code
+from kpax.proto.messages import (
+    AddOffsetsToTxnRequest,
+    AddPartitionsToTxnRequest,
+    EndTxnRequest,
+    InitProducerIdRequest,
+    TxnOffsetCommitRequest,
+)
+from kpax.structs import OffsetAndMetadata, TopicPartition
+
+log = logging.getLogger("kpax.producer")
+
+__all__ = ["ConsumerGroupMetadata", "TransactionManager", "TxnState"]
+
+_COORDINATOR_ERRORS = {14, 15, 16}  # loading, not available, not coordinator
+_CONCURRENT_TRANSACTIONS = 51
+_FATAL = {
+    47,  # INVALID_PRODUCER_EPOCH
+    53,  # TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    90,  # PRODUCER_FENCED
+    48,  # INVALID_TRANSACTION_TIMEOUT
+}
+_OPERATION_NOT_ATTEMPTED = 55
+
+
+class TxnState(enum.Enum):
+    UNINITIALIZED = "uninitialized"
+    INITIALIZING = "initializing"
+    READY = "ready"
+    IN_TRANSACTION = "in transaction"
+    COMMITTING = "committing"
+    ABORTING = "aborting"
+    ABORTABLE_ERROR = "abortable error"
+    FATAL = "fatal error"
+
+
+@dataclass(frozen=True)
+class ConsumerGroupMetadata:
+    """What ``send_offsets_to_transaction`` needs to know of the consumer's group
+    (``consumer.group_metadata()``; a bare group id string is accepted too)."""
+
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
+
+
+class TransactionManager:
+    """Transaction state and coordinator requests of one transactional producer."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        identity: ProducerIdentity,
+        transactional_id: str,
+        *,
+        transaction_timeout_ms: int,
+        request_timeout_ms: int,
+        retry_backoff_ms: int,
+        retry_backoff_max_ms: int,
+        wake_sender: Callable[[], None],
+    ) -> None:
+        self.cluster = cluster
+        self.identity = identity
+        self.transactional_id = transactional_id
+        self.transaction_timeout_ms = transaction_timeout_ms
+        self.request_timeout = request_timeout_ms / 1000
+        self._backoff = (retry_backoff_ms, retry_backoff_max_ms)
+        self._wake_sender = wake_sender
+        self.state = TxnState.UNINITIALIZED
+        self._error: KafkaError | None = None
+        self._added: set[TopicPartition] = set()
+        self._pending: set[TopicPartition] = set()
+        self._adding: asyncio.Task[None] | None = None
+        #: The coordinator knows of this transaction (partitions or offsets were added).
+        self._open_on_broker = False
+
+    # ------------------------------------------------------------ state checks
+
+    def _describe(self) -> str:
+        return f"transactional id {self.transactional_id!r}"
+
+    def _require(self, *states: TxnState, action: str) -> None:
+        if self.state is TxnState.FATAL and self._error is not None:
+            raise self._error
+        if self.state not in states:
+            hint = ""
+            if self.state is TxnState.ABORTABLE_ERROR and self._error is not None:
+                hint = f" (the transaction failed: {self._error.message}; abort it)"
+            raise IllegalStateError(
+                f"cannot {action} for {self._describe()}: the producer is {self.state.value}{hint}"
+            )
+
+    @property
+    def in_transaction(self) -> bool:
+        return self.state in (
+            TxnState.IN_TRANSACTION,
+            TxnState.COMMITTING,
+            TxnState.ABORTING,
+            TxnState.ABORTABLE_ERROR,
+        )
+
+    def check_send(self) -> None:
+        """``send`` is allowed only inside a transaction."""
+        if self.state is TxnState.IN_TRANSACTION:
+            return
+        self._require(TxnState.IN_TRANSACTION, action="send")
+
+    def fail(self, error: KafkaError) -> None:
+        """A batch of the transaction failed: fatal if fenced, else abortable."""
+        if self.state is TxnState.FATAL:
+            return
+        if error.code in _FATAL:
+            self._fatal(error)
+        elif self.in_transaction:
+            self.state = TxnState.ABORTABLE_ERROR
+            self._error = error
+
+    def _fatal(self, error: KafkaError) -> None:
+        if error.code in (47, 90):
+            fenced = error_for_code(90)(
+                f"{self._describe()} was fenced: another producer with the same "
+                "transactional id started (or the transaction timed out)"
+            )
+            fenced.__cause__ = error
+            error = fenced
+        self.state = TxnState.FATAL
+        self._error = error
+
+    # ------------------------------------------------------------ coordinator requests
+
+    async def _call(
+        self, what: str, build: Callable[[], Any], key_type: int, key: str, deadline: float
+    ) -> Any:
+        """Send a coordinator request until it succeeds, retrying retriable errors
+        (and CONCURRENT_TRANSACTIONS) until ``deadline``; returns the response."""
+        backoff = Backoff(*self._backoff)
+        while True:
+            try:
+                broker = await self.cluster.coordinator(
+                    key, key_type, timeout=max(deadline - time.monotonic(), 0.001)
+                )
+                resp = await broker.request(build())
+                code = getattr(resp, "error_code", 0)
+                if code:
+                    if code in _COORDINATOR_ERRORS:
+                        self.cluster.coordinator_is_down(key, key_type)
+                    raise error_for_code(code)(
+                        f"{what} for {self._describe()} on {broker.describe()}"
+                    )
+                return resp
+            except KafkaError as exc:
+                retriable = exc.retriable or exc.code == _CONCURRENT_TRANSACTIONS
+                if exc.code in _FATAL:
+                    self._fatal(exc)
+                    assert self._error is not None
+                    raise self._error from None
+                if not retriable:
+                    raise
+                delay = backoff.next_delay()
+                if time.monotonic() + delay > deadline:
+                    raise KafkaTimeoutError(
+                        f"{what} for {self._describe()} did not succeed in time: {exc.message}"
+                    ) from None
+                if exc.code not in _COORDINATOR_ERRORS and exc.code != _CONCURRENT_TRANSACTIONS:
+                    self.cluster.coordinator_is_down(key, key_type)
+                await asyncio.sleep(delay)
+
+    async def init(self, timeout: float) -> None:
+        """InitProducerId at the coordinator: fences older producers with this id
+        and aborts their open transaction."""
+        self._require(TxnState.UNINITIALIZED, TxnState.READY, action="init transactions")
+        self.state = TxnState.INITIALIZING
+        deadline = time.monotonic() + timeout
+        try:
+            resp = await self._call(
+                "InitProducerId",
+                lambda: InitProducerIdRequest(
+                    transactional_id=self.transactional_id,
+                    transaction_timeout_ms=self.transaction_timeout_ms,
+                ),
+                TRANSACTION,
+                self.transactional_id,
+                deadline,
+            )
+        except BaseException:
+            if self.state is TxnState.INITIALIZING:
+                self.state = TxnState.UNINITIALIZED
+            raise
+        self.identity.set(resp.producer_id, resp.producer_epoch)
+        self.state = TxnState.READY
+
+    def begin(self) -> None:
+        self._require(TxnState.READY, action="begin a transaction")
+        self._added.clear()
+        self._pending.clear()
+        self._open_on_broker = False
+        self.state = TxnState.IN_TRANSACTION
+
+    # ------------------------------------------------------------ partitions
+
+    def may_send(self, tp: TopicPartition) -> bool:
+        """True once ``tp`` is part of the transaction; otherwise schedule adding it."""
+        if tp in self._added:
+            return True
+        if self.state is TxnState.FATAL or self.state is TxnState.ABORTABLE_ERROR:
+            return False
+        self._pending.add(tp)
+        if self._adding is None or self._adding.done():
+            self._adding = asyncio.ensure_future(self._add_partitions())
+        return False
+
+    async def _add_partitions(self) -> None:
+        while self._pending and self.state not in (TxnState.FATAL, TxnState.ABORTABLE_ERROR):
+            batch = sorted(self._pending)
+            by_topic: dict[str, list[int]] = defaultdict(list)
+            for tp in batch:
+                by_topic[tp.topic].append(tp.partition)
+            topics = [
+                AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=t, partitions=ps)
+                for t, ps in by_topic.items()
+            ]
+            try:
+                resp = await self._call(
+                    "AddPartitionsToTxn",
+                    lambda topics=topics: AddPartitionsToTxnRequest(  # type: ignore[misc]
+                        v3_and_below_transactional_id=self.transactional_id,
+                        v3_and_below_producer_id=self.identity.producer_id,
+                        v3_and_below_producer_epoch=self.identity.producer_epoch,
+                        v3_and_below_topics=topics,
+                    ),
+                    TRANSACTION,
+                    self.transactional_id,
+                    time.monotonic() + self.transaction_timeout_ms / 1000,
+                )
+            except KafkaError as exc:
+                self.fail(exc)
+                self._wake_sender()
+                return
+            retry = False
+            for t in resp.results_by_topic_v3_and_below:
+                for p in t.results_by_partition:
+                    tp = TopicPartition(t.name, p.partition_index)
+                    code = p.partition_error_code
+                    if not code:
+                        self._added.add(tp)
+                        self._pending.discard(tp)
+                        self._open_on_broker = True
+                    elif code in (_OPERATION_NOT_ATTEMPTED, _CONCURRENT_TRANSACTIONS) or (
+                        error_for_code(code).retriable
+                    ):
+                        retry = True
+                    else:
+                        self.fail(
+                            error_for_code(code)(
+                                f"adding {tp} to the transaction of {self._describe()}"
+                            )
+                        )
+                        self._wake_sender()
+                        return
+            self._wake_sender()
+            if retry:
+                await asyncio.sleep(self._backoff[0] / 1000)
+
+    # ------------------------------------------------------------ offsets
+
+    async def send_offsets(
+        self,
+        offsets: Mapping[TopicPartition, int | OffsetAndMetadata],
+        group: ConsumerGroupMetadata,
+        timeout: float,
+    ) -> None:
+        """Commit consumed offsets as part of the transaction."""
+        self._require(TxnState.IN_TRANSACTION, action="send offsets to the transaction")
+        deadline = time.monotonic() + timeout
+        await self._call(
+            "AddOffsetsToTxn",
+            lambda: AddOffsetsToTxnRequest(
+                transactional_id=self.transactional_id,
+                producer_id=self.identity.producer_id,
+                producer_epoch=self.identity.producer_epoch,
+                group_id=group.group_id,
+            ),
+            TRANSACTION,
+            self.transactional_id,
+            deadline,
+        )
+        self._open_on_broker = True
+        by_topic: dict[str, list[TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition]] = (
+            defaultdict(list)
+        )
+        for tp, value in offsets.items():
+            om = value if isinstance(value, OffsetAndMetadata) else OffsetAndMetadata(value)
+            by_topic[tp[0]].append(
+                TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition(
+                    partition_index=tp[1],
+                    committed_offset=om.offset,
+                    committed_leader_epoch=om.leader_epoch,
+                    committed_metadata=om.metadata,
+                )
+            )
+        request = TxnOffsetCommitRequest(
+            transactional_id=self.transactional_id,
+            group_id=group.group_id,
+            producer_id=self.identity.producer_id,
+            producer_epoch=self.identity.producer_epoch,
+            generation_id=group.generation_id,
+            member_id=group.member_id,
+            group_instance_id=group.group_instance_id,
+            topics=[
+                TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(name=t, partitions=ps)
+                for t, ps in by_topic.items()
+            ],
+        )
+        backoff = Backoff(*self._backoff)
+        while True:
+            broker = await self.cluster.coordinator(
+                group.group_id, GROUP, timeout=max(deadline - time.monotonic(), 0.001)
+            )
+            resp = await broker.request(request)
+            codes = {p.error_code for t in resp.topics for p in t.partitions} - {0}
+            if not codes:
+                return
+            code = min(codes)
+            err = error_for_code(code)(
+                f"TxnOffsetCommit of group {group.group_id!r} for {self._describe()} on "
+                f"{broker.describe()}"
+            )
+            if code in _FATAL:
+                self._fatal(err)
+                assert self._error is not None
+                raise self._error
+            if code in _COORDINATOR_ERRORS:
+                self.cluster.coordinator_is_down(group.group_id, GROUP)
+            delay = backoff.next_delay()
+            if not (err.retriable or code == _CONCURRENT_TRANSACTIONS) or (
+                time.monotonic() + delay > deadline
+            ):
+                self.fail(err)
+                raise err
+            await asyncio.sleep(delay)
+
+    # ------------------------------------------------------------ ending
+
+    async def end(self, commit: bool, flush: Callable[[], Any], timeout: float) -> None:
+        """Commit (after every batch of the transaction is acknowledged) or abort
+        (after unsent batches are dropped and in-flight ones answered)."""
+        action = "commit the transaction" if commit else "abort the transaction"
+        if commit:
+            self._require(TxnState.IN_TRANSACTION, action=action)
+        else:
+            self._require(TxnState.IN_TRANSACTION, TxnState.ABORTABLE_ERROR, action=action)
+        self.state = TxnState.COMMITTING if commit else TxnState.ABORTING
+        deadline = time.monotonic() + timeout
+        try:
+            await flush()
+        except KafkaError as exc:
+            if commit:
+                self.fail(exc)
+                if self.state is TxnState.COMMITTING:
+                    self.state = TxnState.ABORTABLE_ERROR
+                    self._error = exc
+                raise
+        if self.state is TxnState.FATAL:
+            assert self._error is not None
+            raise self._error
+        if commit and self.state is TxnState.ABORTABLE_ERROR:
+            assert self._error is not None
+            raise self._error
+        if self._adding is not None and not self._adding.done():
+            self._adding.cancel()
+        if self._open_on_broker:
+            await self._call(
+                "EndTxn",
+                lambda: EndTxnRequest(
+                    transactional_id=self.transactional_id,
+                    producer_id=self.identity.producer_id,
+                    producer_epoch=self.identity.producer_epoch,
+                    committed=commit,
+                ),
+                TRANSACTION,
+                self.transactional_id,
+                deadline,
+            )
+        self._added.clear()
+        self._pending.clear()
+        self._open_on_broker = False
+        self._error = None
+        self.state = TxnState.READY

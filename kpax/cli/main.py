@@ -1,0 +1,386 @@
+"""The `kpax` command: argument parsing, dispatch, errors and exit codes.
+
+Role: build the argparse tree (global connection options and every
+subcommand, with examples in each help), run the subcommand, and turn
+failures into one line on stderr: exit 2 for usage errors (bad flags, time
+formats, config files), 1 for Kafka/connection/data errors, 130 for Ctrl-C.
+``--debug`` shows tracebacks and kpax's logs.
+
+Imports: kpax.cli.* (subcommand modules lazily), kpax.errors, the standard library.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import textwrap
+from collections.abc import Sequence
+
+from kpax.cli.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, CliError
+
+_FMT = argparse.RawDescriptionHelpFormatter
+
+MAIN_HELP = """\
+A Kafka command-line client: produce, consume, inspect and administer a cluster.
+
+The cluster address comes from -b/--bootstrap-server, else $KPAX_BROKERS,
+else a config file (--config, $KPAX_CONFIG, ./kpax.toml, ~/.config/kpax/config.toml)
+with profiles per cluster (--profile), which may also hold TLS and SASL settings.
+
+examples:
+  export KPAX_BROKERS=127.0.0.1:9092
+  kpax topics create orders --partitions 6
+  seq 1000 | kpax produce orders
+  kpax consume orders --from -1h --format json
+  kpax consume orders --group billing --count 100
+  kpax tail orders -n 5
+  kpax offsets orders --group billing
+  kpax rollback --group billing orders --to 2024-05-01T00:00:00Z --dry-run
+  kpax meta orders
+  kpax --profile prod groups list --output json
+
+exit status: 0 ok, 1 Kafka/connection/data error, 2 usage error, 130 interrupted.
+"""
+
+PRODUCE_HELP = """\
+Write records to TOPIC: one per input line from stdin or --file (raw), one
+JSON object per line (json: key, value, headers, partition, timestamp), a
+msgpack stream of such maps (msgpack), or a single --value. JSON bytes that
+are not text are written {"base64": "..."}. A summary goes to stderr.
+
+examples:
+  seq 100000 | kpax produce orders
+  kpax produce orders --file records.txt --compression lz4 --acks 1
+  echo 'user-1:hello' | kpax produce orders --key-separator :
+  kpax produce orders --value '{"id": 1}' --key k1 --header source=cli
+  kpax produce orders --format json <<< '{"key":"k","value":{"base64":"AAE="},"headers":[["h","v"]]}'
+  kpax produce orders --format json --skip-bad --file messy.jsonl
+"""
+
+CONSUME_HELP = """\
+Read records of TOPIC to stdout. Without --group: the chosen partitions (all
+by default) from --from; with --group: join the group, start at its committed
+offsets (--from earliest|latest where it has none) and commit what was
+printed. Stops at the end offsets seen at the start (or --to), after --count
+records, or never with --follow.
+
+SPEC (--from/--to): earliest, latest, OFFSET, -N (N before the end), or a
+TIME: ISO-8601 (2024-05-01T12:00:00Z), relative (-1h, -30m, -10s, -2d), @epoch_ms.
+
+examples:
+  kpax consume orders > orders.txt
+  kpax consume orders --format json --from -1h
+  kpax consume orders --partition 0 --partition 2 --from 100 --to 200
+  kpax consume orders --group billing --count 10
+  kpax consume orders --follow --from latest --key-separator ' => '
+  kpax consume orders --isolation read_committed --format msgpack > dump.mp
+"""
+
+TAIL_HELP = """\
+Print the last -n records of TOPIC (ordered by timestamp across partitions),
+then exit, or keep printing new ones with --follow.
+
+examples:
+  kpax tail orders
+  kpax tail orders -n 100 --partition 3 --format json
+  kpax tail orders -n 0 --follow
+"""
+
+OFFSETS_HELP = """\
+Per partition of TOPIC: earliest and latest offsets, record count; with
+--group the group's committed offset and lag; with --time the first offset at
+or after that time.
+
+examples:
+  kpax offsets orders
+  kpax offsets orders --group billing --output json
+  kpax offsets orders --time -1h
+"""
+
+ROLLBACK_HELP = """\
+Move the committed offsets of GROUP on TOPIC to --to (earliest, latest,
+OFFSET, -N, or a TIME). Refused while the group has active members. --dry-run
+shows the plan without changing anything.
+
+examples:
+  kpax rollback --group billing orders --to -2h --dry-run
+  kpax rollback --group billing orders --to 2024-05-01T00:00:00Z
+  kpax rollback --group billing orders --to earliest --partition 0
+"""
+
+META_HELP = """\
+Brokers, controller, and topics with each partition's leader, replicas and ISR.
+
+examples:
+  kpax meta
+  kpax meta orders payments --output json
+"""
+
+COORD_HELP = """\
+The coordinator broker of a consumer group.
+
+examples:
+  kpax coord --group billing
+"""
+
+TOPICS_HELP = """\
+List, describe, create, delete topics and change their configs.
+
+examples:
+  kpax topics list
+  kpax topics create orders --partitions 6 --set retention.ms=86400000
+  kpax topics describe orders --output json
+  kpax topics alter-config orders --set retention.ms=3600000 --delete cleanup.policy
+  kpax topics delete orders
+"""
+
+GROUPS_HELP = """\
+List, describe (members, committed offsets, lag) and delete consumer groups.
+
+examples:
+  kpax groups list --output json
+  kpax groups describe billing
+  kpax groups delete billing
+"""
+
+
+def _global_options(p: argparse.ArgumentParser, sub: bool = False) -> None:
+    """The connection options; on subcommands too (so they may follow it),
+    there with suppressed defaults so the main parser's values stand."""
+    if sub:
+        p.argument_default = argparse.SUPPRESS
+    g = p.add_argument_group("connection (also accepted before the command)" if sub else "connection")
+    g.add_argument("-b", "--bootstrap-server", metavar="HOST:PORT[,...]", help="cluster address")
+    g.add_argument("--config", metavar="PATH", help="config file (TOML) to read")
+    g.add_argument("--profile", help="profile of the config file ($KPAX_PROFILE)")
+    g.add_argument("--security-protocol", choices=["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"], type=str.upper)
+    g.add_argument("--sasl-mechanism", help="PLAIN, SCRAM-SHA-256, SCRAM-SHA-512")
+    g.add_argument("--sasl-username", metavar="USER")
+    g.add_argument("--sasl-password", metavar="PASS", help="(better: $KPAX_SASL_PASSWORD)")
+    g.add_argument("--ssl-cafile", metavar="PEM")
+    g.add_argument("--ssl-certfile", metavar="PEM")
+    g.add_argument("--ssl-keyfile", metavar="PEM")
+    g.add_argument("--ssl-no-verify", action="store_true", help="do not verify the broker certificate")
+    g.add_argument(
+        "-X", dest="extra", action="append", metavar="KEY=VALUE",
+        help="a kpax producer/consumer option, e.g. -X linger_ms=20 (repeatable)",
+    )
+    g.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",
+                   help="bound on connecting and each admin call (default 30)")
+    p.add_argument("--debug", action="store_true", help="tracebacks and kpax's debug logs")
+    if sub:
+        p.argument_default = None
+
+
+def _output(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--output", "-o", choices=["table", "json"], default="table",
+                   help="table for people (default) or json for programs")
+
+
+def _record_format(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--format", "-f", choices=["raw", "json", "msgpack"], default="raw",
+                   help="record format (default raw: one value per line)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no summary or progress on stderr")
+
+
+def _partition_list(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--partition", "-p", type=int, action="append", metavar="P",
+                   help="only this partition (repeatable)")
+
+
+class _Nested:
+    """Adds actions (``topics create``...) that accept the connection options too."""
+
+    def __init__(self, sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+        self.sub = sub
+
+    def add_parser(self, name: str, help: str) -> argparse.ArgumentParser:  # noqa: A002
+        p: argparse.ArgumentParser = self.sub.add_parser(name, help=help, description=help)
+        _global_options(p, sub=True)
+        return p
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kpax", description=MAIN_HELP, formatter_class=_FMT)
+    from kpax import __version__
+
+    parser.add_argument("--version", action="version", version=f"kpax {__version__}")
+    _global_options(parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def add(name: str, text: str) -> argparse.ArgumentParser:
+        first = text.splitlines()[0]
+        p = sub.add_parser(name, help=first, description=text, formatter_class=_FMT)
+        _global_options(p, sub=True)
+        return p
+
+    p = add("produce", PRODUCE_HELP)
+    p.add_argument("topic")
+    _record_format(p)
+    p.add_argument("--file", "-F", metavar="PATH", help="read records from PATH instead of stdin")
+    p.add_argument("--value", help="produce this one record")
+    p.add_argument("--key", "-k", help="key of every record (raw) unless the input has one")
+    p.add_argument("--key-separator", "-K", metavar="SEP", help="raw lines are KEY SEP VALUE")
+    p.add_argument("--header", "-H", action="append", metavar="K=V", help="header on every record (repeatable)")
+    p.add_argument("--partition", "-p", type=int, help="write to this partition (default: partitioner)")
+    p.add_argument("--acks", choices=["0", "1", "all", "-1"], default="all")
+    p.add_argument("--compression", "-z", choices=["none", "gzip", "snappy", "lz4", "zstd"], default="none")
+    p.add_argument("--skip-bad", action="store_true", help="skip malformed json/msgpack records (reported) instead of stopping")
+
+    p = add("consume", CONSUME_HELP)
+    p.add_argument("topic")
+    _record_format(p)
+    p.add_argument("--group", "-g", help="consume as a member of this group and commit")
+    _partition_list(p)
+    p.add_argument("--from", dest="from_", default="earliest", metavar="SPEC", help="where to start (default earliest)")
+    p.add_argument("--to", metavar="SPEC", help="stop before this offset/time in each partition")
+    p.add_argument("--count", "-c", type=int, metavar="N", help="stop after N records")
+    p.add_argument("--follow", action="store_true", help="keep reading new records")
+    p.add_argument("--key-separator", "-K", metavar="SEP", help="raw: print KEY SEP VALUE")
+    p.add_argument("--separator", default="\\n", metavar="SEP", help="raw: record separator (default \\n)")
+    p.add_argument("--isolation", choices=["read_uncommitted", "read_committed"], default="read_uncommitted")
+
+    p = add("tail", TAIL_HELP)
+    p.add_argument("topic")
+    _record_format(p)
+    p.add_argument("-n", dest="lines", type=int, default=10, help="how many records (default 10)")
+    _partition_list(p)
+    p.add_argument("--follow", action="store_true", help="then keep printing new records")
+    p.add_argument("--key-separator", "-K", metavar="SEP", help="raw: print KEY SEP VALUE")
+
+    p = add("offsets", OFFSETS_HELP)
+    p.add_argument("topic")
+    p.add_argument("--group", "-g", help="add this group's committed offsets and lag")
+    p.add_argument("--time", metavar="TIME", help="add the offset at this time")
+    _partition_list(p)
+    _output(p)
+
+    p = add("rollback", ROLLBACK_HELP)
+    p.add_argument("topic")
+    p.add_argument("--group", "-g", required=True)
+    p.add_argument("--to", required=True, metavar="SPEC")
+    _partition_list(p)
+    p.add_argument("--dry-run", action="store_true", help="show the plan, change nothing")
+    _output(p)
+
+    p = add("meta", META_HELP)
+    p.add_argument("topics", nargs="*", metavar="TOPIC")
+    p.add_argument("--internal", action="store_true", help="include internal topics")
+    _output(p)
+
+    p = add("coord", COORD_HELP)
+    p.add_argument("--group", "-g", required=True)
+    _output(p)
+
+    p = add("topics", TOPICS_HELP)
+    tsub = _Nested(p.add_subparsers(dest="action", metavar="ACTION", required=True))
+    t = tsub.add_parser("list", help="topic names")
+    t.add_argument("--internal", action="store_true")
+    _output(t)
+    t = tsub.add_parser("describe", help="partitions and non-default configs")
+    t.add_argument("topics", nargs="+", metavar="TOPIC")
+    t.add_argument("--all-configs", action="store_true", help="show default configs too")
+    _output(t)
+    t = tsub.add_parser("create", help="create topics")
+    t.add_argument("topics", nargs="+", metavar="TOPIC")
+    t.add_argument("--partitions", "-P", type=int, default=1)
+    t.add_argument("--replication-factor", "-r", type=int, default=1)
+    t.add_argument("--set", action="append", metavar="K=V", help="topic config (repeatable)")
+    t = tsub.add_parser("delete", help="delete topics")
+    t.add_argument("topics", nargs="+", metavar="TOPIC")
+    t = tsub.add_parser("alter-config", help="set or delete topic configs")
+    t.add_argument("topic")
+    t.add_argument("--set", action="append", metavar="K=V")
+    t.add_argument("--delete", action="append", metavar="K")
+
+    p = add("groups", GROUPS_HELP)
+    gsub = _Nested(p.add_subparsers(dest="action", metavar="ACTION", required=True))
+    g = gsub.add_parser("list", help="groups and their state")
+    _output(g)
+    g = gsub.add_parser("describe", help="members, committed offsets, lag")
+    g.add_argument("groups", nargs="+", metavar="GROUP")
+    _output(g)
+    g = gsub.add_parser("delete", help="delete (empty) groups")
+    g.add_argument("groups", nargs="+", metavar="GROUP")
+    return parser
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    from kpax.cli import settings as s
+
+    conf = s.client_config(args)
+    cmd = args.command
+    if cmd == "produce":
+        from kpax.cli import produce
+
+        return produce.run(args, conf)
+    if cmd in ("consume", "tail"):
+        from kpax.cli import consume
+
+        return consume.run(args, conf, tail=cmd == "tail")
+    if cmd in ("offsets", "rollback"):
+        from kpax.cli import offsets
+
+        return offsets.offsets(args, conf) if cmd == "offsets" else offsets.rollback(args, conf)
+    if cmd in ("meta", "coord"):
+        from kpax.cli import meta
+
+        return meta.meta(args, conf) if cmd == "meta" else meta.coord(args, conf)
+    if cmd == "topics":
+        from kpax.cli import topics
+
+        return topics.run(args, conf)
+    from kpax.cli import groups
+
+    return groups.run(args, conf)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return textwrap.shorten(text, 600, placeholder=" ...")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)  # exits 2 with a usage line on bad arguments
+    prog = f"kpax {args.command}"
+    if args.debug:
+        logging.basicConfig(level=logging.DEBUG, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    else:
+        logging.basicConfig(level=logging.CRITICAL)
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL) if args.command not in ("consume", "tail") else None
+    from kpax.errors import ConfigError, KafkaError
+
+    try:
+        return _dispatch(args)
+    except KeyboardInterrupt:
+        sys.stderr.write(f"{prog}: interrupted\n")
+        return EXIT_INTERRUPTED
+    except CliError as exc:
+        if args.debug:
+            raise
+        sys.stderr.write(f"{prog}: {_one_line(exc)}\n")
+        return exc.code
+    except ConfigError as exc:
+        if args.debug:
+            raise
+        sys.stderr.write(f"{prog}: bad option: {_one_line(exc)}\n")
+        return EXIT_USAGE
+    except KafkaError as exc:
+        if args.debug:
+            raise
+        sys.stderr.write(f"{prog}: {_one_line(exc)}\n")
+        return EXIT_ERROR
+    except Exception as exc:
+        if args.debug:
+            raise
+        sys.stderr.write(
+            f"{prog}: {type(exc).__name__}: {_one_line(exc)} (--debug for details)\n"
+        )
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""`kpax offsets TOPIC` and `kpax rollback --group G TOPIC --to SPEC`.
+
+Role: per partition the earliest and latest offsets, a group's committed
+offset and lag, the offset at a time; and moving a group's committed offsets
+(refused while the group has active members; ``--dry-run`` shows the plan).
+
+Imports: the public kpax API, kpax.cli.*, the standard library.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import kpax
+from kpax.cli import common
+from kpax.cli.errors import CommandError
+from kpax.cli.output import emit, table
+from kpax.cli.settings import Settings
+from kpax.cli.timespec import parse_spec, parse_time
+
+TP = kpax.TopicPartition
+
+
+def offsets(args: argparse.Namespace, settings: Settings) -> int:
+    at_time = parse_time(args.time, what="--time") if args.time else None
+    with common.admin(settings) as adm:
+        parts = common.pick_partitions(
+            common.topic_partitions(adm, args.topic, settings), args.partition, args.topic
+        )
+        tps = [TP(args.topic, p) for p in parts]
+        earliest, latest = common.earliest_latest(adm, tps, settings.timeout)
+        committed: dict[TP, Any] = {}
+        if args.group:
+            committed = adm.list_group_offsets(args.group, tps, timeout=settings.timeout)
+        at: dict[TP, Any] = {}
+        if at_time is not None:
+            res = adm.list_offsets(dict.fromkeys(tps, at_time), timeout=settings.timeout)
+            res.raise_for_errors()
+            at = {tp: res[tp] for tp in tps}
+    rows: list[dict[str, Any]] = []
+    for tp in tps:
+        row: dict[str, Any] = {
+            "partition": tp.partition,
+            "earliest": earliest[tp],
+            "latest": latest[tp],
+            "records": latest[tp] - earliest[tp],
+        }
+        if args.group:
+            c = committed.get(tp)
+            off = c.offset if c is not None and c.offset >= 0 else None
+            row["committed"] = off
+            row["lag"] = latest[tp] - off if off is not None else latest[tp] - earliest[tp]
+        if at_time is not None:
+            o = at[tp]
+            row["offset_at_time"] = o.offset if o.offset is not None and o.offset >= 0 else latest[tp]
+            row["timestamp"] = o.timestamp if o.offset is not None and o.offset >= 0 else None
+        rows.append(row)
+    doc: dict[str, Any] = {"topic": args.topic, "partitions": rows}
+    if args.group:
+        doc["group"] = args.group
+        doc["total_lag"] = sum(r["lag"] for r in rows)
+    keys = list(rows[0]) if rows else ["partition"]
+    human = table([k.upper() for k in keys], [[r[k] for k in keys] for r in rows])
+    if args.group:
+        human += f"\ngroup {args.group!r}: total lag {doc['total_lag']}"
+    emit(doc, human, args.output)
+    return 0
+
+
+def rollback(args: argparse.Namespace, settings: Settings) -> int:
+    spec = parse_spec(args.to, what="--to")
+    with common.admin(settings) as adm:
+        parts = common.pick_partitions(
+            common.topic_partitions(adm, args.topic, settings), args.partition, args.topic
+        )
+        tps = [TP(args.topic, p) for p in parts]
+        desc = adm.describe_groups([args.group], timeout=settings.timeout)
+        if args.group in desc.errors:
+            raise desc.errors[args.group]
+        group = desc[args.group]
+        if group.members:
+            raise CommandError(
+                f"group {args.group!r} has {len(group.members)} active member(s) (state "
+                f"{group.state}): stop its consumers before moving its offsets"
+            )
+        current = adm.list_group_offsets(args.group, tps, timeout=settings.timeout)
+        earliest, latest = common.earliest_latest(adm, tps, settings.timeout)
+        target = common.resolve_spec(adm, tps, spec, settings.timeout)
+        target = {tp: min(max(off, earliest[tp]), latest[tp]) for tp, off in target.items()}
+        rows = []
+        for tp in tps:
+            c = current.get(tp)
+            old = c.offset if c is not None and c.offset >= 0 else None
+            rows.append({"partition": tp.partition, "current": old, "new": target[tp]})
+        if not args.dry_run:
+            adm.alter_group_offsets(args.group, target, timeout=settings.timeout).raise_for_errors()
+    doc = {
+        "group": args.group,
+        "topic": args.topic,
+        "to": spec.describe(),
+        "dry_run": args.dry_run,
+        "partitions": rows,
+    }
+    head = "plan (dry run, nothing changed)" if args.dry_run else "moved"
+    human = (
+        f"{head}: group {args.group!r} on {args.topic!r} to {spec.describe()}\n"
+        + table(["PARTITION", "CURRENT", "NEW"], [[r["partition"], r["current"], r["new"]] for r in rows])
+    )
+    emit(doc, human, args.output)
+    return 0

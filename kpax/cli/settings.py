@@ -1,0 +1,205 @@
+"""Where the `kpax` command connects, and how: flags, environment, config file, profiles.
+
+Role: turn the global options into the keyword arguments every kpax client
+takes (``bootstrap_servers``, ``security_protocol``, ``ssl_*``, ``sasl_*``,
+timeouts, ``-X key=value`` extras). Precedence: command-line flags, then
+``KPAX_BROKERS`` (bootstrap only), then the config file's profile.
+
+Config file: ``--config PATH`` (or ``KPAX_CONFIG``), else ``./kpax.toml``,
+else ``~/.config/kpax/config.toml`` (``$XDG_CONFIG_HOME`` honoured). TOML::
+
+    default_profile = "local"
+
+    [profiles.local]
+    bootstrap = "127.0.0.1:9092"
+
+    [profiles.prod]
+    bootstrap = "k1.example.com:9093,k2.example.com:9093"
+    security_protocol = "SASL_SSL"
+    sasl_mechanism = "SCRAM-SHA-512"
+    sasl_username = "app"
+    sasl_password_env = "PROD_KAFKA_PASSWORD"   # any key ending in _env reads that variable
+    ssl_cafile = "/etc/kafka/ca.pem"
+
+Top-level keys other than ``profiles``/``default_profile`` form the default
+profile. ``--profile`` (or ``KPAX_PROFILE``) picks a profile.
+
+Imports: kpax.cli.errors, the standard library (tomllib, or tomli on 3.10).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kpax.cli.errors import UsageError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - 3.10
+    import tomli as tomllib
+
+# config-file / flag name -> kpax client option name
+_ALIASES = {
+    "bootstrap": "bootstrap_servers",
+    "brokers": "bootstrap_servers",
+    "sasl_username": "sasl_plain_username",
+    "sasl_password": "sasl_plain_password",
+}
+_KNOWN = {
+    "bootstrap_servers",
+    "client_id",
+    "security_protocol",
+    "ssl_cafile",
+    "ssl_certfile",
+    "ssl_keyfile",
+    "ssl_password",
+    "ssl_check_hostname",
+    "ssl_verify",
+    "sasl_mechanism",
+    "sasl_plain_username",
+    "sasl_plain_password",
+    "request_timeout_ms",
+}
+
+
+def config_candidates() -> list[Path]:
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return [Path("kpax.toml"), Path(base) / "kpax" / "config.toml"]
+
+
+def find_config(explicit: str | None) -> Path | None:
+    """The config file to read: an explicit one must exist (UsageError if not)."""
+    path = explicit or os.environ.get("KPAX_CONFIG")
+    if path:
+        p = Path(path).expanduser()
+        if not p.is_file():
+            src = "--config" if explicit else "KPAX_CONFIG"
+            raise UsageError(f"config file {str(p)!r} (from {src}) not found")
+        return p
+    for p in config_candidates():
+        if p.is_file():
+            return p
+    return None
+
+
+def load_profile(path: Path | None, profile: str | None) -> dict[str, Any]:
+    """The chosen profile's settings as kpax option names (``*_env`` keys resolved)."""
+    if path is None:
+        if profile:
+            raise UsageError(
+                f"profile {profile!r} asked for, but no config file found "
+                f"(looked for {', '.join(str(p) for p in config_candidates())})"
+            )
+        return {}
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read config file {str(path)!r}: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"config file {str(path)!r} is not valid TOML: {exc}") from None
+    profiles = data.get("profiles", {})
+    if not isinstance(profiles, dict):
+        raise UsageError(f"config file {str(path)!r}: 'profiles' must be a table")
+    top = {k: v for k, v in data.items() if k not in ("profiles", "default_profile")}
+    name = profile or data.get("default_profile")
+    if name:
+        if name not in profiles:
+            known = ", ".join(sorted(profiles)) or "none"
+            raise UsageError(
+                f"profile {name!r} not in config file {str(path)!r} (profiles: {known})"
+            )
+        chosen = {**top, **profiles[name]}
+    else:
+        chosen = top
+    return _normalise(chosen, f"config file {str(path)!r}" + (f" profile {name!r}" if name else ""))
+
+
+def _normalise(raw: dict[str, Any], where: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        k = key.replace("-", "_").replace(".", "_").lower()
+        if k.endswith("_env"):
+            var = str(value)
+            if var not in os.environ:
+                raise UsageError(f"{where}: {key} names environment variable {var!r}, not set")
+            k, value = k[:-4], os.environ[var]
+        k = _ALIASES.get(k, k)
+        if k not in _KNOWN:
+            raise UsageError(f"{where}: unknown setting {key!r}")
+        if k == "bootstrap_servers" and isinstance(value, list):
+            value = ",".join(map(str, value))
+        out[k] = value
+    return out
+
+
+@dataclass
+class Settings:
+    """Connection options every client gets, the ``-X`` extras for the command's
+    main client (producer or consumer), and the overall timeout in seconds."""
+
+    conn: dict[str, Any]
+    extra: dict[str, Any] = field(default_factory=dict)
+    timeout: float = 30.0
+
+    @property
+    def bootstrap(self) -> str:
+        return str(self.conn["bootstrap_servers"])
+
+    def admin(self) -> dict[str, Any]:
+        return {**self.conn, "default_api_timeout_ms": int(self.timeout * 1000)}
+
+
+def client_config(args: Any) -> Settings:
+    """The settings from the parsed global options (see the module docstring)."""
+    conf = load_profile(find_config(args.config), args.profile or os.environ.get("KPAX_PROFILE"))
+    env_brokers = os.environ.get("KPAX_BROKERS")
+    if args.bootstrap_server:
+        conf["bootstrap_servers"] = args.bootstrap_server
+    elif env_brokers:
+        conf["bootstrap_servers"] = env_brokers
+    if not conf.get("bootstrap_servers"):
+        raise UsageError(
+            "no cluster address: give -b/--bootstrap-server HOST:PORT, set KPAX_BROKERS, "
+            "or write a config file (./kpax.toml or ~/.config/kpax/config.toml)"
+        )
+    flags = {
+        "security_protocol": args.security_protocol,
+        "sasl_mechanism": args.sasl_mechanism,
+        "sasl_plain_username": args.sasl_username,
+        "sasl_plain_password": args.sasl_password or os.environ.get("KPAX_SASL_PASSWORD"),
+        "ssl_cafile": args.ssl_cafile,
+        "ssl_certfile": args.ssl_certfile,
+        "ssl_keyfile": args.ssl_keyfile,
+    }
+    conf.update({k: v for k, v in flags.items() if v})
+    if args.ssl_no_verify:
+        conf["ssl_verify"] = False
+        conf["ssl_check_hostname"] = False
+    for k in ("security_protocol", "sasl_mechanism"):
+        if k in conf:
+            conf[k] = str(conf[k]).lower()
+    conf.setdefault("client_id", "kpax-cli")
+    if args.timeout <= 0:
+        raise UsageError(f"bad --timeout {args.timeout}: must be > 0 seconds")
+    conf.setdefault("request_timeout_ms", min(int(args.timeout * 1000), 30000))
+    extra: dict[str, Any] = {}
+    for item in args.extra or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"bad -X {item!r}: expected key=value (a kpax client option)")
+        extra[key.replace(".", "_").replace("-", "_")] = _coerce(value)
+    return Settings(conf, extra, float(args.timeout))
+
+
+def _coerce(value: str) -> Any:
+    low = value.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    try:
+        return int(value)
+    except ValueError:
+        return value

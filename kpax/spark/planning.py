@@ -1,0 +1,223 @@
+"""Driver-side planning for the "kpax" data source: partitions and offset ranges.
+
+Role: find the Kafka partitions a read covers (subscribe / subscribePattern /
+assign), resolve offset specs (earliest, latest, JSON with -2/-1, timestamps)
+to numbers with one ``kpax.Admin.list_offsets`` call per spec, and cut the
+result into :class:`OffsetRange` s (split for ``minPartitions``).
+
+Imports: kpax (Admin, TopicPartition, errors), kpax.spark.options.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kpax.admin import Admin
+from kpax.errors import ConfigError, KafkaError
+from kpax.spark.options import EARLIEST, LATEST, OffsetSpec, ReadOptions
+from kpax.structs import TopicPartition
+
+log = logging.getLogger("kpax.spark")
+
+__all__ = ["OffsetRange", "Planner", "split_ranges"]
+
+
+@dataclass(frozen=True)
+class OffsetRange:
+    """Records ``start <= offset < end`` of one partition."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+    @property
+    def size(self) -> int:
+        return max(0, self.end - self.start)
+
+
+class Planner:
+    """Partition discovery and offset resolution with one Admin client."""
+
+    def __init__(self, opts: ReadOptions) -> None:
+        self.opts = opts
+        self._admin: Admin | None = None
+
+    @property
+    def admin(self) -> Admin:
+        if self._admin is None:
+            from kpax.spark.options import admin_options
+
+            self._admin = Admin(**admin_options(self.opts.client))
+        return self._admin
+
+    def close(self) -> None:
+        if self._admin is not None:
+            self._admin.close()
+            self._admin = None
+
+    # ------------------------------------------------------------ partitions
+
+    def partitions(self, *, strict: bool = True) -> list[TopicPartition]:
+        """Every partition the read covers, sorted."""
+        opts = self.opts
+        if opts.assign is not None:
+            return sorted(TopicPartition(t, p) for t, ps in opts.assign.items() for p in ps)
+        if opts.subscribe is not None:
+            topics = list(opts.subscribe)
+        else:
+            assert opts.pattern is not None
+            rx = re.compile(opts.pattern)
+            topics = [t for t in self.admin.list_topics() if rx.fullmatch(t)]
+            if not topics:
+                return []
+        described = self.admin.describe_topics(topics)
+        out: list[TopicPartition] = []
+        for topic in topics:
+            try:
+                desc = described[topic]
+            except KafkaError as exc:
+                if strict:
+                    raise ConfigError(f"option 'subscribe': topic {topic!r}: {exc}") from exc
+                continue
+            out.extend(TopicPartition(topic, p.partition) for p in desc.partitions)
+        return sorted(out)
+
+    # ------------------------------------------------------------ offsets
+
+    def list_offsets(self, specs: Mapping[TopicPartition, str | int]) -> dict[TopicPartition, int]:
+        if not specs:
+            return {}
+        result = self.admin.list_offsets(specs, isolation_level=self.opts.isolation_level)
+        return {tp: result[tp].offset for tp in specs}
+
+    def resolve(
+        self,
+        spec: OffsetSpec,
+        tps: list[TopicPartition],
+        *,
+        name: str,
+        default: str,
+        latest: Mapping[TopicPartition, int] | None = None,
+    ) -> dict[TopicPartition, int]:
+        """Offsets for ``tps`` per ``spec`` (partitions a JSON spec leaves out get ``default``).
+
+        A timestamp with no record at or after it resolves to the partition's end."""
+        wanted: dict[TopicPartition, str | int] = {}
+        if isinstance(spec, str):
+            wanted = dict.fromkeys(tps, spec)
+        elif isinstance(spec, tuple):
+            kind, value = spec
+            if kind == "timestamp":
+                wanted = dict.fromkeys(tps, int(value))
+            else:
+                for tp in tps:
+                    ts = value.get(tp.topic, {}).get(tp.partition)
+                    if ts is None:
+                        raise ConfigError(
+                            f"option {name!r}: no timestamp for {tp.topic}-{tp.partition}"
+                        )
+                    wanted[tp] = int(ts)
+        else:
+            known = set(tps)
+            for topic, parts in spec.items():
+                for p in parts:
+                    if TopicPartition(topic, p) not in known:
+                        raise ConfigError(
+                            f"option {name!r}: {topic}-{p} is not among the partitions read "
+                            f"({len(tps)} partitions)"
+                        )
+            for tp in tps:
+                off = spec.get(tp.topic, {}).get(tp.partition)
+                if off is None:
+                    wanted[tp] = default
+                elif off == EARLIEST:
+                    wanted[tp] = "earliest"
+                elif off == LATEST:
+                    wanted[tp] = "latest"
+                else:
+                    wanted[tp] = off  # a plain offset, resolved below
+        lookups: dict[TopicPartition, str | int] = {}
+        out: dict[TopicPartition, int] = {}
+        for tp, w in wanted.items():
+            if isinstance(w, int) and not isinstance(spec, tuple):
+                out[tp] = w
+            else:
+                lookups[tp] = w
+        found = self.list_offsets(lookups)
+        missing = [tp for tp, off in found.items() if off < 0]
+        if missing:
+            ends = (
+                dict(latest)
+                if latest is not None
+                else self.list_offsets(dict.fromkeys(missing, "latest"))
+            )
+            for tp in missing:
+                found[tp] = ends[tp]
+        out.update(found)
+        return out
+
+    def batch_ranges(self) -> list[OffsetRange]:
+        tps = self.partitions()
+        ends = self.resolve(self.opts.ending, tps, name="endingOffsets", default="latest")
+        starts = self.resolve(
+            self.opts.starting, tps, name="startingOffsets", default="earliest", latest=ends
+        )
+        ranges: list[OffsetRange] = []
+        for tp in tps:
+            s, e = starts[tp], ends[tp]
+            if s > e:
+                msg = (
+                    f"startingOffsets {s} of {tp.topic}-{tp.partition} is after its ending "
+                    f"offset {e}"
+                )
+                if self.opts.fail_on_data_loss:
+                    raise ConfigError(msg + " (set failOnDataLoss=false to read nothing there)")
+                log.warning("%s: nothing read from that partition", msg)
+                s = e
+            ranges.append(OffsetRange(tp.topic, tp.partition, s, e))
+        return split_ranges(ranges, self.opts.min_partitions)
+
+
+def split_ranges(ranges: list[OffsetRange], min_partitions: int | None) -> list[OffsetRange]:
+    """Cut ranges so there are at least ``min_partitions`` (big ranges get more pieces),
+    as Spark's KafkaOffsetRangeCalculator: no gap, no overlap, order kept."""
+    if not min_partitions or len(ranges) >= min_partitions:
+        return ranges
+    total = sum(r.size for r in ranges)
+    if total == 0:
+        return ranges
+    # Largest-remainder apportionment of min_partitions pieces by size (>= 1 each).
+    quotas = [r.size * min_partitions / total for r in ranges]
+    counts = [max(1, int(q)) for q in quotas]
+    short = min_partitions - sum(counts)
+    if short > 0:
+        order = sorted(range(len(ranges)), key=lambda i: quotas[i] - int(quotas[i]), reverse=True)
+        for i in order[:short]:
+            counts[i] += 1
+    out: list[OffsetRange] = []
+    for r, count in zip(ranges, counts, strict=True):
+        parts = min(count, max(1, r.size))
+        step, extra = divmod(r.size, parts)
+        start = r.start
+        for i in range(parts):
+            end = start + step + (1 if i < extra else 0)
+            out.append(OffsetRange(r.topic, r.partition, start, end))
+            start = end
+    return out
+
+
+def offsets_json(offsets: Mapping[TopicPartition, int]) -> dict[str, Any]:
+    """``{topic: {"0": offset}}``: Spark's offset JSON (also the stream's offsets)."""
+    out: dict[str, dict[str, int]] = {}
+    for tp in sorted(offsets):
+        out.setdefault(tp.topic, {})[str(tp.partition)] = offsets[tp]
+    return out
+
+
+def offsets_from_json(obj: Mapping[str, Any]) -> dict[TopicPartition, int]:
+    return {TopicPartition(t, int(p)): int(o) for t, parts in obj.items() for p, o in parts.items()}

@@ -1,0 +1,147 @@
+"""Executor side of a "kpax" read: one offset range -> Arrow record batches.
+
+Role: read ``start <= offset < end`` of one partition with a ``kpax.Consumer``
+that has no group (assign + seek + poll), and turn each poll's records into
+one ``pyarrow.RecordBatch`` in the data source's schema (columns built in C:
+``zip(*records)`` then ``pyarrow.array``). Stops at ``end`` even when the
+last offsets are gaps (compaction, transaction markers): the consumer's
+position is checked when a poll comes back short.
+
+Imports: kpax (Consumer, TopicPartition, errors), kpax.spark.options,
+kpax.spark.planning; pyarrow and pyspark only inside :func:`read_range`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from kpax.errors import KafkaTimeoutError
+from kpax.spark.options import ReadOptions
+from kpax.spark.planning import OffsetRange
+from kpax.structs import TopicPartition
+
+log = logging.getLogger("kpax.spark")
+
+__all__ = ["SCHEMA_FIELDS", "arrow_schema", "read_range"]
+
+#: (name, Spark type name) of the source's columns, Spark's Kafka source order.
+SCHEMA_FIELDS = [
+    ("key", "binary"),
+    ("value", "binary"),
+    ("topic", "string"),
+    ("partition", "int"),
+    ("offset", "long"),
+    ("timestamp", "timestamp"),
+    ("timestampType", "int"),
+]
+
+#: Records per poll (= per Arrow batch at most).
+MAX_RECORDS = 20000
+
+
+def arrow_schema(include_headers: bool) -> Any:
+    """The Arrow schema Spark expects for the source's Spark schema."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from kpax.spark.schema import spark_schema
+
+    return to_arrow_schema(spark_schema(include_headers), timezone="UTC")
+
+
+def _to_batch(records: list[Any], topic: str, partition: int, schema: Any, headers: bool) -> Any:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = len(records)
+    # ConsumerRecord fields: topic, partition, offset, timestamp, timestamp_type, key,
+    # value, headers, leader_epoch
+    _, _, offsets, timestamps, ts_types, keys, values, hdrs, _ = zip(*records, strict=True)
+    ts = pc.multiply(pa.array(timestamps, pa.int64()), 1000).view(schema.field("timestamp").type)
+    arrays = [
+        pa.array(keys, pa.binary()),
+        pa.array(values, pa.binary()),
+        pa.repeat(pa.scalar(topic, pa.string()), n),
+        pa.repeat(pa.scalar(partition, pa.int32()), n),
+        pa.array(offsets, pa.int64()),
+        ts,
+        pa.array(ts_types, pa.int32()),
+    ]
+    if headers:
+        arrays.append(pa.array(hdrs, schema.field("headers").type))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def consumer_config(opts: ReadOptions) -> dict[str, Any]:
+    cfg = dict(opts.client)
+    cfg.update(
+        enable_auto_commit=False,
+        auto_offset_reset="none" if opts.fail_on_data_loss else "earliest",
+        isolation_level=opts.isolation_level,
+        max_poll_records=MAX_RECORDS,
+    )
+    cfg.setdefault("client_id", "kpax-spark")
+    cfg.setdefault("fetch_buffer_chunks", 4)
+    return cfg
+
+
+def read_range(opts: ReadOptions, r: OffsetRange) -> Iterator[Any]:
+    """Yield ``pyarrow.RecordBatch`` es of every record of ``r`` (none if it is empty)."""
+    if r.size <= 0:
+        return
+    import kpax
+
+    schema = arrow_schema(opts.include_headers)
+    tp = TopicPartition(r.topic, r.partition)
+    consumer = kpax.Consumer(**consumer_config(opts))
+    try:
+        consumer.assign([tp])
+        consumer.seek(tp, r.start)
+        end = r.end
+        timeout = opts.poll_timeout_ms / 1000
+        last_progress = time.monotonic()
+        first = True
+        while True:
+            records = consumer.poll(0.2, MAX_RECORDS)
+            if records:
+                if first and records[0].offset > r.start:
+                    _data_loss(opts, r, records[0].offset)
+                first = False
+                last_progress = time.monotonic()
+                if records[-1].offset >= end:
+                    records = [rec for rec in records if rec.offset < end]
+                    if records:
+                        yield _to_batch(records, r.topic, r.partition, schema, opts.include_headers)
+                    return
+                yield _to_batch(records, r.topic, r.partition, schema, opts.include_headers)
+                if records[-1].offset == end - 1:
+                    return
+                if len(records) >= MAX_RECORDS:
+                    continue
+            # A short poll: gaps (compaction, control records) may end the range early.
+            if consumer.position(tp) >= end:
+                return
+            if time.monotonic() - last_progress > timeout:
+                raise KafkaTimeoutError(
+                    f"kpax spark: no records from {r.topic}-{r.partition} for {timeout:g}s "
+                    f"(kafkaConsumer.pollTimeoutMs) while reading offsets {r.start}..{end - 1}"
+                )
+    finally:
+        consumer.close(5.0)
+
+
+def _data_loss(opts: ReadOptions, r: OffsetRange, first: int) -> None:
+    """The first record is after the range start: records were deleted (retention) or
+    the range starts in a gap. Only the former matters, and only ``failOnDataLoss``
+    would have raised through the consumer (auto_offset_reset="none")."""
+    if not opts.fail_on_data_loss:
+        log.warning(
+            "kpax spark: %s-%d: offsets %d..%d were not available (deleted?); continuing at %d",
+            r.topic,
+            r.partition,
+            r.start,
+            first - 1,
+            first,
+        )

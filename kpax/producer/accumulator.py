@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 from typing import Final
 
 from kpax.producer.batch import ProducerBatch, RecordFuture
-from kpax.producer.partitioner import UniformStickyPartitioner
+from kpax.producer.partitioner import UniformStickyPartitioner, _StickyState
 from kpax.proto.records import Header
 
 __all__ = ["FULL", "Accumulator", "PartitionQueue", "record_size"]
@@ -109,6 +109,7 @@ class Accumulator:
         self.partitioner = partitioner
         self._sticky = partitioner if isinstance(partitioner, UniformStickyPartitioner) else None
         self._sticky_states = self._sticky.sticky_states if self._sticky is not None else {}
+        self.sticky_switches = 0
         self.wake = wake
         # a batch's records may reach _cap estimated bytes (header: 61 bytes)
         self._cap = batch_size - 61
@@ -149,36 +150,40 @@ class Accumulator:
             if partition < 0:  # keyless: the topic's sticky partition
                 state = self._sticky_states.get(topic)
                 if state is None or not 0 <= state.partition < num_partitions:
-                    sticky = self._sticky
-                    assert sticky is not None
-                    sticky.partition(topic, key, value, num_partitions)
-                    state = self._sticky_states[topic]
+                    state = self._new_sticky(topic, key, value, num_partitions)
                 partition = state.partition
-            parts = self.queues.get(topic)
-            pq = parts.get(partition) if parts is not None else None
-            if pq is None:
-                pq = self._new_queue(topic, partition)
-            batch = pq.open
-            if batch is not None:
-                total = batch.size + size
-                if total <= self._cap:
-                    batch.size = total
-                    values = batch.values
-                    index = len(values)
-                    values.append(value)
-                    batch.keys.append(key)
-                    batch.timestamps.append(timestamp)
-                    if headers or batch.headers is not None:
-                        self._add_headers(batch, index, headers)
-                    if state is not None:
-                        state.produced += size
-                        if state.produced >= self.batch_size:
-                            state.partition = -1  # switch on the next keyless record
-                            state.produced = 0
-                    return RecordFuture(batch, index, timestamp)
-                # full: close (encode) it here, in the caller's thread, hand it over
-                pq.open = None
-                self._close(pq, batch)
+            switched = False
+            while True:  # at most twice: once more after a sticky switch
+                parts = self.queues.get(topic)
+                pq = parts.get(partition) if parts is not None else None
+                if pq is None:
+                    pq = self._new_queue(topic, partition)
+                batch = pq.open
+                if batch is not None:
+                    total = batch.size + size
+                    if total <= self._cap:
+                        batch.size = total
+                        values = batch.values
+                        index = len(values)
+                        values.append(value)
+                        batch.keys.append(key)
+                        batch.timestamps.append(timestamp)
+                        if headers or batch.headers is not None:
+                            self._add_headers(batch, index, headers)
+                        return RecordFuture(batch, index, timestamp)
+                    # full: close (encode) it here, in the caller's thread, hand it over
+                    pq.open = None
+                    self._close(pq, batch)
+                # Keyless records fill one batch per sticky partition, then move on
+                # (KIP-794's switch after batch_size bytes, without fractional batches).
+                if state is None or switched or not state.produced:
+                    break
+                state.partition = -1
+                state = self._new_sticky(topic, key, value, num_partitions)
+                switched = True
+                if state.partition != partition:
+                    partition = state.partition
+                    self.sticky_switches += 1
             need = size + 61 if size + 61 > self.batch_size else self.batch_size
             if self.reserved + need > self.buffer_memory and self.reserved > 0:
                 if self.sleeping:
@@ -197,14 +202,19 @@ class Accumulator:
             pq.open = batch
             self.incomplete.add(batch)
             if state is not None:
-                state.produced += size
-                if state.produced >= self.batch_size:
-                    state.partition = -1
-                    state.produced = 0
+                state.produced = 1  # this sticky partition has its batch
             if self.sleeping:
                 self.sleeping = False
                 self.wake()
             return RecordFuture(batch, 0, timestamp)
+
+    def _new_sticky(
+        self, topic: str, key: bytes | None, value: bytes | None, num_partitions: int
+    ) -> _StickyState:
+        sticky = self._sticky
+        assert sticky is not None
+        sticky.partition(topic, key, value, num_partitions)
+        return self._sticky_states[topic]
 
     def _close(self, pq: PartitionQueue, batch: ProducerBatch) -> None:
         """Close a batch (lock held): encode it with its sequence numbers now --

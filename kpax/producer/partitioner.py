@@ -260,10 +260,12 @@ class UniformStickyPartitioner:
 
     @property
     def sticky_states(self) -> dict[str, _StickyState]:
-        """topic -> its sticky state (``partition``, ``produced``): the accumulator's
-        fast path reads the current sticky partition and counts appended bytes
-        itself (the same rule as :meth:`on_append` with ``allow_switch=True``),
-        calling :meth:`partition` only when a new one must be picked."""
+        """topic -> its sticky state (``partition``, ``produced``). The producer's
+        accumulator reads the current sticky partition here and moves on (sets
+        ``partition = -1`` and calls :meth:`partition`) once the sticky
+        partition's batch is full -- about ``batch_size`` bytes as in KIP-794,
+        never leaving a fractional batch behind -- instead of two calls per
+        record."""
         return self._topics
 
     def update_load(self, topic: str, queue_sizes: Mapping[int, int]) -> None:

@@ -69,8 +69,6 @@ def test_bad_options_name_what_is_wrong():
         resolve_producer_config({"compression_type": "brotli"})
     with pytest.raises(ConfigError, match="delivery_timeout_ms"):
         resolve_producer_config({"delivery_timeout_ms": 1000})
-    with pytest.raises(ConfigError, match="transactions"):
-        resolve_producer_config({"transactional_id": "tx"})
     with pytest.raises(ConfigError, match="acks"):
         resolve_producer_config({"acks": "some"})
 

@@ -1,0 +1,334 @@
+"""The `kpax` command against a real broker, run as a subprocess (``python -m kpax.cli``).
+
+Each test groups related assertions so the suite stays short (a subprocess
+start costs ~0.5 s). Checked: every subcommand and its main options, round
+trips (a file byte-for-byte, JSON with headers and binary values, msgpack),
+group offsets and lag after a partial consume, rollback to a time, the
+active-members refusal, --follow with a clean Ctrl-C, config file profiles
+with SASL, and bad input: each a one-line error with the right exit code.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import kpax
+from kpax.testing.base import KafkaCluster
+
+pytestmark = pytest.mark.timeout(120)
+
+
+class Run:
+    """The finished command: ``rc``, ``out`` (bytes), ``err`` (str)."""
+
+    def __init__(self, proc: subprocess.CompletedProcess[bytes]) -> None:
+        self.rc = proc.returncode
+        self.out = proc.stdout
+        self.err = proc.stderr.decode()
+
+    @property
+    def text(self) -> str:
+        return self.out.decode()
+
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+    def lines(self) -> list[dict[str, Any]]:
+        return [json.loads(ln) for ln in self.out.splitlines()]
+
+
+def kpax_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "kpax.cli", *args]
+
+
+def cli_env(bootstrap: str | None, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KPAX_")}
+    if bootstrap:
+        env["KPAX_BROKERS"] = bootstrap
+    env.update(extra)
+    return env
+
+
+def run_kpax(
+    bootstrap: str | None,
+    *args: str,
+    stdin: bytes | None = None,
+    cwd: str | Path | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = 60,
+) -> Run:
+    proc = subprocess.run(
+        kpax_cmd(*args),
+        input=stdin,
+        capture_output=True,
+        env=env if env is not None else cli_env(bootstrap),
+        cwd=cwd,
+        timeout=timeout,
+        check=False,
+    )
+    return Run(proc)
+
+
+def ok(r: Run) -> Run:
+    assert r.rc == 0, f"rc={r.rc} stderr={r.err!r}"
+    return r
+
+
+def one_line_error(r: Run, rc: int, *needles: str) -> None:
+    assert r.rc == rc, f"expected exit {rc}, got {r.rc}: {r.err!r}"
+    lines = r.err.strip().splitlines()
+    assert len(lines) == 1, f"not one line: {r.err!r}"
+    assert "Traceback" not in r.err
+    for n in needles:
+        assert n in lines[0], f"{n!r} not in {lines[0]!r}"
+
+
+@pytest.fixture
+def k(kafka: KafkaCluster) -> Any:
+    def call(*args: str, **kw: Any) -> Run:
+        return run_kpax(kafka.bootstrap, *args, **kw)
+
+    return call
+
+
+def test_produce_file_consume_byte_for_byte(k: Any, topic: Any, tmp_path: Path) -> None:
+    t = topic(1)
+    lines = [f"line {i} ünïcode ✓".encode() for i in range(2000)] + [b"", b"after empty", b"\ttab"]
+    src = tmp_path / "in.txt"
+    src.write_bytes(b"\n".join(lines) + b"\n")
+    r = ok(k("produce", t, "--file", str(src), "--compression", "lz4", "--acks", "1"))
+    assert f"produced {len(lines):,} records" in r.err and "records/s" in r.err
+    r = ok(k("consume", t))
+    assert r.out == src.read_bytes()
+    # --count, --from OFFSET, --to OFFSET, -N from the end
+    assert ok(k("consume", t, "--count", "3")).out == b"\n".join(lines[:3]) + b"\n"
+    assert ok(k("consume", t, "--from", "10", "--to", "13")).out == b"\n".join(lines[10:13]) + b"\n"
+    assert ok(k("consume", t, "--from", "-2")).out == b"\n".join(lines[-2:]) + b"\n"
+    # stdin, --key-separator, --header, key printed back with -K
+    ok(k("produce", t, "-K", ":", "-H", "src=cli", "-H", "n=1", stdin=b"k1:v1\nk2:v:2\nnokey\n"))
+    recs = ok(k("consume", t, "--from", "-3", "--format", "json")).lines()
+    assert [(r["key"], r["value"]) for r in recs] == [("k1", "v1"), ("k2", "v:2"), (None, "nokey")]
+    assert all(r["headers"] == [["src", "cli"], ["n", "1"]] for r in recs)
+    assert all(r["topic"] == t and r["partition"] == 0 for r in recs)
+    assert [r["offset"] for r in recs] == list(range(len(lines), len(lines) + 3))
+    assert ok(k("consume", t, "--from", "-2", "-K", "=")).out == b"k2=v:2\n=nokey\n"
+
+
+def test_json_and_msgpack_round_trip_with_headers_and_binary(k: Any, topic: Any) -> None:
+    import msgpack
+
+    t = topic(3)
+    binary = bytes(range(256))
+    docs = [
+        {"key": "k1", "value": "text", "headers": [["h", "v"], ["raw", {"base64": "AP8="}]], "partition": 2},
+        {"key": {"base64": base64.b64encode(b"\xff\x00").decode()}, "value": {"base64": base64.b64encode(binary).decode()}, "partition": 1},
+        {"value": {"nested": [1, 2]}, "headers": {"a": "b"}, "partition": 0, "timestamp": 1_700_000_000_000},
+        {"key": "nullvalue", "value": None, "partition": 0},
+    ]
+    stdin = "".join(json.dumps(d) + "\n" for d in docs).encode()
+    ok(k("produce", t, "--format", "json", stdin=stdin))
+    out = {(r["partition"], r["offset"]): r for r in ok(k("consume", t, "--format", "json")).lines()}
+    assert out[(2, 0)]["key"] == "k1" and out[(2, 0)]["value"] == "text"
+    assert out[(2, 0)]["headers"] == [["h", "v"], ["raw", {"base64": "AP8="}]]
+    assert base64.b64decode(out[(1, 0)]["value"]["base64"]) == binary
+    assert base64.b64decode(out[(1, 0)]["key"]["base64"]) == b"\xff\x00"
+    assert json.loads(out[(0, 0)]["value"]) == {"nested": [1, 2]}
+    assert out[(0, 0)]["timestamp"] == 1_700_000_000_000 and out[(0, 0)]["headers"] == [["a", "b"]]
+    assert out[(0, 1)]["value"] is None and out[(0, 1)]["key"] == "nullvalue"
+    # msgpack: bytes stay bytes, both ways
+    packed = msgpack.packb({"key": b"\x00k", "value": binary, "headers": [["h", b"\xfe"]], "partition": 1}) + msgpack.packb(b"bare")
+    t2 = topic(2)
+    ok(k("produce", t2, "--format", "msgpack", stdin=packed))
+    got = list(msgpack.Unpacker(__import__("io").BytesIO(ok(k("consume", t2, "--format", "msgpack")).out), raw=False))
+    by_value = {g["value"]: g for g in got}
+    assert by_value[binary]["key"] == b"\x00k" and by_value[binary]["headers"] == [["h", b"\xfe"]]
+    assert by_value[binary]["partition"] == 1 and b"bare" in by_value
+
+
+def test_value_key_partition_tail_and_offsets(k: Any, topic: Any) -> None:
+    t = topic(3)
+    ok(k("produce", t, "--value", "one", "--key", "K", "--partition", "2", "--acks", "0"))
+    ok(k("produce", t, "--value", "two", "--key", "K", "--partition", "2", "--compression", "gzip"))
+    stdin = "".join(
+        json.dumps({"value": f"v{i}", "partition": i % 3, "timestamp": 1_700_000_000_000 + i * 1000}) + "\n"
+        for i in range(30)
+    ).encode()
+    ok(k("produce", t, "--format", "json", "--compression", "zstd", stdin=stdin))
+    r = ok(k("consume", t, "--partition", "2", "--count", "2", "-K", "|"))
+    assert r.out == b"K|one\nK|two\n"
+    # tail: the last records by timestamp across partitions, or of one partition
+    assert ok(k("tail", t, "-n", "3", "--partition", "0")).out == b"v21\nv24\nv27\n"
+    tail = ok(k("tail", t, "-n", "4", "--format", "json")).lines()
+    # the last 4 of each partition, merged by timestamp ("one", "two" are not among
+    # partition 2's last 4 offsets)
+    assert [r["value"] for r in tail] == ["v26", "v27", "v28", "v29"]
+    # offsets: earliest/latest/records, and the offset at a time
+    doc = ok(k("offsets", t, "--time", "@1700000015000", "-o", "json")).json()
+    rows = {p["partition"]: p for p in doc["partitions"]}
+    assert [rows[p]["latest"] for p in range(3)] == [10, 10, 12]
+    assert rows[0]["offset_at_time"] == 5 and rows[1]["offset_at_time"] == 5
+    assert rows[2]["offset_at_time"] == 0  # "one" (written now) is the first at or after it
+    table = ok(k("offsets", t)).text
+    assert table.splitlines()[0].split() == ["PARTITION", "EARLIEST", "LATEST", "RECORDS"]
+
+
+def test_group_consume_offsets_lag_rollback_to_time(k: Any, topic: Any, kafka: KafkaCluster) -> None:
+    t = topic(2)
+    base = 1_700_000_000_000
+    stdin = "".join(
+        json.dumps({"value": f"r{i}", "partition": i % 2, "timestamp": base + i * 1000}) + "\n"
+        for i in range(40)
+    ).encode()
+    ok(k("produce", t, "--format", "json", stdin=stdin))
+    group = f"g-{t}"
+    r = ok(k("consume", t, "--group", group, "--count", "10"))
+    assert len(r.out.splitlines()) == 10
+    doc = ok(k("offsets", t, "--group", group, "-o", "json")).json()
+    committed = {p["partition"]: p["committed"] for p in doc["partitions"]}
+    lag = {p["partition"]: p["lag"] for p in doc["partitions"]}
+    assert sum(c or 0 for c in committed.values()) == 10
+    assert doc["total_lag"] == 30 and sum(lag.values()) == 30
+    desc = ok(k("groups", "describe", group, "-o", "json")).json()[0]
+    assert desc["state"] == "Empty"
+    assert {o["partition"]: o["lag"] for o in desc["offsets"]} == {
+        p: lag[p] for p, c in committed.items() if c is not None
+    }
+    assert group in [g["group"] for g in ok(k("groups", "list", "-o", "json")).json()]
+    coord = ok(k("coord", "--group", group, "-o", "json")).json()
+    assert coord["coordinator"] == 1 or coord["address"] in kafka.bootstrap.split(",")
+    # the rest of the group's records, then rollback to a time and read from there
+    assert len(ok(k("consume", t, "--group", group)).out.splitlines()) == 30
+    plan = ok(k("rollback", "--group", group, t, "--to", f"@{base + 30_000}", "--dry-run", "-o", "json")).json()
+    assert plan["dry_run"] and {p["new"] for p in plan["partitions"]} == {15}
+    assert {p["current"] for p in plan["partitions"]} == {20}
+    assert ok(k("offsets", t, "--group", group, "-o", "json")).json()["total_lag"] == 0  # unchanged
+    ok(k("rollback", "--group", group, t, "--to", "2023-11-14T22:13:50Z"))  # = base + 30 s
+    values = ok(k("consume", t, "--group", group)).text.split()
+    assert sorted(values) == sorted(f"r{i}" for i in range(30, 40))
+    ok(k("rollback", "--group", group, t, "--to", "earliest", "--partition", "1"))
+    assert len(ok(k("consume", t, "--group", group)).out.splitlines()) == 20
+    ok(k("groups", "delete", group))
+    assert group not in [g["group"] for g in ok(k("groups", "list", "-o", "json")).json()]
+
+
+def test_follow_rollback_refused_and_ctrl_c(kafka: KafkaCluster, topic: Any, k: Any) -> None:
+    t = topic(1)
+    group = f"g-{t}"
+    ok(k("produce", t, stdin=b"a\nb\n"))
+    follower = subprocess.Popen(
+        kpax_cmd("consume", t, "--group", group, "--follow"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=cli_env(kafka.bootstrap),
+    )
+    try:
+        assert follower.stdout is not None
+        assert follower.stdout.readline() == b"a\n" and follower.stdout.readline() == b"b\n"
+        ok(k("produce", t, stdin=b"c\n"))
+        assert follower.stdout.readline() == b"c\n"  # --follow sees new records
+        r = k("rollback", "--group", group, t, "--to", "earliest")
+        one_line_error(r, 1, "active member", group)
+        follower.send_signal(signal.SIGINT)
+        rc = follower.wait(timeout=20)
+        err = follower.stderr.read().decode() if follower.stderr else ""
+        assert rc == 130 and "interrupted" in err and "Traceback" not in err
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+    # Ctrl-C committed what was printed and left the group: lag 0, rollback now allowed
+    with kpax.Admin(kafka.bootstrap) as admin:
+        assert admin.list_group_offsets(group)[kpax.TopicPartition(t, 0)].offset == 3
+        deadline = time.monotonic() + 15
+        while admin.describe_groups([group])[group].members and time.monotonic() < deadline:
+            time.sleep(0.2)
+    ok(k("rollback", "--group", group, t, "--to", "1"))
+    assert ok(k("consume", t, "--group", group)).out == b"b\nc\n"
+
+
+def test_topics_and_meta(k: Any, kafka: KafkaCluster) -> None:
+    name = f"cli-topics-{os.getpid()}-{time.monotonic_ns()}"
+    r = ok(k("topics", "create", name, "--partitions", "3", "--set", "retention.ms=3600000"))
+    assert "created topic" in r.err
+    assert name in ok(k("topics", "list", "-o", "json")).json()
+    ok(k("topics", "alter-config", name, "--set", "cleanup.policy=compact", "--delete", "retention.ms"))
+    deadline = time.monotonic() + 10
+    while True:
+        desc = ok(k("topics", "describe", name, "-o", "json")).json()[0]
+        if desc["configs"].get("cleanup.policy") == "compact" or time.monotonic() > deadline:
+            break
+        time.sleep(0.3)
+    assert len(desc["partitions"]) == 3 and desc["configs"].get("cleanup.policy") == "compact"
+    assert "retention.ms" not in desc["configs"]
+    meta = ok(k("meta", name, "-o", "json")).json()
+    assert meta["controller"] >= 0 and meta["brokers"] and meta["topics"][0]["name"] == name
+    assert [p["partition"] for p in meta["topics"][0]["partitions"]] == [0, 1, 2]
+    human = ok(k("meta")).text
+    assert "brokers:" in human and name in human and "LEADER" in human
+    ok(k("topics", "delete", name))
+    one_line_error(k("topics", "describe", name), 1, "unknown topic", name)
+
+
+def test_config_file_profiles_sasl_and_credentials(kafka: KafkaCluster, tmp_path: Path) -> None:
+    sasl = kafka.listener("SASL_PLAINTEXT")
+    user, password = next(iter(kafka.sasl_users.items()))
+    (tmp_path / "kpax.toml").write_text(
+        f'default_profile = "plain"\n'
+        f'[profiles.plain]\nbootstrap = "{kafka.bootstrap}"\n'
+        f'[profiles.secure]\nbootstrap = "{sasl}"\nsecurity_protocol = "SASL_PLAINTEXT"\n'
+        f'sasl_mechanism = "SCRAM-SHA-512"\nsasl_username = "{user}"\nsasl_password_env = "PW"\n'
+    )
+    env = cli_env(None, PW=password)
+    assert ok(run_kpax(None, "meta", "-o", "json", cwd=tmp_path, env=env)).json()["brokers"]
+    assert ok(run_kpax(None, "--profile", "secure", "topics", "list", cwd=tmp_path, env=env))
+    # KPAX_BROKERS beats the file, -b beats KPAX_BROKERS
+    r = run_kpax(None, "topics", "list", "--timeout", "3", cwd=tmp_path, env={**env, "KPAX_BROKERS": "127.0.0.1:1"})
+    one_line_error(r, 1, "127.0.0.1:1")
+    assert ok(run_kpax(None, "-b", kafka.bootstrap, "topics", "list", cwd=tmp_path, env={**env, "KPAX_BROKERS": "127.0.0.1:1"}))
+    # wrong credentials, unset password variable, unknown profile, missing file
+    bad = {**env, "PW": "wrong"}
+    one_line_error(run_kpax(None, "--profile", "secure", "meta", cwd=tmp_path, env=bad), 1, "authentication", user)
+    one_line_error(run_kpax(None, "--profile", "secure", "meta", cwd=tmp_path, env=cli_env(None)), 2, "PW")
+    one_line_error(run_kpax(None, "--profile", "nope", "meta", cwd=tmp_path, env=env), 2, "nope", "secure")
+    one_line_error(run_kpax(None, "--config", str(tmp_path / "missing.toml"), "meta", env=env), 2, "missing.toml", "not found")
+    one_line_error(run_kpax(None, "meta", cwd=tmp_path / "..", env=cli_env(None, HOME=str(tmp_path / "nohome"))), 2, "no cluster address")
+    # flags on the command line, password from KPAX_SASL_PASSWORD
+    flags = ["-b", sasl, "--security-protocol", "SASL_PLAINTEXT", "--sasl-mechanism", "PLAIN", "--sasl-username", user]
+    assert ok(run_kpax(None, *flags, "topics", "list", env=cli_env(None, KPAX_SASL_PASSWORD=password)))
+
+
+def test_bad_input_errors(k: Any, topic: Any, kafka: KafkaCluster) -> None:
+    t = topic(1)
+    missing = f"no-such-topic-{time.monotonic_ns()}"
+    one_line_error(k("consume", missing), 1, "unknown topic", missing)
+    one_line_error(k("produce", missing, "--value", "x"), 1, "unknown topic", missing)
+    one_line_error(k("offsets", missing), 1, "unknown topic")
+    one_line_error(run_kpax("127.0.0.1:1", "consume", t, "--timeout", "3"), 1, "127.0.0.1:1")
+    one_line_error(run_kpax("not-an-address", "meta"), 2, "not-an-address")
+    # malformed JSON: stops at the line (earlier records kept), or skips with --skip-bad
+    stdin = b'{"value": "ok1"}\n{"value": oops}\n{"value": "ok3"}\n{"value": 1, "bogus": 2}\n'
+    one_line_error(k("produce", t, "--format", "json", stdin=stdin), 1, "line 2", "malformed JSON")
+    assert ok(k("consume", t)).out == b"ok1\n"
+    r = ok(k("produce", t, "--format", "json", "--skip-bad", stdin=stdin))
+    assert "line 2" in r.err and "line 4" in r.err and "produced 2 records" in r.err
+    assert ok(k("consume", t)).out == b"ok1\nok1\nok3\n"
+    # bad time / offset specs and options are usage errors (2)
+    one_line_error(k("consume", t, "--from", "last tuesday"), 2, "last tuesday", "ISO-8601")
+    one_line_error(k("offsets", t, "--time", "2024-13-45"), 2, "2024-13-45")
+    one_line_error(k("consume", t, "--partition", "7"), 2, "no partition 7")
+    one_line_error(k("produce", t, "-X", "linger_ms=-5", "--value", "x"), 2, "linger_ms")
+    one_line_error(k("consume", t, "--group", "g", "--from", "5"), 2, "rollback")
+    r = k("consume")
+    assert r.rc == 2 and "usage:" in r.err and "Traceback" not in r.err
+    # --debug shows the traceback
+    r = run_kpax("127.0.0.1:1", "--debug", "meta", "--timeout", "2")
+    assert r.rc == 1 and "Traceback" in r.err

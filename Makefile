@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.kpax-installed
 SPECS  ?= ../shared/kafka-message-specs
 
-.PHONY: all demo test unit integration lint typecheck generate check-generated bench kafka-jars clean distclean
+.PHONY: all demo tools test unit integration lint typecheck generate check-generated bench kafka-jars clean distclean
 
 all: test
 
@@ -23,7 +23,12 @@ kafka-jars: $(STAMP)
 
 ## The main job, against a local Kafka it starts and stops.
 demo: $(STAMP) kafka-jars
-	$(PY) -m kpax.testing.demo
+	$(PY) -m kpax.cli.demo
+
+## kcat (Debian package) for the CLI interop tests; best effort: without it those tests fail.
+tools:
+	@command -v kcat >/dev/null || (apt-get update -qq && apt-get install -y -qq kcat) \
+		|| echo "tools: could not install kcat; tests/integration/test_cli_kcat.py will fail"
 
 lint: $(STAMP)
 	$(PY) -m ruff check kpax tests bench tools cmd
@@ -43,11 +48,11 @@ check-generated: $(STAMP)
 unit: $(STAMP)
 	$(PY) -m pytest tests/unit
 
-integration: $(STAMP) kafka-jars
+integration: $(STAMP) kafka-jars tools
 	$(PY) -m pytest tests/integration tests/interop tests/faults
 
 ## Everything: lint, types, generated code up to date, unit + integration suites.
-test: $(STAMP) kafka-jars lint typecheck check-generated
+test: $(STAMP) kafka-jars tools lint typecheck check-generated
 	$(PY) -m pytest tests
 
 bench: $(STAMP) kafka-jars

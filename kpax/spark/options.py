@@ -80,6 +80,10 @@ def _int(name: str, value: str, minimum: int | None = None) -> int:
 
 def _convert(name: str, option: Option, value: str) -> Any:
     default = option.default
+    if name.lower() == "kafka.acks":
+        return value.strip() if value.strip().lower() == "all" else _int(name, value)
+    if default is None and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
     if isinstance(default, bool):
         return _bool(name, value)
     if isinstance(default, int):

@@ -87,13 +87,11 @@ class KpaxDataSource(DataSource):
         return KpaxStreamReader(parse_read_options(self.options, batch=False))
 
     def writer(self, schema: Any, overwrite: bool) -> DataSourceWriter:
-        from kpax.spark.write import KpaxBatchWriter, check_write_schema
+        from kpax.spark.write import KpaxBatchWriter
 
-        check_write_schema(schema)
         return KpaxBatchWriter(parse_write_options(self.options), schema)
 
     def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamWriter:
-        from kpax.spark.write import KpaxStreamWriter, check_write_schema
+        from kpax.spark.write import KpaxStreamWriter
 
-        check_write_schema(schema)
         return KpaxStreamWriter(parse_write_options(self.options), schema)

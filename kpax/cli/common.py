@@ -10,6 +10,7 @@ Imports: the public kpax API, kpax.cli.*, the standard library.
 from __future__ import annotations
 
 from collections.abc import Iterable
+
 import kpax
 from kpax.cli.errors import CommandError, UsageError
 from kpax.cli.settings import Settings
@@ -76,7 +77,10 @@ def _offsets(
 
 
 def earliest_latest(
-    adm: kpax.Admin, tps: list[kpax.TopicPartition], timeout: float, isolation: str = "read_uncommitted"
+    adm: kpax.Admin,
+    tps: list[kpax.TopicPartition],
+    timeout: float,
+    isolation: str = "read_uncommitted",
 ) -> tuple[dict[kpax.TopicPartition, int], dict[kpax.TopicPartition, int]]:
     e = adm.list_offsets(dict.fromkeys(tps, "earliest"), timeout=timeout)
     e.raise_for_errors()

@@ -108,7 +108,11 @@ def run(args: argparse.Namespace, settings: Settings, *, tail: bool = False) -> 
 
 class _Session:
     def __init__(
-        self, args: argparse.Namespace, writer: formats.Writer, end: dict[TP, int] | None, tail: bool
+        self,
+        args: argparse.Namespace,
+        writer: formats.Writer,
+        end: dict[TP, int] | None,
+        tail: bool,
     ) -> None:
         self.args = args
         self.writer = writer
@@ -180,22 +184,28 @@ class _Session:
             note(f"kpax consume: interrupted after {self.count:,} records")
         elif self.summary:
             where = f"from {topic!r}"
-            note(rate_summary("consumed", self.count, self.nbytes, time.monotonic() - started, where))
+            note(
+                rate_summary("consumed", self.count, self.nbytes, time.monotonic() - started, where)
+            )
         return status
 
     def _handle(self, recs: list[Any]) -> None:
         end = self.end
         # last offset per partition, built in C (records of a partition are in order)
-        lastoff = dict(zip(map(_PART, recs), map(_OFF, recs)))
+        lastoff = dict(zip(map(_PART, recs), map(_OFF, recs), strict=False))
         topic = self.args.topic
         if end is not None:
             over = {p for p, off in lastoff.items() if off >= end[TP(topic, p)]}
             if over:
-                recs = [r for r in recs if r.partition not in over or r.offset < end[TP(topic, r.partition)]]
-                lastoff = dict(zip(map(_PART, recs), map(_OFF, recs)))
+                recs = [
+                    r
+                    for r in recs
+                    if r.partition not in over or r.offset < end[TP(topic, r.partition)]
+                ]
+                lastoff = dict(zip(map(_PART, recs), map(_OFF, recs), strict=False))
         if self.limit is not None and self.count + len(recs) > self.limit:
             recs = recs[: self.limit - self.count]
-            lastoff = dict(zip(map(_PART, recs), map(_OFF, recs)))
+            lastoff = dict(zip(map(_PART, recs), map(_OFF, recs), strict=False))
         if not recs:
             return
         for p, off in lastoff.items():

@@ -47,7 +47,8 @@ def main() -> int:
         print(f"demo: could not start Kafka: {exc}", file=sys.stderr)
         return 1
     with cluster:
-        print(f"Kafka {cluster.version or '(existing)'} at {cluster.bootstrap}, up in {time.monotonic() - t0:.1f}s")
+        up = time.monotonic() - t0
+        print(f"Kafka {cluster.version or '(existing)'} at {cluster.bootstrap}, up in {up:.1f}s")
         env = {**os.environ, "KPAX_BROKERS": cluster.bootstrap}
         topic, group = f"kpax-demo-{int(time.time())}", "kpax-demo"
         try:

@@ -43,7 +43,9 @@ def _msgpack() -> Any:
     try:
         import msgpack
     except ImportError:
-        raise UsageError("--format msgpack needs the msgpack package: pip install kpax[msgpack]")
+        raise UsageError(
+            "--format msgpack needs the msgpack package: pip install kpax[msgpack]"
+        ) from None
     return msgpack
 
 
@@ -142,7 +144,9 @@ _FIELDS = {"key", "value", "headers", "partition", "timestamp", "topic", "offset
 
 def from_mapping(obj: Any, where: str) -> InRecord:
     if not isinstance(obj, dict):
-        raise BadInput(f"{where}: expected an object with key/value/headers, got {type(obj).__name__}")
+        raise BadInput(
+            f"{where}: expected an object with key/value/headers, got {type(obj).__name__}"
+        )
     unknown = set(obj) - _FIELDS
     if unknown:
         raise BadInput(f"{where}: unknown field(s) {', '.join(sorted(map(str, unknown)))}")

@@ -31,7 +31,10 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
 def _list(adm: kpax.Admin, args: argparse.Namespace, settings: Settings) -> int:
     groups = sorted(adm.list_groups(timeout=settings.timeout), key=lambda g: g.group_id)
-    docs = [{"group": g.group_id, "state": g.state, "type": g.type, "protocol_type": g.protocol_type} for g in groups]
+    docs = [
+        {"group": g.group_id, "state": g.state, "type": g.type, "protocol_type": g.protocol_type}
+        for g in groups
+    ]
     human = table(["GROUP", "STATE", "TYPE"], [[d["group"], d["state"], d["type"]] for d in docs])
     emit(docs, human, args.output)
     return 0
@@ -51,7 +54,7 @@ def _describe(adm: kpax.Admin, args: argparse.Namespace, settings: Settings) -> 
             res = adm.list_offsets(dict.fromkeys(tps, "latest"), timeout=settings.timeout)
             latest = {tp: res[tp].offset for tp in tps if tp not in res.errors}
         owner = {tp: m.member_id for m in g.members for tp in m.assignment}
-        offs = []
+        offs: list[dict[str, Any]] = []
         for tp in tps:
             off = committed[tp].offset
             end = latest.get(tp)
@@ -65,7 +68,7 @@ def _describe(adm: kpax.Admin, args: argparse.Namespace, settings: Settings) -> 
                     "member": owner.get(tp),
                 }
             )
-        members = [
+        members: list[dict[str, Any]] = [
             {
                 "member_id": m.member_id,
                 "client_id": m.client_id,
@@ -91,10 +94,23 @@ def _describe(adm: kpax.Admin, args: argparse.Namespace, settings: Settings) -> 
             f"{len(members)} member(s)"
         )
         if members:
-            rows = [[m["member_id"], m["client_id"], m["host"], " ".join(m["assignment"])] for m in members]
-            out += ["  " + ln for ln in table(["MEMBER", "CLIENT", "HOST", "PARTITIONS"], rows).splitlines()]
+            rows = [
+                [m["member_id"], m["client_id"], m["host"], " ".join(m["assignment"])]
+                for m in members
+            ]
+            out += [
+                "  " + ln
+                for ln in table(["MEMBER", "CLIENT", "HOST", "PARTITIONS"], rows).splitlines()
+            ]
         if offs:
-            rows = [[o["topic"], o["partition"], o["committed"], o["latest"], o["lag"]] for o in offs]
-            out += ["  " + ln for ln in table(["TOPIC", "PARTITION", "COMMITTED", "LATEST", "LAG"], rows).splitlines()]
+            rows = [
+                [o["topic"], o["partition"], o["committed"], o["latest"], o["lag"]] for o in offs
+            ]
+            out += [
+                "  " + ln
+                for ln in table(
+                    ["TOPIC", "PARTITION", "COMMITTED", "LATEST", "LAG"], rows
+                ).splitlines()
+            ]
     emit(docs, "\n".join(out), args.output)
     return 0

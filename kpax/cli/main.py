@@ -55,7 +55,7 @@ examples:
   kpax produce orders --file records.txt --compression lz4 --acks 1
   echo 'user-1:hello' | kpax produce orders --key-separator :
   kpax produce orders --value '{"id": 1}' --key k1 --header source=cli
-  kpax produce orders --format json <<< '{"key":"k","value":{"base64":"AAE="},"headers":[["h","v"]]}'
+  kpax produce orders --format json <<< '{"key":"k","value":{"base64":"AAE="},"headers":{"h":"v"}}'
   kpax produce orders --format json --skip-bad --file messy.jsonl
 """
 
@@ -151,43 +151,75 @@ def _global_options(p: argparse.ArgumentParser, sub: bool = False) -> None:
     there with suppressed defaults so the main parser's values stand."""
     if sub:
         p.argument_default = argparse.SUPPRESS
-    g = p.add_argument_group("connection (also accepted before the command)" if sub else "connection")
+    g = p.add_argument_group(
+        "connection (also accepted before the command)" if sub else "connection"
+    )
     g.add_argument("-b", "--bootstrap-server", metavar="HOST:PORT[,...]", help="cluster address")
     g.add_argument("--config", metavar="PATH", help="config file (TOML) to read")
     g.add_argument("--profile", help="profile of the config file ($KPAX_PROFILE)")
-    g.add_argument("--security-protocol", choices=["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"], type=str.upper)
+    g.add_argument(
+        "--security-protocol",
+        choices=["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"],
+        type=str.upper,
+    )
     g.add_argument("--sasl-mechanism", help="PLAIN, SCRAM-SHA-256, SCRAM-SHA-512")
     g.add_argument("--sasl-username", metavar="USER")
     g.add_argument("--sasl-password", metavar="PASS", help="(better: $KPAX_SASL_PASSWORD)")
     g.add_argument("--ssl-cafile", metavar="PEM")
     g.add_argument("--ssl-certfile", metavar="PEM")
     g.add_argument("--ssl-keyfile", metavar="PEM")
-    g.add_argument("--ssl-no-verify", action="store_true", help="do not verify the broker certificate")
     g.add_argument(
-        "-X", dest="extra", action="append", metavar="KEY=VALUE",
+        "--ssl-no-verify", action="store_true", help="do not verify the broker certificate"
+    )
+    g.add_argument(
+        "-X",
+        dest="extra",
+        action="append",
+        metavar="KEY=VALUE",
         help="a kpax producer/consumer option, e.g. -X linger_ms=20 (repeatable)",
     )
-    g.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",
-                   help="bound on connecting and each admin call (default 30)")
+    g.add_argument(
+        "--timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="bound on connecting and each admin call (default 30)",
+    )
     p.add_argument("--debug", action="store_true", help="tracebacks and kpax's debug logs")
     if sub:
         p.argument_default = None
 
 
 def _output(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--output", "-o", choices=["table", "json"], default="table",
-                   help="table for people (default) or json for programs")
+    p.add_argument(
+        "--output",
+        "-o",
+        choices=["table", "json"],
+        default="table",
+        help="table for people (default) or json for programs",
+    )
 
 
 def _record_format(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--format", "-f", choices=["raw", "json", "msgpack"], default="raw",
-                   help="record format (default raw: one value per line)")
+    p.add_argument(
+        "--format",
+        "-f",
+        choices=["raw", "json", "msgpack"],
+        default="raw",
+        help="record format (default raw: one value per line)",
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="no summary or progress on stderr")
 
 
 def _partition_list(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--partition", "-p", type=int, action="append", metavar="P",
-                   help="only this partition (repeatable)")
+    p.add_argument(
+        "--partition",
+        "-p",
+        type=int,
+        action="append",
+        metavar="P",
+        help="only this partition (repeatable)",
+    )
 
 
 class _Nested:
@@ -196,7 +228,7 @@ class _Nested:
     def __init__(self, sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         self.sub = sub
 
-    def add_parser(self, name: str, help: str) -> argparse.ArgumentParser:  # noqa: A002
+    def add_parser(self, name: str, help: str) -> argparse.ArgumentParser:
         p: argparse.ArgumentParser = self.sub.add_parser(name, help=help, description=help)
         _global_options(p, sub=True)
         return p
@@ -223,24 +255,44 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--value", help="produce this one record")
     p.add_argument("--key", "-k", help="key of every record (raw) unless the input has one")
     p.add_argument("--key-separator", "-K", metavar="SEP", help="raw lines are KEY SEP VALUE")
-    p.add_argument("--header", "-H", action="append", metavar="K=V", help="header on every record (repeatable)")
-    p.add_argument("--partition", "-p", type=int, help="write to this partition (default: partitioner)")
+    p.add_argument(
+        "--header", "-H", action="append", metavar="K=V", help="header on every record (repeatable)"
+    )
+    p.add_argument(
+        "--partition", "-p", type=int, help="write to this partition (default: partitioner)"
+    )
     p.add_argument("--acks", choices=["0", "1", "all", "-1"], default="all")
-    p.add_argument("--compression", "-z", choices=["none", "gzip", "snappy", "lz4", "zstd"], default="none")
-    p.add_argument("--skip-bad", action="store_true", help="skip malformed json/msgpack records (reported) instead of stopping")
+    p.add_argument(
+        "--compression", "-z", choices=["none", "gzip", "snappy", "lz4", "zstd"], default="none"
+    )
+    p.add_argument(
+        "--skip-bad",
+        action="store_true",
+        help="skip malformed json/msgpack records (reported) instead of stopping",
+    )
 
     p = add("consume", CONSUME_HELP)
     p.add_argument("topic")
     _record_format(p)
     p.add_argument("--group", "-g", help="consume as a member of this group and commit")
     _partition_list(p)
-    p.add_argument("--from", dest="from_", default="earliest", metavar="SPEC", help="where to start (default earliest)")
+    p.add_argument(
+        "--from",
+        dest="from_",
+        default="earliest",
+        metavar="SPEC",
+        help="where to start (default earliest)",
+    )
     p.add_argument("--to", metavar="SPEC", help="stop before this offset/time in each partition")
     p.add_argument("--count", "-c", type=int, metavar="N", help="stop after N records")
     p.add_argument("--follow", action="store_true", help="keep reading new records")
     p.add_argument("--key-separator", "-K", metavar="SEP", help="raw: print KEY SEP VALUE")
-    p.add_argument("--separator", default="\\n", metavar="SEP", help="raw: record separator (default \\n)")
-    p.add_argument("--isolation", choices=["read_uncommitted", "read_committed"], default="read_uncommitted")
+    p.add_argument(
+        "--separator", default="\\n", metavar="SEP", help="raw: record separator (default \\n)"
+    )
+    p.add_argument(
+        "--isolation", choices=["read_uncommitted", "read_committed"], default="read_uncommitted"
+    )
 
     p = add("tail", TAIL_HELP)
     p.add_argument("topic")
@@ -347,10 +399,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)  # exits 2 with a usage line on bad arguments
     prog = f"kpax {args.command}"
     if args.debug:
-        logging.basicConfig(level=logging.DEBUG, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+        logging.basicConfig(
+            level=logging.DEBUG, format="%(asctime)s %(name)s %(levelname)s %(message)s"
+        )
     else:
         logging.basicConfig(level=logging.CRITICAL)
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL) if args.command not in ("consume", "tail") else None
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL) if args.command not in (
+        "consume",
+        "tail",
+    ) else None
     from kpax.errors import ConfigError, KafkaError
 
     try:
@@ -376,9 +433,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         if args.debug:
             raise
-        sys.stderr.write(
-            f"{prog}: {type(exc).__name__}: {_one_line(exc)} (--debug for details)\n"
-        )
+        sys.stderr.write(f"{prog}: {type(exc).__name__}: {_one_line(exc)} (--debug for details)\n")
         return EXIT_ERROR
 
 

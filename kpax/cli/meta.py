@@ -61,17 +61,24 @@ def meta(args: argparse.Namespace, settings: Settings) -> int:
     }
     lines = [f"cluster {cluster.cluster_id}, controller {cluster.controller_id}", "brokers:"]
     brows = [
-        [b["id"], f"{b['host']}:{b['port']}", b["rack"], "*" if b["id"] == cluster.controller_id else ""]
+        [
+            b["id"],
+            f"{b['host']}:{b['port']}",
+            b["rack"],
+            "*" if b["id"] == cluster.controller_id else "",
+        ]
         for b in brokers
     ]
-    lines += ["  " + ln for ln in table(["ID", "ADDRESS", "RACK", "CONTROLLER"], brows).splitlines()]
+    lines += [
+        "  " + ln for ln in table(["ID", "ADDRESS", "RACK", "CONTROLLER"], brows).splitlines()
+    ]
     lines.append(f"topics ({len(topics)}):")
     rows = []
-    for t in topics:
-        for p in t["partitions"]:
+    for td in topics:
+        for p in td["partitions"]:
             rows.append(
                 [
-                    t["name"],
+                    td["name"],
                     p["partition"],
                     p["leader"],
                     ",".join(map(str, p["replicas"])),
@@ -79,7 +86,10 @@ def meta(args: argparse.Namespace, settings: Settings) -> int:
                 ]
             )
     if rows:
-        lines += ["  " + ln for ln in table(["TOPIC", "PARTITION", "LEADER", "REPLICAS", "ISR"], rows).splitlines()]
+        lines += [
+            "  " + ln
+            for ln in table(["TOPIC", "PARTITION", "LEADER", "REPLICAS", "ISR"], rows).splitlines()
+        ]
     emit(doc, "\n".join(lines), args.output)
     return 0
 
@@ -93,5 +103,9 @@ def coord(args: argparse.Namespace, settings: Settings) -> int:
         cluster = adm.describe_cluster(timeout=settings.timeout)
     addr = next((f"{b.host}:{b.port}" for b in cluster.brokers if b.node_id == node), None)
     doc = {"group": args.group, "coordinator": node, "address": addr}
-    emit(doc, f"group {args.group!r}: coordinator broker {node} ({addr or 'unknown address'})", args.output)
+    emit(
+        doc,
+        f"group {args.group!r}: coordinator broker {node} ({addr or 'unknown address'})",
+        args.output,
+    )
     return 0

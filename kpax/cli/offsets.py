@@ -53,7 +53,9 @@ def offsets(args: argparse.Namespace, settings: Settings) -> int:
             row["lag"] = latest[tp] - off if off is not None else latest[tp] - earliest[tp]
         if at_time is not None:
             o = at[tp]
-            row["offset_at_time"] = o.offset if o.offset is not None and o.offset >= 0 else latest[tp]
+            row["offset_at_time"] = (
+                o.offset if o.offset is not None and o.offset >= 0 else latest[tp]
+            )
             row["timestamp"] = o.timestamp if o.offset is not None and o.offset >= 0 else None
         rows.append(row)
     doc: dict[str, Any] = {"topic": args.topic, "partitions": rows}
@@ -103,9 +105,8 @@ def rollback(args: argparse.Namespace, settings: Settings) -> int:
         "partitions": rows,
     }
     head = "plan (dry run, nothing changed)" if args.dry_run else "moved"
-    human = (
-        f"{head}: group {args.group!r} on {args.topic!r} to {spec.describe()}\n"
-        + table(["PARTITION", "CURRENT", "NEW"], [[r["partition"], r["current"], r["new"]] for r in rows])
+    human = f"{head}: group {args.group!r} on {args.topic!r} to {spec.describe()}\n" + table(
+        ["PARTITION", "CURRENT", "NEW"], [[r["partition"], r["current"], r["new"]] for r in rows]
     )
     emit(doc, human, args.output)
     return 0

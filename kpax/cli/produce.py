@@ -28,15 +28,14 @@ _PRUNE_EVERY = 8192
 def _raw_records(
     stream: IO[bytes], key_sep: bytes | None, headers: Any, partition: int | None
 ) -> Iterator[formats.InRecord]:
-    for line in stream:
-        if line.endswith(b"\n"):
-            line = line[:-1]
+    for raw in stream:
+        value = raw[:-1] if raw.endswith(b"\n") else raw
         key = None
         if key_sep is not None:
-            k, sep, v = line.partition(key_sep)
+            k, sep, v = value.partition(key_sep)
             if sep:
-                key, line = k, v
-        yield formats.InRecord(line, key, headers, partition)
+                key, value = k, v
+        yield formats.InRecord(value, key, headers, partition)
 
 
 class _Delivery:
@@ -71,12 +70,11 @@ def _send_raw(
     append = pending.append
     klen = len(key or b"")
     try:
-        for line in stream:
-            if line[-1:] == b"\n":
-                line = line[:-1]
-            append(send(topic, line, key, partition=part, headers=headers))
+        for raw in stream:
+            value = raw[:-1] if raw[-1:] == b"\n" else raw
+            append(send(topic, value, key, partition=part, headers=headers))
             count += 1
-            nbytes += len(line)
+            nbytes += len(value)
             if not count & 8191:
                 track.prune()
                 pending = track.pending
@@ -93,7 +91,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         raise UsageError("give --value or --file, not both")
     if args.format != "raw" and (args.key_separator or args.value is not None):
         raise UsageError("--key-separator and --value go with --format raw")
-    headers = [(k, v.encode()) for k, v in common.kv_pairs(args.header, "--header")] or None
+    headers: formats.Headers | None = [
+        (k, v.encode()) for k, v in common.kv_pairs(args.header, "--header")
+    ] or None
     key_sep = args.key_separator.encode() if args.key_separator else None
     fixed_key = args.key.encode() if args.key is not None else None
     with common.admin(settings) as adm:
@@ -143,7 +143,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             stream.close()
 
 
-def _send_all(
+def _send_all(  # noqa: PLR0917
     producer: kpax.Producer,
     args: argparse.Namespace,
     records: Iterator[formats.InRecord],
@@ -168,8 +168,14 @@ def _send_all(
                 key = rec.key if rec.key is not None else fixed_key
                 part = rec.partition if rec.partition is not None else args.partition
                 pending.append(
-                    send(topic, rec.value, key, partition=part, timestamp=rec.timestamp,
-                         headers=rec.headers)
+                    send(
+                        topic,
+                        rec.value,
+                        key,
+                        partition=part,
+                        timestamp=rec.timestamp,
+                        headers=rec.headers,
+                    )
                 )
                 count += 1
                 nbytes += len(rec.value or b"") + len(key or b"")

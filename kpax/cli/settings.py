@@ -40,7 +40,7 @@ from kpax.cli.errors import UsageError
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - 3.10
-    import tomli as tomllib
+    import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
 
 # config-file / flag name -> kpax client option name
 _ALIASES = {
@@ -120,10 +120,11 @@ def load_profile(path: Path | None, profile: str | None) -> dict[str, Any]:
 
 def _normalise(raw: dict[str, Any], where: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for key, value in raw.items():
+    for key, given in raw.items():
         k = key.replace("-", "_").replace(".", "_").lower()
+        value = given
         if k.endswith("_env"):
-            var = str(value)
+            var = str(given)
             if var not in os.environ:
                 raise UsageError(f"{where}: {key} names environment variable {var!r}, not set")
             k, value = k[:-4], os.environ[var]

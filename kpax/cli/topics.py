@@ -49,7 +49,8 @@ def _describe(adm: kpax.Admin, args: argparse.Namespace, settings: Settings) -> 
         changed = {
             k: e.value
             for k, e in sorted(entries.items())
-            if e.source.name not in ("DEFAULT_CONFIG", "STATIC_BROKER_CONFIG", "UNKNOWN") or args.all_configs
+            if e.source.name not in ("DEFAULT_CONFIG", "STATIC_BROKER_CONFIG", "UNKNOWN")
+            or args.all_configs
         }
         parts = sorted(t.partitions, key=lambda p: p.partition)
         docs.append(
@@ -57,15 +58,25 @@ def _describe(adm: kpax.Admin, args: argparse.Namespace, settings: Settings) -> 
                 "name": name,
                 "topic_id": str(t.topic_id) if t.topic_id else None,
                 "partitions": [
-                    {"partition": p.partition, "leader": p.leader, "replicas": list(p.replicas), "isr": list(p.isr)}
+                    {
+                        "partition": p.partition,
+                        "leader": p.leader,
+                        "replicas": list(p.replicas),
+                        "isr": list(p.isr),
+                    }
                     for p in parts
                 ],
                 "configs": changed,
             }
         )
         out.append(f"topic {name} (id {t.topic_id}): {len(parts)} partition(s)")
-        rows = [[p.partition, p.leader, ",".join(map(str, p.replicas)), ",".join(map(str, p.isr))] for p in parts]
-        out += ["  " + ln for ln in table(["PARTITION", "LEADER", "REPLICAS", "ISR"], rows).splitlines()]
+        rows = [
+            [p.partition, p.leader, ",".join(map(str, p.replicas)), ",".join(map(str, p.isr))]
+            for p in parts
+        ]
+        out += [
+            "  " + ln for ln in table(["PARTITION", "LEADER", "REPLICAS", "ISR"], rows).splitlines()
+        ]
         if changed:
             out.append("  configs:")
             out += [f"    {k}={v}" for k, v in changed.items()]
@@ -83,7 +94,10 @@ def _create(adm: kpax.Admin, args: argparse.Namespace, settings: Settings) -> in
     ]
     adm.create_topics(new, timeout=settings.timeout).raise_for_errors()
     for n in args.topics:
-        note(f"created topic {n!r} ({args.partitions} partitions, replication {args.replication_factor})")
+        note(
+            f"created topic {n!r} ({args.partitions} partitions, "
+            f"replication {args.replication_factor})"
+        )
     return 0
 
 

@@ -130,14 +130,30 @@ def test_json_and_msgpack_round_trip_with_headers_and_binary(k: Any, topic: Any)
     t = topic(3)
     binary = bytes(range(256))
     docs = [
-        {"key": "k1", "value": "text", "headers": [["h", "v"], ["raw", {"base64": "AP8="}]], "partition": 2},
-        {"key": {"base64": base64.b64encode(b"\xff\x00").decode()}, "value": {"base64": base64.b64encode(binary).decode()}, "partition": 1},
-        {"value": {"nested": [1, 2]}, "headers": {"a": "b"}, "partition": 0, "timestamp": 1_700_000_000_000},
+        {
+            "key": "k1",
+            "value": "text",
+            "headers": [["h", "v"], ["raw", {"base64": "AP8="}]],
+            "partition": 2,
+        },
+        {
+            "key": {"base64": base64.b64encode(b"\xff\x00").decode()},
+            "value": {"base64": base64.b64encode(binary).decode()},
+            "partition": 1,
+        },
+        {
+            "value": {"nested": [1, 2]},
+            "headers": {"a": "b"},
+            "partition": 0,
+            "timestamp": 1_700_000_000_000,
+        },
         {"key": "nullvalue", "value": None, "partition": 0},
     ]
     stdin = "".join(json.dumps(d) + "\n" for d in docs).encode()
     ok(k("produce", t, "--format", "json", stdin=stdin))
-    out = {(r["partition"], r["offset"]): r for r in ok(k("consume", t, "--format", "json")).lines()}
+    out = {
+        (r["partition"], r["offset"]): r for r in ok(k("consume", t, "--format", "json")).lines()
+    }
     assert out[(2, 0)]["key"] == "k1" and out[(2, 0)]["value"] == "text"
     assert out[(2, 0)]["headers"] == [["h", "v"], ["raw", {"base64": "AP8="}]]
     assert base64.b64decode(out[(1, 0)]["value"]["base64"]) == binary
@@ -146,10 +162,16 @@ def test_json_and_msgpack_round_trip_with_headers_and_binary(k: Any, topic: Any)
     assert out[(0, 0)]["timestamp"] == 1_700_000_000_000 and out[(0, 0)]["headers"] == [["a", "b"]]
     assert out[(0, 1)]["value"] is None and out[(0, 1)]["key"] == "nullvalue"
     # msgpack: bytes stay bytes, both ways
-    packed = msgpack.packb({"key": b"\x00k", "value": binary, "headers": [["h", b"\xfe"]], "partition": 1}) + msgpack.packb(b"bare")
+    packed = msgpack.packb(
+        {"key": b"\x00k", "value": binary, "headers": [["h", b"\xfe"]], "partition": 1}
+    ) + msgpack.packb(b"bare")
     t2 = topic(2)
     ok(k("produce", t2, "--format", "msgpack", stdin=packed))
-    got = list(msgpack.Unpacker(__import__("io").BytesIO(ok(k("consume", t2, "--format", "msgpack")).out), raw=False))
+    got = list(
+        msgpack.Unpacker(
+            __import__("io").BytesIO(ok(k("consume", t2, "--format", "msgpack")).out), raw=False
+        )
+    )
     by_value = {g["value"]: g for g in got}
     assert by_value[binary]["key"] == b"\x00k" and by_value[binary]["headers"] == [["h", b"\xfe"]]
     assert by_value[binary]["partition"] == 1 and b"bare" in by_value
@@ -160,7 +182,10 @@ def test_value_key_partition_tail_and_offsets(k: Any, topic: Any) -> None:
     ok(k("produce", t, "--value", "one", "--key", "K", "--partition", "2", "--acks", "0"))
     ok(k("produce", t, "--value", "two", "--key", "K", "--partition", "2", "--compression", "gzip"))
     stdin = "".join(
-        json.dumps({"value": f"v{i}", "partition": i % 3, "timestamp": 1_700_000_000_000 + i * 1000}) + "\n"
+        json.dumps(
+            {"value": f"v{i}", "partition": i % 3, "timestamp": 1_700_000_000_000 + i * 1000}
+        )
+        + "\n"
         for i in range(30)
     ).encode()
     ok(k("produce", t, "--format", "json", "--compression", "zstd", stdin=stdin))
@@ -182,7 +207,9 @@ def test_value_key_partition_tail_and_offsets(k: Any, topic: Any) -> None:
     assert table.splitlines()[0].split() == ["PARTITION", "EARLIEST", "LATEST", "RECORDS"]
 
 
-def test_group_consume_offsets_lag_rollback_to_time(k: Any, topic: Any, kafka: KafkaCluster) -> None:
+def test_group_consume_offsets_lag_rollback_to_time(
+    k: Any, topic: Any, kafka: KafkaCluster
+) -> None:
     t = topic(2)
     base = 1_700_000_000_000
     stdin = "".join(
@@ -208,7 +235,9 @@ def test_group_consume_offsets_lag_rollback_to_time(k: Any, topic: Any, kafka: K
     assert coord["coordinator"] == 1 or coord["address"] in kafka.bootstrap.split(",")
     # the rest of the group's records, then rollback to a time and read from there
     assert len(ok(k("consume", t, "--group", group)).out.splitlines()) == 30
-    plan = ok(k("rollback", "--group", group, t, "--to", f"@{base + 30_000}", "--dry-run", "-o", "json")).json()
+    plan = ok(
+        k("rollback", "--group", group, t, "--to", f"@{base + 30_000}", "--dry-run", "-o", "json")
+    ).json()
     assert plan["dry_run"] and {p["new"] for p in plan["partitions"]} == {15}
     assert {p["current"] for p in plan["partitions"]} == {20}
     assert ok(k("offsets", t, "--group", group, "-o", "json")).json()["total_lag"] == 0  # unchanged
@@ -260,7 +289,17 @@ def test_topics_and_meta(k: Any, kafka: KafkaCluster) -> None:
     r = ok(k("topics", "create", name, "--partitions", "3", "--set", "retention.ms=3600000"))
     assert "created topic" in r.err
     assert name in ok(k("topics", "list", "-o", "json")).json()
-    ok(k("topics", "alter-config", name, "--set", "cleanup.policy=compact", "--delete", "retention.ms"))
+    ok(
+        k(
+            "topics",
+            "alter-config",
+            name,
+            "--set",
+            "cleanup.policy=compact",
+            "--delete",
+            "retention.ms",
+        )
+    )
     deadline = time.monotonic() + 10
     while True:
         desc = ok(k("topics", "describe", name, "-o", "json")).json()[0]
@@ -291,19 +330,68 @@ def test_config_file_profiles_sasl_and_credentials(kafka: KafkaCluster, tmp_path
     assert ok(run_kpax(None, "meta", "-o", "json", cwd=tmp_path, env=env)).json()["brokers"]
     assert ok(run_kpax(None, "--profile", "secure", "topics", "list", cwd=tmp_path, env=env))
     # KPAX_BROKERS beats the file, -b beats KPAX_BROKERS
-    r = run_kpax(None, "topics", "list", "--timeout", "3", cwd=tmp_path, env={**env, "KPAX_BROKERS": "127.0.0.1:1"})
+    r = run_kpax(
+        None,
+        "topics",
+        "list",
+        "--timeout",
+        "3",
+        cwd=tmp_path,
+        env={**env, "KPAX_BROKERS": "127.0.0.1:1"},
+    )
     one_line_error(r, 1, "127.0.0.1:1")
-    assert ok(run_kpax(None, "-b", kafka.bootstrap, "topics", "list", cwd=tmp_path, env={**env, "KPAX_BROKERS": "127.0.0.1:1"}))
+    assert ok(
+        run_kpax(
+            None,
+            "-b",
+            kafka.bootstrap,
+            "topics",
+            "list",
+            cwd=tmp_path,
+            env={**env, "KPAX_BROKERS": "127.0.0.1:1"},
+        )
+    )
     # wrong credentials, unset password variable, unknown profile, missing file
     bad = {**env, "PW": "wrong"}
-    one_line_error(run_kpax(None, "--profile", "secure", "meta", cwd=tmp_path, env=bad), 1, "authentication", user)
-    one_line_error(run_kpax(None, "--profile", "secure", "meta", cwd=tmp_path, env=cli_env(None)), 2, "PW")
-    one_line_error(run_kpax(None, "--profile", "nope", "meta", cwd=tmp_path, env=env), 2, "nope", "secure")
-    one_line_error(run_kpax(None, "--config", str(tmp_path / "missing.toml"), "meta", env=env), 2, "missing.toml", "not found")
-    one_line_error(run_kpax(None, "meta", cwd=tmp_path / "..", env=cli_env(None, HOME=str(tmp_path / "nohome"))), 2, "no cluster address")
+    one_line_error(
+        run_kpax(None, "--profile", "secure", "meta", cwd=tmp_path, env=bad),
+        1,
+        "authentication",
+        user,
+    )
+    one_line_error(
+        run_kpax(None, "--profile", "secure", "meta", cwd=tmp_path, env=cli_env(None)), 2, "PW"
+    )
+    one_line_error(
+        run_kpax(None, "--profile", "nope", "meta", cwd=tmp_path, env=env), 2, "nope", "secure"
+    )
+    one_line_error(
+        run_kpax(None, "--config", str(tmp_path / "missing.toml"), "meta", env=env),
+        2,
+        "missing.toml",
+        "not found",
+    )
+    one_line_error(
+        run_kpax(
+            None, "meta", cwd=tmp_path / "..", env=cli_env(None, HOME=str(tmp_path / "nohome"))
+        ),
+        2,
+        "no cluster address",
+    )
     # flags on the command line, password from KPAX_SASL_PASSWORD
-    flags = ["-b", sasl, "--security-protocol", "SASL_PLAINTEXT", "--sasl-mechanism", "PLAIN", "--sasl-username", user]
-    assert ok(run_kpax(None, *flags, "topics", "list", env=cli_env(None, KPAX_SASL_PASSWORD=password)))
+    flags = [
+        "-b",
+        sasl,
+        "--security-protocol",
+        "SASL_PLAINTEXT",
+        "--sasl-mechanism",
+        "PLAIN",
+        "--sasl-username",
+        user,
+    ]
+    assert ok(
+        run_kpax(None, *flags, "topics", "list", env=cli_env(None, KPAX_SASL_PASSWORD=password))
+    )
 
 
 def test_bad_input_errors(k: Any, topic: Any, kafka: KafkaCluster) -> None:

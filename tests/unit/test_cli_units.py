@@ -49,14 +49,24 @@ def test_offset_specs() -> None:
 
 
 def _rec(**kw: Any) -> Any:
-    base = dict(topic="t", partition=0, offset=7, timestamp=NOW, key=None, value=b"v", headers=[])
+    base = {
+        "topic": "t",
+        "partition": 0,
+        "offset": 7,
+        "timestamp": NOW,
+        "key": None,
+        "value": b"v",
+        "headers": [],
+    }
     base.update(kw)
     return SimpleNamespace(**base)
 
 
 def test_writer_formats() -> None:
     out = io.BytesIO()
-    formats.Writer(out, "raw", None, b"\n").write([_rec(value=b"a"), _rec(value=None), _rec(value=b"c")])
+    formats.Writer(out, "raw", None, b"\n").write(
+        [_rec(value=b"a"), _rec(value=None), _rec(value=b"c")]
+    )
     assert out.getvalue() == b"a\n\nc\n"
     out = io.BytesIO()
     formats.Writer(out, "raw", b"=", b"\x00").write([_rec(key=b"k", value=b"a"), _rec(value=b"b")])
@@ -79,7 +89,8 @@ def test_writer_formats() -> None:
 
 def test_json_input_records_and_errors() -> None:
     lines = [
-        b'{"key": "k", "value": {"base64": "AAE="}, "headers": {"a": "b"}, "partition": 1, "timestamp": 5}',
+        b'{"key": "k", "value": {"base64": "AAE="}, "headers": {"a": "b"}, '
+        b'"partition": 1, "timestamp": 5}',
         b"",
         b'{"value": {"x": [1, 2]}}',
         b"{broken",
@@ -101,7 +112,9 @@ def test_json_input_records_and_errors() -> None:
 def test_msgpack_input() -> None:
     import msgpack
 
-    data = msgpack.packb({"key": b"k", "value": b"\xff", "headers": [["h", b"v"]]}) + msgpack.packb("s")
+    data = msgpack.packb({"key": b"k", "value": b"\xff", "headers": [["h", b"v"]]}) + msgpack.packb(
+        "s"
+    )
     recs = list(formats.read_msgpack(io.BytesIO(data), [], skip_bad=False))
     assert recs == [formats.InRecord(b"\xff", b"k", [("h", b"v")]), formats.InRecord(b"s")]
     with pytest.raises(CommandError, match="msgpack item 1"):
@@ -109,11 +122,21 @@ def test_msgpack_input() -> None:
 
 
 def _args(**kw: Any) -> SimpleNamespace:
-    base = dict(
-        config=None, profile=None, bootstrap_server=None, security_protocol=None, sasl_mechanism=None,
-        sasl_username=None, sasl_password=None, ssl_cafile=None, ssl_certfile=None, ssl_keyfile=None,
-        ssl_no_verify=False, extra=None, timeout=30.0,
-    )
+    base = {
+        "config": None,
+        "profile": None,
+        "bootstrap_server": None,
+        "security_protocol": None,
+        "sasl_mechanism": None,
+        "sasl_username": None,
+        "sasl_password": None,
+        "ssl_cafile": None,
+        "ssl_certfile": None,
+        "ssl_keyfile": None,
+        "ssl_no_verify": False,
+        "extra": None,
+        "timeout": 30.0,
+    }
     base.update(kw)
     return SimpleNamespace(**base)
 
@@ -130,12 +153,15 @@ def test_settings_precedence_and_profiles(tmp_path: Path, monkeypatch: pytest.Mo
     assert settings.client_config(_args()).bootstrap == "home:1"
     (tmp_path / "kpax.toml").write_text(
         'default_profile = "a"\n[profiles.a]\nbrokers = ["a1:1", "a2:2"]\n'
-        '[profiles.b]\nbootstrap = "b:1"\nsecurity_protocol = "SASL_SSL"\nsasl-mechanism = "SCRAM-SHA-256"\n'
+        '[profiles.b]\nbootstrap = "b:1"\nsecurity_protocol = "SASL_SSL"\n'
+        'sasl-mechanism = "SCRAM-SHA-256"\n'
         'sasl_username = "u"\nsasl_password_env = "B_PW"\nssl_cafile = "/ca.pem"\n'
     )
     assert settings.client_config(_args()).bootstrap == "a1:1,a2:2"  # ./kpax.toml first
     monkeypatch.setenv("B_PW", "secret")
-    s = settings.client_config(_args(profile="b", extra=["linger_ms=7", "enable.idempotence=false"]))
+    s = settings.client_config(
+        _args(profile="b", extra=["linger_ms=7", "enable.idempotence=false"])
+    )
     assert s.conn["security_protocol"] == "sasl_ssl" and s.conn["sasl_mechanism"] == "scram-sha-256"
     assert s.conn["sasl_plain_username"] == "u" and s.conn["sasl_plain_password"] == "secret"
     assert s.extra == {"linger_ms": 7, "enable_idempotence": False}
@@ -144,12 +170,13 @@ def test_settings_precedence_and_profiles(tmp_path: Path, monkeypatch: pytest.Mo
     assert settings.client_config(_args(bootstrap_server="flag:1")).bootstrap == "flag:1"
     s = settings.client_config(_args(ssl_no_verify=True, timeout=5.0))
     assert s.conn["ssl_verify"] is False and s.admin()["default_api_timeout_ms"] == 5000
-    for kw, match in [
-        (dict(profile="zz"), "profile 'zz' not in"),
-        (dict(config=str(tmp_path / "nope.toml")), "not found"),
-        (dict(extra=["novalue"]), "key=value"),
-        (dict(timeout=0.0), "--timeout"),
-    ]:
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({"profile": "zz"}, "profile 'zz' not in"),
+        ({"config": str(tmp_path / "nope.toml")}, "not found"),
+        ({"extra": ["novalue"]}, "key=value"),
+        ({"timeout": 0.0}, "--timeout"),
+    ]
+    for kw, match in cases:
         with pytest.raises(UsageError, match=match):
             settings.client_config(_args(**kw))
     (tmp_path / "bad.toml").write_text("this is = = not toml")
@@ -163,7 +190,17 @@ def test_settings_precedence_and_profiles(tmp_path: Path, monkeypatch: pytest.Mo
 def test_help_texts_have_examples(capsys: pytest.CaptureFixture[str]) -> None:
     parser = build_parser()
     assert "examples:" in parser.format_help() and "KPAX_BROKERS" in parser.format_help()
-    for cmd in ("produce", "consume", "tail", "offsets", "rollback", "meta", "coord", "topics", "groups"):
+    for cmd in (
+        "produce",
+        "consume",
+        "tail",
+        "offsets",
+        "rollback",
+        "meta",
+        "coord",
+        "topics",
+        "groups",
+    ):
         with pytest.raises(SystemExit) as exc:
             main([cmd, "--help"])
         assert exc.value.code == 0
@@ -171,9 +208,17 @@ def test_help_texts_have_examples(capsys: pytest.CaptureFixture[str]) -> None:
         assert "examples:" in text and f"kpax {cmd}" in text, cmd
 
 
-def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_usage_errors_exit_2(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("KPAX_BROKERS", raising=False)
-    for argv in (["consume"], ["nonsense"], ["produce", "t", "--acks", "2"], ["topics"], ["rollback", "t"]):
+    for argv in (
+        ["consume"],
+        ["nonsense"],
+        ["produce", "t", "--acks", "2"],
+        ["topics"],
+        ["rollback", "t"],
+    ):
         with pytest.raises(SystemExit) as exc:
             main(argv)
         assert exc.value.code == 2

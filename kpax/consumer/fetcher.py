@@ -63,6 +63,8 @@ _FENCED_OR_UNKNOWN_EPOCH = (74, 75)
 _SESSION_ERRORS = (70, 71)  # FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH
 _LEADER_ERRORS = frozenset({3, 5, 6, 9, 56, 74, 75, 78, 100, 103})
 _MAX_EPOCH = 2**31 - 1
+#: Send the next Fetch before decoding the current response (see _fetch).
+EARLY_DISPATCH = True
 
 CommittedLookup = Callable[
     [list[TopicPartition]], Awaitable[dict[TopicPartition, OffsetAndMetadata | None]]
@@ -465,15 +467,15 @@ class Fetcher:
             session.parts = wanted
             session.epoch = 1 if session.epoch >= _MAX_EPOCH else session.epoch + 1
         pending = self._handle_response(resp, sent, ids, broker.describe())
-        if pending:
+        if pending and EARLY_DISPATCH:
             # Fetch positions are known from the batch headers already: send the next
             # request now, so the broker prepares it while these records are decoded.
             if self._inflight.get(node) is asyncio.current_task():
                 del self._inflight[node]
             self._dispatch()
             await asyncio.sleep(0)  # lets the new request reach the socket
-            for item in pending:
-                self._decode(*item)
+        for item in pending:
+            self._decode(*item)
 
     def _handle_response(
         self,

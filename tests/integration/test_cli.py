@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,10 @@ import kpax
 from kpax.testing.base import KafkaCluster
 
 pytestmark = pytest.mark.timeout(120)
+
+# Record timestamps the tests set: an hour ago, whole seconds (far older ones
+# would be deleted by the broker's 7-day retention as soon as a segment rolls).
+BASE_TS = (int(time.time()) - 3600) * 1000
 
 
 class Run:
@@ -145,7 +150,7 @@ def test_json_and_msgpack_round_trip_with_headers_and_binary(k: Any, topic: Any)
             "value": {"nested": [1, 2]},
             "headers": {"a": "b"},
             "partition": 0,
-            "timestamp": 1_700_000_000_000,
+            "timestamp": BASE_TS,
         },
         {"key": "nullvalue", "value": None, "partition": 0},
     ]
@@ -159,7 +164,7 @@ def test_json_and_msgpack_round_trip_with_headers_and_binary(k: Any, topic: Any)
     assert base64.b64decode(out[(1, 0)]["value"]["base64"]) == binary
     assert base64.b64decode(out[(1, 0)]["key"]["base64"]) == b"\xff\x00"
     assert json.loads(out[(0, 0)]["value"]) == {"nested": [1, 2]}
-    assert out[(0, 0)]["timestamp"] == 1_700_000_000_000 and out[(0, 0)]["headers"] == [["a", "b"]]
+    assert out[(0, 0)]["timestamp"] == BASE_TS and out[(0, 0)]["headers"] == [["a", "b"]]
     assert out[(0, 1)]["value"] is None and out[(0, 1)]["key"] == "nullvalue"
     # msgpack: bytes stay bytes, both ways
     packed = msgpack.packb(
@@ -182,10 +187,7 @@ def test_value_key_partition_tail_and_offsets(k: Any, topic: Any) -> None:
     ok(k("produce", t, "--value", "one", "--key", "K", "--partition", "2", "--acks", "0"))
     ok(k("produce", t, "--value", "two", "--key", "K", "--partition", "2", "--compression", "gzip"))
     stdin = "".join(
-        json.dumps(
-            {"value": f"v{i}", "partition": i % 3, "timestamp": 1_700_000_000_000 + i * 1000}
-        )
-        + "\n"
+        json.dumps({"value": f"v{i}", "partition": i % 3, "timestamp": BASE_TS + i * 1000}) + "\n"
         for i in range(30)
     ).encode()
     ok(k("produce", t, "--format", "json", "--compression", "zstd", stdin=stdin))
@@ -198,7 +200,7 @@ def test_value_key_partition_tail_and_offsets(k: Any, topic: Any) -> None:
     # partition 2's last 4 offsets)
     assert [r["value"] for r in tail] == ["v26", "v27", "v28", "v29"]
     # offsets: earliest/latest/records, and the offset at a time
-    doc = ok(k("offsets", t, "--time", "@1700000015000", "-o", "json")).json()
+    doc = ok(k("offsets", t, "--time", f"@{BASE_TS + 15000}", "-o", "json")).json()
     rows = {p["partition"]: p for p in doc["partitions"]}
     assert [rows[p]["latest"] for p in range(3)] == [10, 10, 12]
     assert rows[0]["offset_at_time"] == 5 and rows[1]["offset_at_time"] == 5
@@ -211,7 +213,7 @@ def test_group_consume_offsets_lag_rollback_to_time(
     k: Any, topic: Any, kafka: KafkaCluster
 ) -> None:
     t = topic(2)
-    base = 1_700_000_000_000
+    base = BASE_TS
     stdin = "".join(
         json.dumps({"value": f"r{i}", "partition": i % 2, "timestamp": base + i * 1000}) + "\n"
         for i in range(40)
@@ -241,7 +243,8 @@ def test_group_consume_offsets_lag_rollback_to_time(
     assert plan["dry_run"] and {p["new"] for p in plan["partitions"]} == {15}
     assert {p["current"] for p in plan["partitions"]} == {20}
     assert ok(k("offsets", t, "--group", group, "-o", "json")).json()["total_lag"] == 0  # unchanged
-    ok(k("rollback", "--group", group, t, "--to", "2023-11-14T22:13:50Z"))  # = base + 30 s
+    iso = datetime.fromtimestamp((base + 30_000) / 1000, tz=timezone.utc).isoformat()
+    ok(k("rollback", "--group", group, t, "--to", iso.replace("+00:00", "Z")))
     values = ok(k("consume", t, "--group", group)).text.split()
     assert sorted(values) == sorted(f"r{i}" for i in range(30, 40))
     ok(k("rollback", "--group", group, t, "--to", "earliest", "--partition", "1"))

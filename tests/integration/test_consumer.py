@@ -80,6 +80,10 @@ def test_assign_poll_records_have_every_field(kafka, topic):
         assert r.leader_epoch >= 0
         assert c.position(TP(t, 0)) == 100
         assert c.poll(0.2) == []
+        # fetched in an incremental fetch session (KIP-227), topics named by id
+        sessions = list(c.aio.fetcher._sessions.values())
+        assert sessions and all(s.id != 0 and s.epoch >= 1 for s in sessions)
+        assert c.aio.cluster.snapshot.topics[t].topic_id is not None
 
 
 def test_seek_and_seek_to_beginning_end_and_offset_lookups(kafka, topic):

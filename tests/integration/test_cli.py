@@ -423,3 +423,64 @@ def test_bad_input_errors(k: Any, topic: Any, kafka: KafkaCluster) -> None:
     # --debug shows the traceback
     r = run_kpax("127.0.0.1:1", "--debug", "meta", "--timeout", "2")
     assert r.rc == 1 and "Traceback" in r.err
+
+
+def test_produce_ctrl_c_delivers_what_was_read_and_closed_pipe(
+    kafka: KafkaCluster, topic: Any, k: Any
+) -> None:
+    t = topic(1)
+    proc = subprocess.Popen(
+        kpax_cmd("produce", t),
+        stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=cli_env(kafka.bootstrap),
+    )
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write(b"".join(b"r%d\n" % i for i in range(100)))
+        proc.stdin.flush()
+        tp = kpax.TopicPartition(t, 0)
+        with kpax.Admin(kafka.bootstrap) as admin:
+            deadline = time.monotonic() + 20
+            while admin.list_offsets({tp: "latest"})[tp].offset < 100:
+                assert time.monotonic() < deadline, "records not delivered while stdin is open"
+                time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)  # stdin still open: the run is waiting for more
+        rc = proc.wait(timeout=20)
+        err = proc.stderr.read().decode() if proc.stderr else ""
+        assert rc == 130 and "interrupted: 100 of 100 records delivered" in err, err
+        assert "Traceback" not in err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    # a reader that goes away (| head) ends the command quietly with status 0
+    shell = f"{' '.join(kpax_cmd('consume', t))} | head -n 2; exit ${{PIPESTATUS[0]}}"
+    r = subprocess.run(
+        ["bash", "-c", shell],
+        capture_output=True,
+        env=cli_env(kafka.bootstrap),
+        timeout=60,
+        check=False,
+    )
+    assert r.returncode == 0 and r.stdout == b"r0\nr1\n" and r.stderr == b""
+
+
+def test_read_committed_hides_aborted_records(kafka: KafkaCluster, topic: Any, k: Any) -> None:
+    import confluent_kafka  # a dev dependency: the transactional producer
+    t = topic(1)
+    p = confluent_kafka.Producer(
+        {"bootstrap.servers": kafka.bootstrap, "transactional.id": f"tx-{t}", "linger.ms": 0}
+    )
+    p.init_transactions(30)
+    for values, commit in ((["c1", "c2"], True), (["a1", "a2"], False), (["c3"], True)):
+        p.begin_transaction()
+        for v in values:
+            p.produce(t, v.encode(), partition=0)
+        p.flush(30)
+        if commit:
+            p.commit_transaction(30)
+        else:
+            p.abort_transaction(30)
+    committed = ok(k("consume", t, "--isolation", "read_committed")).out
+    assert committed == b"c1\nc2\nc3\n"
+    assert ok(k("consume", t)).out == b"c1\nc2\na1\na2\nc3\n"

@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.kpax-installed
 SPECS  ?= ../shared/kafka-message-specs
 
-.PHONY: all demo tools test unit integration lint typecheck generate check-generated bench kafka-jars clean distclean
+.PHONY: all demo tools test unit integration lint typecheck generate check-generated bench kafka-jars clean distclean demo-spark
 
 all: test
 
@@ -29,6 +29,10 @@ demo: $(STAMP) kafka-jars
 tools:
 	@command -v kcat >/dev/null || (apt-get update -qq && apt-get install -y -qq kcat) \
 		|| echo "tools: could not install kcat; tests/integration/test_cli_kcat.py will fail"
+
+## The PySpark example pipeline (events -> Kafka -> Spark via "kpax" -> aggregate -> Kafka).
+demo-spark: $(STAMP) kafka-jars
+	$(PY) examples/spark_pipeline.py
 
 lint: $(STAMP)
 	$(PY) -m ruff check kpax tests bench tools cmd

@@ -73,6 +73,7 @@ def _session(kafka_version: str, token_version: str) -> Any:
         SparkSession.builder.master("local[2]")
         .appName("kpax-bench")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.memory", "4g")
         .config("spark.sql.shuffle.partitions", "2")
         .config(

@@ -54,6 +54,7 @@ def spark_session() -> Any:
         SparkSession.builder.master("local[2]")
         .appName("kpax-example")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .getOrCreate()
     )

@@ -219,30 +219,49 @@ def test_empty_topic(spark: Any, kafka: Any, topic: Any) -> None:
     assert _load(spark, kafka.bootstrap, subscribe=name).count() == 0
 
 
+BAD_OPTIONS = [
+    ({}, "exactly one of the options 'subscribe', 'subscribePattern', 'assign'"),
+    ({"subscribe": "a", "assign": '{"a":[0]}'}, "exactly one of the options"),
+    ({"assign": "[1,2]"}, "option 'assign'"),
+    ({"subscribe": "TOPIC", "startingOffsets": "latest"}, "option 'startingOffsets'"),
+    ({"subscribe": "TOPIC", "endingOffsets": "earliest"}, "option 'endingOffsets'"),
+    ({"subscribe": "TOPIC", "startingOffsets": "{bad"}, "option 'startingOffsets'"),
+    ({"subscribe": "TOPIC", "startingOffsets": '{"TOPIC":{"0":-1}}'}, "-1 (latest)"),
+    ({"subscribe": "TOPIC", "minPartitions": "0"}, "option 'minPartitions'"),
+    ({"subscribe": "TOPIC", "includeHeaders": "maybe"}, "option 'includeHeaders'"),
+    ({"subscribe": "TOPIC", "kafka.group.id": "g"}, "option 'kafka.group.id'"),
+    ({"subscribe": "TOPIC", "kafka.no.such.thing": "1"}, "option 'kafka.no.such.thing'"),
+    (
+        {"subscribe": "TOPIC", "kafka.request.timeout.ms": "soon"},
+        "option 'kafka.request.timeout.ms'",
+    ),
+    ({"subscribe": "TOPIC", "isolation.level": "dirty"}, "option 'isolation.level'"),
+    ({"subscribe": "TOPIC", "maxOffsetsPerTrigger": "5"}, "option 'maxOffsetsPerTrigger'"),
+]
+
+
+@pytest.mark.parametrize(("options", "message"), BAD_OPTIONS)
+def test_bad_options_are_clear_errors(options: dict[str, str], message: str) -> None:
+    from kpax.errors import ConfigError
+    from kpax.spark.options import parse_read_options
+
+    options = {"kafka.bootstrap.servers": "127.0.0.1:1", **options}
+    with pytest.raises(ConfigError) as info:
+        parse_read_options(options, batch=True)
+    assert message in str(info.value)
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({}, "exactly one of the options 'subscribe', 'subscribePattern', 'assign'"),
-        ({"subscribe": "a", "assign": '{"a":[0]}'}, "exactly one of the options"),
-        ({"assign": "[1,2]"}, "option 'assign'"),
-        ({"subscribe": "TOPIC", "startingOffsets": "latest"}, "option 'startingOffsets'"),
-        ({"subscribe": "TOPIC", "endingOffsets": "earliest"}, "option 'endingOffsets'"),
-        ({"subscribe": "TOPIC", "startingOffsets": "{bad"}, "option 'startingOffsets'"),
-        ({"subscribe": "TOPIC", "minPartitions": "0"}, "option 'minPartitions'"),
-        ({"subscribe": "TOPIC", "includeHeaders": "maybe"}, "option 'includeHeaders'"),
-        ({"subscribe": "TOPIC", "kafka.group.id": "g"}, "option 'kafka.group.id'"),
-        ({"subscribe": "TOPIC", "kafka.no.such.thing": "1"}, "option 'kafka.no.such.thing'"),
-        (
-            {"subscribe": "TOPIC", "kafka.request.timeout.ms": "soon"},
-            "option 'kafka.request.timeout.ms'",
-        ),
-        ({"subscribe": "TOPIC", "isolation.level": "dirty"}, "option 'isolation.level'"),
-        ({"subscribe": "TOPIC", "maxOffsetsPerTrigger": "5"}, "option 'maxOffsetsPerTrigger'"),
+        BAD_OPTIONS[0],
+        BAD_OPTIONS[3],
+        BAD_OPTIONS[10],
         ({"subscribe": "TOPIC", "startingOffsets": '{"TOPIC":{"9":0}}'}, "TOPIC-9"),
         ({"subscribe": "no-such-topic-kpax"}, "no-such-topic-kpax"),
     ],
 )
-def test_bad_options_are_clear_errors(
+def test_bad_options_fail_spark_planning(
     spark: Any, kafka: Any, data: Any, options: dict[str, str], message: str
 ) -> None:
     topic, _ = data
@@ -264,3 +283,41 @@ def test_admin_sees_what_spark_read(kafka: Any, data: Any) -> None:
     with kpax.Admin(kafka.bootstrap) as admin:
         ends = admin.list_offsets({kpax.TopicPartition(topic, p): "latest" for p in range(PARTS)})
     assert sum(v.offset for v in ends.values()) == len(expected)
+
+
+def test_everything_spark_ships_pickles(kafka: Any, data: Any) -> None:
+    """Readers, partitions and writers travel to executors by pickle: plain data only,
+    even after the driver-side Admin client was used."""
+    import pickle
+
+    from pyspark.sql.types import BinaryType, StructField, StructType
+
+    from kpax.spark.options import parse_read_options, parse_write_options
+    from kpax.spark.source import KpaxBatchReader
+    from kpax.spark.stream import KpaxStreamReader, cap_offsets
+    from kpax.spark.write import KpaxBatchWriter, KpaxStreamWriter
+
+    topic, expected = data
+    opts = {"kafka.bootstrap.servers": kafka.bootstrap, "subscribe": topic}
+    reader = KpaxBatchReader(parse_read_options(opts, batch=True))
+    parts = reader.partitions()
+    assert sum(p.range.size for p in parts) == len(expected)
+    for obj in [reader, *parts]:
+        assert pickle.loads(pickle.dumps(obj)).__dict__.keys() == obj.__dict__.keys()
+    stream = KpaxStreamReader(parse_read_options(opts, batch=False))
+    start = stream.initialOffset()  # "latest" by default for streams
+    assert start == {topic: dict.fromkeys(("0", "1", "2"), PER_PART)}
+    assert stream._planner is not None  # the Admin client exists on the driver ...
+    clone = pickle.loads(pickle.dumps(stream))
+    assert clone._planner is None  # ... and never travels
+    stream.stop()
+    schema = StructType([StructField("value", BinaryType())])
+    wopts = parse_write_options({"kafka.bootstrap.servers": kafka.bootstrap, "topic": topic})
+    for w in (KpaxBatchWriter(wopts, schema), KpaxStreamWriter(wopts, schema)):
+        assert pickle.loads(pickle.dumps(w)).opts == wopts
+
+    tp = [kpax.TopicPartition("t", p) for p in range(3)]
+    capped = cap_offsets({tp[0]: 0, tp[1]: 10, tp[2]: 5}, {tp[0]: 100, tp[1]: 10, tp[2]: 55}, 30)
+    assert capped[tp[1]] == 10
+    assert sum(capped[t] for t in tp) - 15 == 30
+    assert capped[tp[0]] - 0 >= capped[tp[2]] - 5  # shared by backlog

@@ -167,6 +167,17 @@ class Planner:
         starts = self.resolve(
             self.opts.starting, tps, name="startingOffsets", default="earliest", latest=ends
         )
+        explicit = isinstance(self.opts.ending, dict) and any(
+            off >= 0 for parts in self.opts.ending.values() for off in parts.values()
+        )
+        if explicit:
+            latest = self.list_offsets(dict.fromkeys(tps, "latest"))
+            for tp in tps:
+                if ends[tp] > latest[tp]:
+                    raise ConfigError(
+                        f"option 'endingOffsets': {ends[tp]} for {tp.topic}-{tp.partition} is "
+                        f"after the partition's end {latest[tp]}"
+                    )
         ranges: list[OffsetRange] = []
         for tp in tps:
             s, e = starts[tp], ends[tp]

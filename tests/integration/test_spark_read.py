@@ -259,6 +259,10 @@ def test_bad_options_are_clear_errors(options: dict[str, str], message: str) -> 
         BAD_OPTIONS[10],
         ({"subscribe": "TOPIC", "startingOffsets": '{"TOPIC":{"9":0}}'}, "TOPIC-9"),
         ({"subscribe": "no-such-topic-kpax"}, "no-such-topic-kpax"),
+        (
+            {"subscribe": "TOPIC", "endingOffsets": '{"TOPIC":{"1":1000}}'},
+            "option 'endingOffsets': 1000 for TOPIC-1 is after the partition's end 40",
+        ),
     ],
 )
 def test_bad_options_fail_spark_planning(

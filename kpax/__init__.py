@@ -45,6 +45,7 @@ from kpax.errors import (
 from kpax.producer import Producer, RecordFuture
 from kpax.structs import (
     BatchResult,
+    ConsumerGroupMetadata,
     NewTopic,
     OffsetAndMetadata,
     OffsetAndTimestamp,
@@ -61,6 +62,7 @@ __all__ = [
     "AlterConfigOp",
     "AlterConfigOpType",
     "BatchResult",
+    "ConsumerGroupMetadata",
     "CommitFailedError",
     "Consumer",
     "ConsumerRebalanceListener",

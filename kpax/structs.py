@@ -35,6 +35,17 @@ class OffsetAndMetadata(NamedTuple):
     leader_epoch: int = -1
 
 
+class ConsumerGroupMetadata(NamedTuple):
+    """A consumer's place in its group (``consumer.group_metadata()``), which
+    ``producer.send_offsets_to_transaction`` needs to commit offsets in a
+    transaction; a bare group id string is accepted there too."""
+
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
+
+
 class OffsetAndTimestamp(NamedTuple):
     """An offset found by :meth:`Admin.list_offsets` / ``offsets_for_times``."""
 

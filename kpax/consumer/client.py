@@ -42,7 +42,12 @@ from kpax.consumer.options import CONSUMER_OPTIONS
 from kpax.consumer.record import ConsumerRecord
 from kpax.consumer.state import PartitionState
 from kpax.proto.errors import ClientClosedError, IllegalStateError, KafkaTimeoutError
-from kpax.structs import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+from kpax.structs import (
+    ConsumerGroupMetadata,
+    OffsetAndMetadata,
+    OffsetAndTimestamp,
+    TopicPartition,
+)
 
 log = logging.getLogger("kpax.consumer")
 
@@ -321,6 +326,15 @@ class AsyncConsumer:
             self._wake_fetcher()
             await asyncio.sleep(0.01)
         return st.position
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """This member's group id, generation and member id, for
+        ``producer.send_offsets_to_transaction`` (consume-transform-produce)."""
+        group = self.group
+        if group is None:
+            raise IllegalStateError("group_metadata() needs a consumer with a group_id")
+        generation, member_id = group.commit_identity()  # a member epoch under KIP-848
+        return ConsumerGroupMetadata(group.group_id, generation, member_id, group.instance_id)
 
     async def committed(
         self, partitions: Iterable[TopicPartition]

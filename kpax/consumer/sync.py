@@ -30,7 +30,12 @@ from kpax.consumer.record import ConsumerRecord
 from kpax.consumer.state import PartitionState
 from kpax.loop_thread import LoopThread
 from kpax.proto.errors import ClientClosedError, KafkaTimeoutError
-from kpax.structs import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+from kpax.structs import (
+    ConsumerGroupMetadata,
+    OffsetAndMetadata,
+    OffsetAndTimestamp,
+    TopicPartition,
+)
 
 log = logging.getLogger("kpax.consumer")
 
@@ -228,6 +233,10 @@ class Consumer:
         if st is not None and st.position is not None and st.reset_to is None and not st.validate:
             return st.position
         return self._run(self._core.position(tp, timeout), timeout)
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """See :meth:`AsyncConsumer.group_metadata`."""
+        return self._core.group_metadata()
 
     def committed(
         self, partitions: Iterable[TopicPartition]

@@ -33,10 +33,20 @@ from kpax.producer.options import resolve_producer_config
 from kpax.producer.partitioner import DefaultPartitioner, _murmur2_unsigned, as_partitioner
 from kpax.producer.sender import Sender
 from kpax.producer.serializers import as_bytes, get_serializer
+from kpax.producer.transactions import (
+    TransactionAbortedError,
+    TransactionManager,
+    TxnState,
+)
 from kpax.proto.error_codes import MessageTooLargeError
-from kpax.proto.errors import ClientClosedError, KafkaError, KafkaTimeoutError
+from kpax.proto.errors import (
+    ClientClosedError,
+    IllegalStateError,
+    KafkaError,
+    KafkaTimeoutError,
+)
 from kpax.proto.records import Header
-from kpax.structs import RecordMetadata
+from kpax.structs import ConsumerGroupMetadata, OffsetAndMetadata, RecordMetadata, TopicPartition
 
 __all__ = ["AsyncProducer"]
 
@@ -111,6 +121,20 @@ class AsyncProducer:
             else None
         )
         self.sender = Sender(cfg, self.cluster, self.accumulator, self.identity)
+        self.txn: TransactionManager | None = None
+        if cfg["transactional_id"] is not None:
+            assert self.identity is not None
+            self.txn = self.sender.txn = TransactionManager(
+                self.cluster,
+                self.identity,
+                cfg["transactional_id"],
+                transaction_timeout_ms=cfg["transaction_timeout_ms"],
+                request_timeout_ms=cfg["request_timeout_ms"],
+                retry_backoff_ms=cfg["retry_backoff_ms"],
+                retry_backoff_max_ms=cfg["retry_backoff_max_ms"],
+                wake_sender=self.sender.wake,
+                on_new_epoch=self._restart_sequences,
+            )
         self.accumulator.seal = self.sender.seal
         self.sender.on_metadata = self._update_partition_counts
         #: topic -> partition count (read by caller threads without a lock).
@@ -280,6 +304,9 @@ class AsyncProducer:
         """Serialize, partition and append (thread-safe); None when buffer memory is full."""
         if self.closed:
             raise ClientClosedError("send() on a closed producer")
+        txn = self.txn
+        if txn is not None and txn.state is not TxnState.IN_TRANSACTION:
+            txn.check_send()
         ks, vs = self._key_ser, self._value_ser
         if ks is not None:
             key = ks(key)
@@ -364,6 +391,76 @@ class AsyncProducer:
         if callback is not None:
             fut.add_callback(callback)
         return fut
+
+    # ------------------------------------------------------------ transactions
+
+    def _transactions(self, action: str) -> TransactionManager:
+        if self.txn is None:
+            raise IllegalStateError(
+                f"cannot {action}: the producer has no transactional_id (set one to use "
+                "transactions)"
+            )
+        return self.txn
+
+    def _restart_sequences(self) -> None:
+        """A new producer epoch: every partition's sequence starts again at 0
+        (called between transactions, when nothing of this producer is pending)."""
+        queues = self.accumulator.all_queues()  # takes the (non-reentrant) lock itself
+        with self.accumulator.lock:
+            for pq in queues:
+                pq.next_sequence = 0
+
+    async def init_transactions(self, timeout: float | None = None) -> None:
+        """Register ``transactional_id`` with its coordinator: fences older producers
+        with the same id and aborts their open transaction. Call once, first."""
+        txn = self._transactions("init transactions")
+        if not self._started:
+            await self.start()
+        await txn.init(self._max_block if timeout is None else timeout)
+
+    def begin_transaction(self) -> None:
+        """Start a transaction (sends are allowed only inside one)."""
+        self._transactions("begin a transaction").begin()
+
+    async def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[Any, int | OffsetAndMetadata],
+        group_metadata: ConsumerGroupMetadata | str,
+        timeout: float | None = None,
+    ) -> None:
+        """Commit a consumer group's offsets (the next offset to read, per
+        partition) as part of the transaction: consume-transform-produce."""
+        txn = self._transactions("send offsets to a transaction")
+        group = (
+            ConsumerGroupMetadata(group_metadata)
+            if isinstance(group_metadata, str)
+            else group_metadata
+        )
+        tps = {TopicPartition(*tp): o for tp, o in offsets.items()}
+        await txn.send_offsets(tps, group, self._max_block if timeout is None else timeout)
+
+    async def commit_transaction(self, timeout: float | None = None) -> None:
+        """Send what is buffered, then commit: every record of the transaction
+        becomes visible to read_committed consumers, or none does."""
+        txn = self._transactions("commit a transaction")
+        limit = self._max_block if timeout is None else timeout
+        await txn.end(True, lambda: self.flush(limit), limit)
+
+    async def abort_transaction(self, timeout: float | None = None) -> None:
+        """Drop unsent records (their futures fail), wait for those in flight, abort."""
+        txn = self._transactions("abort a transaction")
+        limit = self._max_block if timeout is None else timeout
+
+        async def drain() -> None:
+            self.sender._fail_unsent(
+                TransactionAbortedError(f"the transaction of {txn.transactional_id!r} was aborted")
+            )
+            try:
+                await self.flush(limit)
+            except KafkaError:
+                pass  # in-flight batches of an aborted transaction may fail; that is the point
+
+        await txn.end(False, drain, limit)
 
     async def send_and_wait(
         self, topic: str, value: Any = None, key: Any = None, **kw: Any

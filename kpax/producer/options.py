@@ -10,8 +10,10 @@ applies the Java client's rules that tie options together:
   with such options it is a :class:`ConfigError`.
 * ``delivery_timeout_ms`` must be >= ``linger_ms + request_timeout_ms``.
 * ``acks`` accepts 0, 1, -1, "0", "1", "-1" and "all" (normalised to 0, 1, -1).
-* ``transactional_id`` is reserved for transactions (a later release): setting
-  it is a :class:`ConfigError` today.
+* ``transactional_id`` makes the producer transactional: idempotence must be on
+  (setting ``enable_idempotence=False`` with it is a :class:`ConfigError`);
+  ``transaction_timeout_ms`` (Java default 60000) is how long the coordinator
+  lets a transaction stay open before aborting it.
 
 Imports: kpax.config, kpax.broker.options, kpax.proto (compression, errors).
 """
@@ -68,6 +70,7 @@ PRODUCER_OPTIONS: dict[str, Option] = {
     "max_in_flight_requests_per_connection": Option(5, positive_int),
     "enable_idempotence": Option(None, _optional_bool),
     "transactional_id": Option(None, optional_str),
+    "transaction_timeout_ms": Option(60000, positive_int),
     "allow_auto_create_topics": Option(True, boolean),
     "partitioner": Option(None),
     "key_serializer": Option(None),
@@ -80,11 +83,6 @@ def resolve_producer_config(given: Mapping[str, Any]) -> dict[str, Any]:
     cfg = resolve("producer", PRODUCER_OPTIONS, given)
     if cfg["compression_type"] is None:
         cfg["compression_type"] = "none"
-    if cfg["transactional_id"] is not None:
-        raise ConfigError(
-            "producer option transactional_id: transactions are not supported yet "
-            "(idempotent delivery is on by default)"
-        )
     conflicts = []
     if cfg["acks"] != -1:
         conflicts.append(f"acks={cfg['acks']} (needs 'all')")
@@ -95,6 +93,12 @@ def resolve_producer_config(given: Mapping[str, Any]) -> dict[str, Any]:
             f"max_in_flight_requests_per_connection={cfg['max_in_flight_requests_per_connection']}"
             " (needs <= 5)"
         )
+    if cfg["transactional_id"] is not None:
+        if cfg["enable_idempotence"] is False:
+            raise ConfigError(
+                "producer option transactional_id needs enable_idempotence (it is False)"
+            )
+        cfg["enable_idempotence"] = True
     if cfg["enable_idempotence"] is None:
         cfg["enable_idempotence"] = not conflicts
     elif cfg["enable_idempotence"] and conflicts:

@@ -53,10 +53,12 @@ from kpax.cluster.cluster import Cluster
 from kpax.producer.accumulator import Accumulator, PartitionQueue
 from kpax.producer.batch import ProducerBatch, delivery_error
 from kpax.producer.idempotence import ProducerIdentity
+from kpax.producer.transactions import TransactionManager
 from kpax.proto.compression import codec_id
 from kpax.proto.errors import KafkaError, error_for_code
 from kpax.proto.messages import ProduceRequest
 from kpax.proto.records import encode_columns, rewrite_producer_state
+from kpax.structs import TopicPartition
 
 log = logging.getLogger("kpax.producer")
 
@@ -88,6 +90,8 @@ class Sender:
         self.cluster = cluster
         self.acc = accumulator
         self.identity = identity
+        #: The transaction manager of a transactional producer (set by the client).
+        self.txn: TransactionManager | None = None
         self.acks: int = config["acks"]
         self.request_timeout_ms: int = config["request_timeout_ms"]
         self.delivery_timeout = config["delivery_timeout_ms"] / 1000
@@ -124,7 +128,7 @@ class Sender:
             now = time.monotonic()
             deadline = self.acc.drain_open(now)
             identity = self.identity
-            if identity is not None:
+            if identity is not None and self.txn is None:
                 if not identity.ready and self.acc.incomplete:
                     await self._init_identity()
                     continue
@@ -135,6 +139,9 @@ class Sender:
             if retry_at is not None and (deadline is None or retry_at < deadline):
                 deadline = retry_at
             if self._wake.is_set():
+                # Woken meanwhile: go round again, but let other tasks run first (the
+                # transaction manager may be adding the very partitions we wait for).
+                await asyncio.sleep(0)
                 continue
             handle = None
             if deadline is not None:
@@ -222,6 +229,15 @@ class Sender:
                     len(pq.in_flight) >= self.per_partition or (idempotent and b.attempts)
                 ):
                     continue
+                if self.txn is not None and not self.txn.may_send(
+                    TopicPartition(pq.topic, pq.partition)
+                ):
+                    failure = self.txn.blocking_error
+                    if failure is not None:  # the transaction failed: so do its batches
+                        ready.popleft()
+                        self.complete(b, -1, -1, failure)
+                        progress = True
+                    continue  # added to the transaction first; the manager wakes us
                 info = snapshot.topics.get(pq.topic)
                 p = info.partitions.get(pq.partition) if info is not None else None
                 leader = p.leader if p is not None else -1
@@ -271,6 +287,7 @@ class Sender:
             b.values,
             b.headers,
             compression=self.codec,
+            transactional=self.txn is not None,
             producer_id=b.producer_id,
             producer_epoch=b.producer_epoch,
             base_sequence=b.base_sequence,
@@ -325,7 +342,7 @@ class Sender:
                         TopicData(name=n, partition_data=parts) for n, parts in topics.items()
                     ]
                 req = ProduceRequest(
-                    transactional_id=None,
+                    transactional_id=self.txn.transactional_id if self.txn else None,
                     acks=self.acks,
                     timeout_ms=self.request_timeout_ms,
                     topic_data=topic_data,
@@ -393,6 +410,14 @@ class Sender:
                 self.cluster.leader_is_down(pq.topic, pq.partition)
                 refresh = True
             if self.identity is not None and code in _SEQUENCE_ERRORS:
+                if self.txn is not None:
+                    # A transactional producer never bumps its own epoch: the batch
+                    # fails, fencing is fatal and anything else aborts the transaction.
+                    with contextlib.suppress(ValueError):
+                        pq.in_flight.remove(b)
+                    self.txn.fail(err)
+                    self.complete(b, -1, -1, self.txn.blocking_error or err)
+                    continue
                 self._sequence_error(pq, b, err)
                 continue
             self._failed(pq, b, err, unknown=False, describe=where)
@@ -430,6 +455,8 @@ class Sender:
     ) -> None:
         b.complete(offset, log_append, err)
         self.acc.release(b)
+        if err is not None and self.txn is not None and isinstance(err, KafkaError):
+            self.txn.fail(err)
 
     def _failed(
         self, pq: PartitionQueue, b: ProducerBatch, err: KafkaError, *, unknown: bool, describe: str

@@ -15,7 +15,7 @@ Imports: kpax.producer.client, kpax.producer.batch, kpax.loop_thread, kpax.proto
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -23,6 +23,7 @@ from kpax.loop_thread import LoopThread
 from kpax.producer.batch import Callback, RecordFuture
 from kpax.producer.client import AsyncProducer
 from kpax.proto.errors import ClientClosedError, KafkaTimeoutError
+from kpax.structs import ConsumerGroupMetadata, OffsetAndMetadata
 
 __all__ = ["Producer"]
 
@@ -121,6 +122,40 @@ class Producer:
             return
         limit = None if timeout is None else timeout + 5.0
         self._thread.run(self._core.flush(timeout), limit, what="flush")
+
+    # ------------------------------------------------------------ transactions
+    # (see AsyncProducer: same methods, same semantics)
+
+    def _txn_call(self, coro: Coroutine[Any, Any, None], timeout: float | None, what: str) -> None:
+        if self._closed:
+            coro.close()
+            raise ClientClosedError(f"{what} on a closed producer")
+        limit = (self._max_block if timeout is None else timeout) + 5.0
+        self._thread.run(coro, limit, what=what)
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        self._txn_call(self._core.init_transactions(timeout), timeout, "init_transactions")
+
+    def begin_transaction(self) -> None:
+        self._core.begin_transaction()
+
+    def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[Any, int | OffsetAndMetadata],
+        group_metadata: ConsumerGroupMetadata | str,
+        timeout: float | None = None,
+    ) -> None:
+        self._txn_call(
+            self._core.send_offsets_to_transaction(offsets, group_metadata, timeout),
+            timeout,
+            "send_offsets_to_transaction",
+        )
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        self._txn_call(self._core.commit_transaction(timeout), timeout, "commit_transaction")
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        self._txn_call(self._core.abort_transaction(timeout), timeout, "abort_transaction")
 
     def partitions_for(self, topic: str) -> list[int]:
         return self._thread.run(

@@ -30,7 +30,6 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from kpax.broker.backoff import Backoff
@@ -44,11 +43,11 @@ from kpax.proto.messages import (
     InitProducerIdRequest,
     TxnOffsetCommitRequest,
 )
-from kpax.structs import OffsetAndMetadata, TopicPartition
+from kpax.structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
 
 log = logging.getLogger("kpax.producer")
 
-__all__ = ["ConsumerGroupMetadata", "TransactionManager", "TxnState"]
+__all__ = ["ConsumerGroupMetadata", "TransactionAbortedError", "TransactionManager", "TxnState"]
 
 _COORDINATOR_ERRORS = {14, 15, 16}  # loading, not available, not coordinator
 _CONCURRENT_TRANSACTIONS = 51
@@ -61,6 +60,10 @@ _FATAL = {
 _OPERATION_NOT_ATTEMPTED = 55
 
 
+class TransactionAbortedError(KafkaError):
+    """A record was dropped because its transaction was aborted before it was sent."""
+
+
 class TxnState(enum.Enum):
     UNINITIALIZED = "uninitialized"
     INITIALIZING = "initializing"
@@ -70,17 +73,6 @@ class TxnState(enum.Enum):
     ABORTING = "aborting"
     ABORTABLE_ERROR = "abortable error"
     FATAL = "fatal error"
-
-
-@dataclass(frozen=True)
-class ConsumerGroupMetadata:
-    """What ``send_offsets_to_transaction`` needs to know of the consumer's group
-    (``consumer.group_metadata()``; a bare group id string is accepted too)."""
-
-    group_id: str
-    generation_id: int = -1
-    member_id: str = ""
-    group_instance_id: str | None = None
 
 
 class TransactionManager:
@@ -97,6 +89,7 @@ class TransactionManager:
         retry_backoff_ms: int,
         retry_backoff_max_ms: int,
         wake_sender: Callable[[], None],
+        on_new_epoch: Callable[[], None],
     ) -> None:
         self.cluster = cluster
         self.identity = identity
@@ -105,6 +98,7 @@ class TransactionManager:
         self.request_timeout = request_timeout_ms / 1000
         self._backoff = (retry_backoff_ms, retry_backoff_max_ms)
         self._wake_sender = wake_sender
+        self._on_new_epoch = on_new_epoch
         self.state = TxnState.UNINITIALIZED
         self._error: KafkaError | None = None
         self._added: set[TopicPartition] = set()
@@ -138,6 +132,13 @@ class TransactionManager:
             TxnState.ABORTABLE_ERROR,
         )
 
+    @property
+    def blocking_error(self) -> KafkaError | None:
+        """The error every batch of the transaction now fails with (or None)."""
+        if self.state in (TxnState.ABORTABLE_ERROR, TxnState.FATAL):
+            return self._error
+        return None
+
     def check_send(self) -> None:
         """``send`` is allowed only inside a transaction."""
         if self.state is TxnState.IN_TRANSACTION:
@@ -150,7 +151,7 @@ class TransactionManager:
             return
         if error.code in _FATAL:
             self._fatal(error)
-        elif self.in_transaction:
+        elif self.state in (TxnState.IN_TRANSACTION, TxnState.COMMITTING):
             self.state = TxnState.ABORTABLE_ERROR
             self._error = error
 
@@ -167,8 +168,14 @@ class TransactionManager:
 
     # ------------------------------------------------------------ coordinator requests
 
-    async def _call(
-        self, what: str, build: Callable[[], Any], key_type: int, key: str, deadline: float
+    async def _call(  # noqa: PLR0917
+        self,
+        what: str,
+        build: Callable[[], Any],
+        key_type: int,
+        key: str,
+        deadline: float,
+        max_version: int | None = None,
     ) -> Any:
         """Send a coordinator request until it succeeds, retrying retriable errors
         (and CONCURRENT_TRANSACTIONS) until ``deadline``; returns the response."""
@@ -178,7 +185,7 @@ class TransactionManager:
                 broker = await self.cluster.coordinator(
                     key, key_type, timeout=max(deadline - time.monotonic(), 0.001)
                 )
-                resp = await broker.request(build())
+                resp = await broker.request(build(), max_version=max_version)
                 code = getattr(resp, "error_code", 0)
                 if code:
                     if code in _COORDINATOR_ERRORS:
@@ -270,6 +277,7 @@ class TransactionManager:
                     TRANSACTION,
                     self.transactional_id,
                     time.monotonic() + self.transaction_timeout_ms / 1000,
+                    max_version=3,  # v4+ is the brokers' own (verification) form
                 )
             except KafkaError as exc:
                 self.fail(exc)
@@ -408,7 +416,7 @@ class TransactionManager:
         if self._adding is not None and not self._adding.done():
             self._adding.cancel()
         if self._open_on_broker:
-            await self._call(
+            resp = await self._call(
                 "EndTxn",
                 lambda: EndTxnRequest(
                     transactional_id=self.transactional_id,
@@ -420,6 +428,11 @@ class TransactionManager:
                 self.transactional_id,
                 deadline,
             )
+            if getattr(resp, "producer_epoch", -1) >= 0 and resp.producer_id >= 0:
+                # KIP-890 (transaction version 2): the coordinator bumps the epoch at
+                # the end of every transaction; sequences restart with it.
+                self.identity.set(resp.producer_id, resp.producer_epoch)
+                self._on_new_epoch()
         self._added.clear()
         self._pending.clear()
         self._open_on_broker = False

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import itertools
+import signal
 import threading
 import time
 import uuid
@@ -322,3 +323,58 @@ def test_stopped_broker_gives_bounded_timeouts_recovers_and_leaks_nothing(kafka_
         admin.close()
     assert tcp_connections(port) == 0
     eventually(lambda: threading.active_count() == threads_before, timeout=10)
+
+
+def test_transform_killed_mid_transaction_then_restarted_is_exactly_once(cluster3):
+    import subprocess
+    import sys
+
+    total, partitions = 20_000, 3
+    source, sink = _new_topic(cluster3, partitions), _new_topic(cluster3, partitions)
+    with kpax.Producer(cluster3.bootstrap) as producer:
+        for i in range(total):
+            producer.send(source, b"%d" % i, key=b"k%d" % (i % 101))
+    group, tid = f"ctp-{uuid.uuid4().hex[:8]}", f"ctp-{uuid.uuid4().hex[:8]}"
+    cmd = [
+        sys.executable,
+        "-m",
+        "tests.faults.transformer",
+        cluster3.bootstrap,
+        source,
+        sink,
+        group,
+        tid,
+    ]
+    crashed = subprocess.run(
+        [*cmd, "--crash-after", "5"], check=False, capture_output=True, timeout=180
+    )
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr.decode()[-2000:]
+    restarted_at = time.monotonic()
+    finished = subprocess.run(cmd, check=False, capture_output=True, timeout=300)
+    assert finished.returncode == 0, finished.stderr.decode()[-2000:]
+    took = time.monotonic() - restarted_at
+    committed = _read_all_committed(cluster3.bootstrap, sink, partitions)
+    results = [int(v[2:]) for vs in committed.values() for v in vs]
+    duplicates = len(results) - len(set(results))
+    gaps = total - len(set(results))
+    print(
+        f"\nfault 3: inputs {total}, committed outputs {len(results)}, duplicates {duplicates}, "
+        f"gaps {gaps}; the restarted transformer finished in {took:.1f}s "
+        f"({finished.stdout.decode().strip()})"
+    )
+    assert (len(results), duplicates, gaps) == (total, 0, 0)
+
+
+def _read_all_committed(bootstrap: str, topic: str, partitions: int) -> dict[int, list[bytes]]:
+    out: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+    tps = [kpax.TopicPartition(topic, p) for p in range(partitions)]
+    with kpax.Consumer(bootstrap, isolation_level="read_committed") as consumer:
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        ends = consumer.end_offsets(tps)
+        deadline = time.monotonic() + 120
+        while any(consumer.position(tp) < ends[tp] for tp in tps):
+            assert time.monotonic() < deadline
+            for rec in consumer.poll(timeout=1.0):
+                out[rec.partition].append(rec.value)
+    return out

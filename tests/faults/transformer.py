@@ -3,7 +3,7 @@
 Reads ``input`` in group ``group`` (read_committed), writes ``T:<value>`` to
 ``output`` and commits the consumed offsets in the same transaction. With
 ``--crash-after N`` it SIGKILLs itself in the middle of its N-th transaction
-(outputs sent, nothing committed). It exits after 5 idle polls.
+(outputs sent, nothing committed). It exits once it has caught up with the input.
 
 Usage: python -m tests.faults.transformer BOOTSTRAP INPUT OUTPUT GROUP TXN_ID [--crash-after N]
 """
@@ -36,13 +36,17 @@ def main() -> None:
     producer = kpax.Producer(args.bootstrap, transactional_id=args.transactional_id)
     consumer.subscribe([args.input])
     producer.init_transactions()
-    transactions = idle = 0
-    while idle < 5:
+    # A crashed predecessor stays in the group until its session times out.
+    consumer.wait_for_assignment(timeout=60)
+    transactions = 0
+    while True:
         records = consumer.poll(timeout=1.0)
         if not records:
-            idle += 1
+            assigned = consumer.assignment()
+            ends = consumer.end_offsets(assigned)
+            if assigned and all(consumer.position(tp) >= ends[tp] for tp in assigned):
+                break  # caught up with everything committed to the input
             continue
-        idle = 0
         producer.begin_transaction()
         for r in records:
             producer.send(args.output, b"T:" + r.value, key=r.key)

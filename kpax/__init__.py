@@ -37,8 +37,10 @@ from kpax.errors import (
     KafkaError,
     KafkaTimeoutError,
     NoBrokersAvailableError,
+    ProducerFencedError,
     ProtocolError,
     SerializationError,
+    TransactionAbortedError,
     UnsupportedApiError,
     UnsupportedCodecError,
 )
@@ -54,6 +56,8 @@ from kpax.structs import (
 )
 
 __all__ = [
+    "ProducerFencedError",
+    "TransactionAbortedError",
     "AclBinding",
     "AclBindingFilter",
     "AclOperation",

@@ -35,7 +35,13 @@ from typing import Any
 from kpax.broker.backoff import Backoff
 from kpax.cluster.cluster import GROUP, TRANSACTION, Cluster
 from kpax.producer.idempotence import ProducerIdentity
-from kpax.proto.errors import IllegalStateError, KafkaError, KafkaTimeoutError, error_for_code
+from kpax.proto.errors import (
+    IllegalStateError,
+    KafkaError,
+    KafkaTimeoutError,
+    TransactionAbortedError,
+    error_for_code,
+)
 from kpax.proto.messages import (
     AddOffsetsToTxnRequest,
     AddPartitionsToTxnRequest,
@@ -58,10 +64,6 @@ _FATAL = {
     48,  # INVALID_TRANSACTION_TIMEOUT
 }
 _OPERATION_NOT_ATTEMPTED = 55
-
-
-class TransactionAbortedError(KafkaError):
-    """A record was dropped because its transaction was aborted before it was sent."""
 
 
 class TxnState(enum.Enum):

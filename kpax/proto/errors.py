@@ -100,6 +100,10 @@ class UnsupportedApiError(KafkaError):
     """The broker does not support an API (or any version kpax knows of it)."""
 
 
+class TransactionAbortedError(KafkaError):
+    """A record was dropped because its transaction was aborted before it was sent."""
+
+
 class NoBrokersAvailableError(KafkaConnectionError):
     """No bootstrap address answered; the message lists each address and why."""
 

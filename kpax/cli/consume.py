@@ -95,6 +95,13 @@ def run(args: argparse.Namespace, settings: Settings, *, tail: bool = False) -> 
         session.consumer = consumer
         if group:
             consumer.subscribe([args.topic])
+            assigned = consumer.wait_for_assignment(settings.timeout)
+            if end is not None and not any(tp.topic == args.topic for tp in assigned):
+                note(
+                    f"kpax consume: group {group!r} assigned no partition of {args.topic!r} "
+                    "to this member (other members hold them all)"
+                )
+                return 0
         else:
             assert begin is not None
             consumer.assign(tps)

@@ -394,6 +394,10 @@ def _one_line(exc: BaseException) -> str:
     return textwrap.shorten(text, 600, placeholder=" ...")
 
 
+def _terminate(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)  # exits 2 with a usage line on bad arguments
@@ -404,10 +408,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     else:
         logging.basicConfig(level=logging.CRITICAL)
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL) if args.command not in (
-        "consume",
-        "tail",
-    ) else None
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGPIPE, signal.SIGINT, signal.SIGTERM)}
+    if args.command not in ("consume", "tail"):
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `kpax meta | head` ends quietly
+    # Ctrl-C, and `kill` (TERM), also for a job started in the background with
+    # SIGINT ignored: a clean stop (flush, commit, leave the group).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _terminate)
+    try:
+        return _run(args, prog)
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+
+
+def _run(args: argparse.Namespace, prog: str) -> int:
     from kpax.errors import ConfigError, KafkaError
 
     try:

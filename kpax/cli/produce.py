@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections import deque
 from collections.abc import Iterator
 from typing import IO, Any
 
@@ -39,23 +40,30 @@ def _raw_records(
 
 
 class _Delivery:
-    """Tracks futures until done; counts failures and keeps the first error."""
+    """Tracks futures until done (oldest first); counts failures, keeps the first error."""
 
     def __init__(self) -> None:
-        self.pending: list[kpax.RecordFuture] = []
+        self.pending: deque[kpax.RecordFuture] = deque()
         self.failed = 0
         self.first_error: BaseException | None = None
 
-    def prune(self) -> None:
-        keep = []
-        for f in self.pending:
-            if not f.done():
-                keep.append(f)
-            elif f.failed():
-                self.failed += 1
-                if self.first_error is None:
-                    self.first_error = f.exception(0)
-        self.pending = keep
+    def prune(self, everything: bool = False) -> None:
+        """Drop done futures from the front (all done ones with ``everything``):
+        records complete roughly in send order, so this is O(1) per record."""
+        pending = self.pending
+        while pending and pending[0].done():
+            self._check(pending.popleft())
+        if everything:
+            rest = [f for f in pending if not f.done() or self._check(f)]
+            pending.clear()
+            pending.extend(rest)
+
+    def _check(self, f: kpax.RecordFuture) -> bool:
+        if f.failed():
+            self.failed += 1
+            if self.first_error is None:
+                self.first_error = f.exception(0)
+        return False
 
 
 def _send_raw(
@@ -77,8 +85,6 @@ def _send_raw(
             nbytes += len(value)
             if not count & 8191:
                 track.prune()
-                pending = track.pending
-                append = pending.append
                 progress.update(count)
     except KeyboardInterrupt:
         args.sent_before_interrupt = count
@@ -181,7 +187,6 @@ def _send_all(  # noqa: PLR0917
                 nbytes += len(rec.value or b"") + len(key or b"")
                 if count % _PRUNE_EVERY == 0:
                     track.prune()
-                    pending = track.pending
                     progress.update(count)
         except KeyboardInterrupt:
             interrupted = True
@@ -189,7 +194,7 @@ def _send_all(  # noqa: PLR0917
         except formats.BadInput as exc:
             # stop at the bad record, deliver what came before it
             producer.flush(settings.timeout)
-            track.prune()
+            track.prune(everything=True)
             progress.done()
             note(f"kpax produce: {exc}; {count - track.failed:,} earlier records produced")
             return 1
@@ -201,7 +206,7 @@ def _send_all(  # noqa: PLR0917
             interrupted = True
     finally:
         progress.done()
-    track.prune()
+    track.prune(everything=True)
     elapsed = time.monotonic() - start
     ok = count - track.failed - len(track.pending)
     for msg in bad[:5]:

@@ -132,7 +132,9 @@ def main(argv: list[str] | None = None) -> int:
         header=(
             f"`python -m bench.cli --records {n}`: one run each, one local broker, 1 partition, "
             f"{VALUE_SIZE}-byte values, whole command timed (process start to exit), "
-            "output to /dev/null.\n"
+            "output to /dev/null. Machine: 2 shared cores, load average "
+            f"{os.getloadavg()[0]:.1f} at the end. The last column is kpax's rate divided "
+            "by the client's: the kcat rows show kpax/kcat (target >= 0.5x).\n"
         ),
         peers=PEERS,
         scenarios=scenarios,

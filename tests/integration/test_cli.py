@@ -381,6 +381,17 @@ def test_config_file_profiles_sasl_and_credentials(kafka: KafkaCluster, tmp_path
         2,
         "no cluster address",
     )
+    # TLS: the CA from a flag, then from a profile
+    assert kafka.ssl_cafile is not None
+    tls = ["-b", kafka.listener("SSL"), "--security-protocol", "SSL"]
+    ok(run_kpax(None, *tls, "--ssl-cafile", kafka.ssl_cafile, "topics", "list", env=env))
+    r = run_kpax(None, *tls, "topics", "list", "--timeout", "5", env=env)  # no CA: refused
+    assert r.rc == 1 and len(r.err.strip().splitlines()) == 1 and "Traceback" not in r.err
+    (tmp_path / "tls.toml").write_text(
+        f'bootstrap = "{kafka.listener("SSL")}"\nsecurity_protocol = "SSL"\n'
+        f'ssl_cafile = "{kafka.ssl_cafile}"\n'
+    )
+    ok(run_kpax(None, "--config", str(tmp_path / "tls.toml"), "meta", env=env))
     # flags on the command line, password from KPAX_SASL_PASSWORD
     flags = [
         "-b",
@@ -467,6 +478,7 @@ def test_produce_ctrl_c_delivers_what_was_read_and_closed_pipe(
 
 def test_read_committed_hides_aborted_records(kafka: KafkaCluster, topic: Any, k: Any) -> None:
     import confluent_kafka  # a dev dependency: the transactional producer
+
     t = topic(1)
     p = confluent_kafka.Producer(
         {"bootstrap.servers": kafka.bootstrap, "transactional.id": f"tx-{t}", "linger.ms": 0}

@@ -1,6 +1,11 @@
-"""``python -m bench <name> [options]``: run one peer benchmark (see bench/harness.py).
+"""``python -m bench <name> [options]``: run one peer benchmark, or ``all`` of them.
 
-Benchmarks: ``producer`` (bench/producer.py). Others register here as they land.
+Benchmarks (each also runs as ``python -m bench.<module>``):
+``proto`` (record batches vs kafka-python and aiokafka), ``messages`` (Produce
+and Fetch message codecs), ``producer``, ``consumer`` (vs kafka-python,
+aiokafka, confluent-kafka and the Java tools), ``cli`` (the ``kpax`` command vs
+kcat), ``spark`` (the PySpark source vs Spark's built-in Kafka source).
+``all`` runs them one after another with their default options.
 
 Imports: bench.* (lazily, so a benchmark's peer libraries load only when it runs).
 """
@@ -8,17 +13,41 @@ Imports: bench.* (lazily, so a benchmark's peer libraries load only when it runs
 from __future__ import annotations
 
 import importlib
+import inspect
 import sys
 
-BENCHMARKS = {"producer": "bench.producer", "consumer": "bench.consumer"}
+BENCHMARKS = {
+    "proto": "bench.proto",
+    "messages": "bench.proto_messages",
+    "producer": "bench.producer",
+    "consumer": "bench.consumer",
+    "cli": "bench.cli",
+    "spark": "bench.spark",
+}
+
+
+def _run(name: str, args: list[str]) -> int:
+    module = importlib.import_module(BENCHMARKS[name])
+    saved = sys.argv
+    sys.argv = [f"python -m bench {name}", *args]  # for the benchmarks that read sys.argv
+    try:
+        takes_args = bool(inspect.signature(module.main).parameters)
+        result = module.main(args) if takes_args else module.main()
+    finally:
+        sys.argv = saved
+    return int(result or 0)
 
 
 def main(argv: list[str]) -> int:
+    if argv and argv[0] == "all":
+        failed = [name for name in BENCHMARKS if _run(name, argv[1:]) != 0]
+        if failed:
+            print(f"bench: failed: {', '.join(failed)}", file=sys.stderr)
+        return 1 if failed else 0
     if not argv or argv[0] not in BENCHMARKS:
-        print(f"usage: python -m bench {{{','.join(BENCHMARKS)}}} [options]", file=sys.stderr)
+        print(f"usage: python -m bench {{all,{','.join(BENCHMARKS)}}} [options]", file=sys.stderr)
         return 2
-    module = importlib.import_module(BENCHMARKS[argv[0]])
-    return int(module.main(argv[1:]) or 0)
+    return _run(argv[0], argv[1:])
 
 
 if __name__ == "__main__":

@@ -197,7 +197,7 @@ class BrokerConnection(asyncio.BufferedProtocol):
             if options.uses_sasl:
                 await conn._authenticate()
         except BaseException:
-            conn.close()
+            conn.close(abort=True)
             raise
         return conn
 
@@ -373,7 +373,8 @@ class BrokerConnection(asyncio.BufferedProtocol):
             KafkaConnectionError(
                 f"connection to {self.describe()} closed after a {entry.request_name} "
                 f"request timed out"
-            )
+            ),
+            abort=True,
         )
 
     # ------------------------------------------------------------ receiving
@@ -472,7 +473,7 @@ class BrokerConnection(asyncio.BufferedProtocol):
         entry.future.set_result(response)
 
     def _protocol_error(self, why: str) -> None:
-        self.close(ProtocolError(f"protocol error on {self.describe()}: {why}"))
+        self.close(ProtocolError(f"protocol error on {self.describe()}: {why}"), abort=True)
 
     # ------------------------------------------------------------ transport callbacks
 
@@ -504,16 +505,21 @@ class BrokerConnection(asyncio.BufferedProtocol):
             return KafkaConnectionError(exc.message)
         return KafkaConnectionError(f"connection to {self.describe()} is closed")
 
-    def close(self, exc: BaseException | None = None) -> None:
+    def close(self, exc: BaseException | None = None, *, abort: bool = False) -> None:
         """Close now; every request in flight fails with ``exc`` (a retriable
-        connection error by default)."""
+        connection error by default). ``abort`` drops unsent bytes and closes the
+        socket at once (a connection given up on: a stopped broker may never read
+        what is buffered, and a graceful close would wait for it)."""
         if self._closed is not None:
             return
         self._closed = exc or KafkaConnectionError(f"connection to {self.describe()} closed")
         if self._reauth_timer is not None:
             self._reauth_timer.cancel()
         if self._transport is not None:
-            self._transport.close()
+            if abort:
+                self._transport.abort()
+            else:
+                self._transport.close()
         failure = self._closed
         while self._in_flight:
             entry = self._in_flight.popleft()

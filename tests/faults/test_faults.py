@@ -248,6 +248,21 @@ async def _count_tasks() -> set[asyncio.Task[object]]:
     return {t for t in asyncio.all_tasks() if t is not asyncio.current_task()}
 
 
+def _connections(**clusters: object) -> str:
+    """Each client's broker handles: node, connected, connections opened (for a failure)."""
+    parts = []
+    for name, c in clusters.items():
+        handles = [
+            *c._brokers.values(),
+            *c._bootstrap_brokers,
+            *c._coordinator_brokers.values(),  # type: ignore[attr-defined]
+        ]
+        parts.append(
+            f"{name}: " + ", ".join(f"{b.node_id}/{b.connected}/{b.connects}" for b in handles)
+        )
+    return "; ".join(parts)
+
+
 def test_stopped_broker_gives_bounded_timeouts_recovers_and_leaks_nothing(kafka_factory):
     cluster = kafka_factory()
     node = next(iter(cluster.brokers))
@@ -321,7 +336,10 @@ def test_stopped_broker_gives_bounded_timeouts_recovers_and_leaks_nothing(kafka_
         assert admin_bound < 3 + 1
         assert poll_bound < 2 + 2
         assert tasks_after == tasks_before
-        assert sockets_after <= sockets_before
+        assert sockets_after <= sockets_before, _connections(
+            producer=producer._core.cluster, consumer=consumer._core.cluster,
+            admin=admin._admin.cluster,
+        )  # fmt: skip
     finally:
         cluster.resume_broker(node)
         producer.close(10)

@@ -58,6 +58,8 @@ log = logging.getLogger("kpax.consumer")
 __all__ = ["Fetcher"]
 
 _make = partial(tuple.__new__, ConsumerRecord)
+#: Where the record loop puts offset, timestamp, key, value and headers in a ConsumerRecord.
+_ROW_SLOTS = (2, 3, 5, 6, 7)
 _OFFSET_OUT_OF_RANGE = 1
 _FENCED_OR_UNKNOWN_EPOCH = (74, 75)
 _SESSION_ERRORS = (70, 71)  # FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH
@@ -651,6 +653,14 @@ class Fetcher:
                     elif batch.is_control:
                         next_offset, next_epoch = nxt, epoch
                         continue
+                if kd is None and vd is None and batch.magic == 2:
+                    # the record loop builds the ConsumerRecords itself (C when built)
+                    template = ConsumerRecord(
+                        topic, partition, 0, 0, batch.timestamp_type, None, None, (), epoch
+                    )
+                    out.extend(batch.rows(template, _ROW_SLOTS, fetch_offset))
+                    next_offset, next_epoch = nxt, epoch
+                    continue
                 rows = batch.tuples()
                 if not rows:
                     next_offset, next_epoch = nxt, epoch

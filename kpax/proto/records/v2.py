@@ -31,10 +31,11 @@ Imports: the standard library and kpax.proto.{errors,crc,compression,varint,reco
 from __future__ import annotations
 
 import gc
+import os
 import struct
 from collections.abc import Iterator, Sequence
 from itertools import repeat
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from kpax.proto import crc as _crc
 from kpax.proto.compression import CODEC_NAMES, DEFAULT_MAX_DECOMPRESSED_SIZE, decompress
@@ -48,6 +49,15 @@ from kpax.proto.varint import (
     decode_varint,
     encode_varint,
 )
+
+_speedups: Any
+if os.environ.get("KPAX_PURE_PYTHON", "") in ("", "0"):
+    try:
+        from kpax.proto.records import _speedups
+    except ImportError:  # no compiler at install time: the pure-Python loops below
+        _speedups = None
+else:
+    _speedups = None
 
 __all__ = [
     "HEADER",
@@ -114,7 +124,7 @@ def _len_varints(
         return [encode_varint(len(b)) for b in blobs], blobs  # type: ignore[arg-type]
 
 
-def encode_records(
+def _py_encode_records(
     timestamps: Sequence[int],
     keys: Sequence[bytes | None],
     values: Sequence[bytes | None],
@@ -218,7 +228,7 @@ def _parse_headers(buf: bytes, pos: int, where: int) -> tuple[tuple[Header, ...]
     return tuple(out), pos
 
 
-def parse_records(  # noqa: PLR0917 - hot path, positional on purpose
+def _py_parse_records(  # noqa: PLR0917 - hot path, positional on purpose
     buf: bytes, pos: int, end: int, count: int, base_offset: int, base_timestamp: int
 ) -> list[RecordTuple]:
     """Decode ``count`` records from ``buf[pos:end]`` into (offset, ts, key, value, headers).
@@ -349,53 +359,60 @@ def parse_records(  # noqa: PLR0917 - hot path, positional on purpose
     return out
 
 
-class DecodedRecord:
-    """One record of a decoded batch (the friendly iterator's item)."""
+def _py_parse_rows(  # noqa: PLR0917 - same arguments as the C version
+    buf: bytes,
+    pos: int,
+    end: int,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    template: tuple[Any, ...] | None = None,
+    slots: tuple[int, int, int, int, int] | None = None,
+    timestamp: int | None = None,
+    min_offset: int | None = None,
+) -> list[Any]:
+    """parse_records with the C version's options (see _speedups.pyi), in Python."""
+    rows: list[Any] = _py_parse_records(buf, pos, end, count, base_offset, base_timestamp)
+    if min_offset is not None and rows and rows[0][0] < min_offset:
+        rows = [r for r in rows if r[0] >= min_offset]
+    if timestamp is not None:
+        rows = [(r[0], timestamp, r[2], r[3], r[4]) for r in rows]
+    if template is None:
+        return rows
+    assert slots is not None
+    make: Any = getattr(type(template), "_make", type(template))
+    out = []
+    for r in rows:
+        row = list(template)
+        for i, v in zip(slots, r, strict=True):
+            row[i] = v
+        out.append(make(row))
+    return out
 
-    __slots__ = ("headers", "key", "offset", "timestamp", "timestamp_type", "value")
 
-    def __init__(  # noqa: PLR0917
-        self,
-        offset: int,
-        timestamp: int,
-        timestamp_type: int,
-        key: bytes | None,
-        value: bytes | None,
-        headers: Sequence[Header],
-    ) -> None:
-        self.offset = offset
-        self.timestamp = timestamp
-        self.timestamp_type = timestamp_type
-        self.key = key
-        self.value = value
-        self.headers = headers
+#: Set KPAX_PURE_PYTHON=1 to run without the C accelerator (tests compare both).
+SPEEDUPS: Final = _speedups is not None
+encode_records = _py_encode_records if _speedups is None else _speedups.encode_records
+parse_records = _py_parse_records if _speedups is None else _speedups.parse_records
+#: parse_records with a row template, the timestamp override and min_offset (see _speedups.pyi).
+parse_rows = _py_parse_rows if _speedups is None else _speedups.parse_records
 
-    def __repr__(self) -> str:
-        return (
-            f"DecodedRecord(offset={self.offset}, timestamp={self.timestamp}, "
-            f"key={self.key!r}, value={self.value!r}, headers={self.headers!r})"
-        )
 
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, DecodedRecord):
-            return NotImplemented
-        return (
-            self.offset,
-            self.timestamp,
-            self.timestamp_type,
-            self.key,
-            self.value,
-            tuple(self.headers),
-        ) == (
-            other.offset,
-            other.timestamp,
-            other.timestamp_type,
-            other.key,
-            other.value,
-            tuple(other.headers),
-        )
+class DecodedRecord(NamedTuple):
+    """One record of a decoded batch (the friendly iterator's item): a named tuple,
+    so a whole batch of them is built by the record loop itself."""
 
-    __hash__ = None  # type: ignore[assignment]
+    offset: int
+    timestamp: int
+    timestamp_type: int
+    key: bytes | None
+    value: bytes | None
+    headers: Sequence[Header]
+
+
+#: Where parse_rows puts offset, timestamp, key, value and headers in a DecodedRecord.
+_DECODED_SLOTS: Final = (0, 1, 3, 4, 5)
+_DECODED_TEMPLATES: Final = tuple(DecodedRecord(0, 0, tt, None, None, ()) for tt in (0, 1))
 
 
 class RecordBatchV2:
@@ -519,26 +536,57 @@ class RecordBatchV2:
             )
 
     # -- records
+    def _section(self) -> tuple[bytes, int, int]:
+        """(buffer, start, end) of the records section, decompressed if need be."""
+        codec = self.attributes & ATTR_CODEC_MASK
+        if not codec:
+            return self._buf, self._start, self._end
+        try:
+            buf = decompress(
+                codec, memoryview(self._buf)[self._start : self._end], max_size=self._max_size
+            )
+        except CorruptRecordError as e:
+            raise CorruptRecordError(f"batch at offset {self.base_offset}: {e.message}") from None
+        return buf, 0, len(buf)
+
     def tuples(self) -> list[RecordTuple]:
         """Every record as ``(offset, timestamp, key, value, headers)``: the fastest path."""
-        codec = self.attributes & ATTR_CODEC_MASK
-        if codec:
-            try:
-                buf = decompress(
-                    codec, memoryview(self._buf)[self._start : self._end], max_size=self._max_size
-                )
-            except CorruptRecordError as e:
-                raise CorruptRecordError(
-                    f"batch at offset {self.base_offset}: {e.message}"
-                ) from None
-            start, end = 0, len(buf)
-        else:
-            buf, start, end = self._buf, self._start, self._end
-        rows = parse_records(buf, start, end, self.count, self.base_offset, self.base_timestamp)
+        buf, start, end = self._section()
         if self.attributes & ATTR_TIMESTAMP_TYPE:
-            ts = self.max_timestamp
-            rows = [(r[0], ts, r[2], r[3], r[4]) for r in rows]
-        return rows
+            return parse_rows(
+                buf,
+                start,
+                end,
+                self.count,
+                self.base_offset,
+                self.base_timestamp,
+                timestamp=self.max_timestamp,
+            )
+        return parse_records(buf, start, end, self.count, self.base_offset, self.base_timestamp)
+
+    def rows(
+        self,
+        template: tuple[Any, ...],
+        slots: tuple[int, int, int, int, int],
+        min_offset: int | None = None,
+    ) -> list[Any]:
+        """The records as copies of ``template`` (a tuple or NamedTuple) with offset,
+        timestamp, key, value and headers put at the indexes ``slots``, skipping
+        offsets below ``min_offset``: the consumer's records, built in one pass."""
+        buf, start, end = self._section()
+        ts = self.max_timestamp if self.attributes & ATTR_TIMESTAMP_TYPE else None
+        return parse_rows(
+            buf,
+            start,
+            end,
+            self.count,
+            self.base_offset,
+            self.base_timestamp,
+            template,
+            slots,
+            ts,
+            min_offset,
+        )
 
     def columns(
         self,
@@ -553,13 +601,11 @@ class RecordBatchV2:
         return list(o), list(t), list(k), list(v), list(h)
 
     def __iter__(self) -> Iterator[Any]:
-        tt = self.timestamp_type
         if self.attributes & ATTR_CONTROL:
             for off, ts, key, value, _h in self.tuples():
                 yield ControlRecord.decode(off, ts, key, value)
             return
-        for row in self.tuples():
-            yield DecodedRecord(row[0], row[1], tt, row[2], row[3], row[4])
+        yield from self.rows(_DECODED_TEMPLATES[self.timestamp_type], _DECODED_SLOTS)
 
     def __repr__(self) -> str:
         return (

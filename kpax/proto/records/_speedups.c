@@ -1,0 +1,691 @@
+/*
+ * kpax.proto.records._speedups -- the RecordBatch v2 record loops in C.
+ *
+ * Role: optional accelerator for kpax.proto.records.v2. It holds the same two
+ * hot loops as the pure-Python module, with the same inputs, outputs and
+ * errors, so that kpax behaves identically with or without it (the test suite
+ * checks both against each other, and fuzzes both):
+ *
+ *   encode_records(timestamps, keys, values, headers, base_timestamp) -> bytes
+ *       The records section (uncompressed) of a v2 batch, offset deltas 0..n-1.
+ *
+ *   parse_records(buf, pos, end, count, base_offset, base_timestamp,
+ *                 template=None, slots=None, timestamp=None, min_offset=None) -> list
+ *       Decode `count` records from buf[pos:end]. Without a template each row is
+ *       (offset, timestamp, key, value, headers). With one, each row is a copy of
+ *       `template` (a tuple, or an instance of a tuple subclass such as a
+ *       NamedTuple) with the five values put at the indexes given by `slots`.
+ *       `timestamp` (an int) replaces every record's timestamp (log-append time);
+ *       records with an offset below `min_offset` are skipped.
+ *
+ * Every malformed input raises kpax.proto.errors.CorruptRecordError naming the
+ * byte offset; every read is bounded by the record's own length and `end`.
+ *
+ * Imports: Python's C API; kpax.proto.errors (for CorruptRecordError) at import.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+static PyObject *CorruptRecordError = NULL;
+static PyObject *EmptyTuple = NULL;
+
+/* ------------------------------------------------------------------ varints */
+
+/* Bytes of the zigzag varint of v. */
+static inline Py_ssize_t
+varint_size(int64_t v)
+{
+    uint64_t z = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+    Py_ssize_t n = 1;
+    while (z >= 0x80) {
+        z >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static inline char *
+write_varint(char *p, int64_t v)
+{
+    uint64_t z = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+    while (z >= 0x80) {
+        *p++ = (char)((z & 0x7F) | 0x80);
+        z >>= 7;
+    }
+    *p++ = (char)z;
+    return p;
+}
+
+/* Read a zigzag varint at p[*pos] without passing `limit`.
+ * 0 on success; -1 if the data ends inside it; -2 if it is longer than
+ * 10 bytes or does not fit 64 bits. */
+static inline int
+read_varint(const uint8_t *p, Py_ssize_t *pos, Py_ssize_t limit, int64_t *out)
+{
+    Py_ssize_t i = *pos;
+    if (i < limit && p[i] < 0x80) {
+        uint8_t b = p[i];
+        *out = (int64_t)(b >> 1) ^ -(int64_t)(b & 1);
+        *pos = i + 1;
+        return 0;
+    }
+    uint64_t result = 0;
+    int shift = 0;
+    Py_ssize_t start = i;
+    for (;;) {
+        if (i >= limit)
+            return -1;
+        uint8_t b = p[i++];
+        if (shift == 63 && b > 1)
+            return -2;
+        result |= (uint64_t)(b & 0x7F) << shift;
+        if (b < 0x80)
+            break;
+        shift += 7;
+        if (i - start >= 10)
+            return -2;
+    }
+    *pos = i;
+    *out = (int64_t)(result >> 1) ^ -(int64_t)(result & 1);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ encoding */
+
+/* Length of a key/value/header value: -1 for None. Sets *data. */
+static int
+blob_view(PyObject *obj, const char **data, Py_ssize_t *len, Py_buffer *view, int *has_view)
+{
+    *has_view = 0;
+    if (obj == Py_None) {
+        *data = NULL;
+        *len = -1;
+        return 0;
+    }
+    if (PyBytes_CheckExact(obj)) {
+        *data = PyBytes_AS_STRING(obj);
+        *len = PyBytes_GET_SIZE(obj);
+        return 0;
+    }
+    if (PyObject_GetBuffer(obj, view, PyBUF_SIMPLE) < 0) {
+        PyErr_Format(PyExc_TypeError, "record keys and values must be bytes-like or None, not %.100s",
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    *has_view = 1;
+    *data = (const char *)view->buf;
+    *len = view->len;
+    return 0;
+}
+
+static Py_ssize_t
+blob_size(PyObject *obj)
+{
+    const char *data;
+    Py_ssize_t len;
+    Py_buffer view;
+    int has_view;
+    if (blob_view(obj, &data, &len, &view, &has_view) < 0)
+        return -2;
+    if (has_view)
+        PyBuffer_Release(&view);
+    return len;
+}
+
+static char *
+write_blob(char *p, PyObject *obj)
+{
+    const char *data;
+    Py_ssize_t len;
+    Py_buffer view;
+    int has_view;
+    if (blob_view(obj, &data, &len, &view, &has_view) < 0)
+        return NULL;
+    p = write_varint(p, len);
+    if (len > 0) {
+        memcpy(p, data, (size_t)len);
+        p += len;
+    }
+    if (has_view)
+        PyBuffer_Release(&view);
+    return p;
+}
+
+/* Size of one record's headers section, or -1 with an exception set. */
+static Py_ssize_t
+headers_size(PyObject *hdrs)
+{
+    if (hdrs == Py_None)
+        return 1;
+    PyObject *seq = PySequence_Fast(hdrs, "record headers must be a sequence of (str, bytes) pairs");
+    if (seq == NULL)
+        return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    Py_ssize_t size = varint_size(n);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *pair = PySequence_Fast_GET_ITEM(seq, i);
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+            if (!PyList_Check(pair) || PyList_GET_SIZE(pair) != 2) {
+                PyErr_SetString(PyExc_TypeError, "a record header must be a (str, bytes | None) pair");
+                goto fail;
+            }
+        }
+        PyObject *hkey = PySequence_Fast_GET_ITEM(pair, 0);
+        PyObject *hval = PySequence_Fast_GET_ITEM(pair, 1);
+        Py_ssize_t klen;
+        if (!PyUnicode_Check(hkey)) {
+            PyErr_Format(PyExc_TypeError, "a record header key must be str, not %.100s",
+                         Py_TYPE(hkey)->tp_name);
+            goto fail;
+        }
+        if (PyUnicode_AsUTF8AndSize(hkey, &klen) == NULL)
+            goto fail;
+        Py_ssize_t vlen = blob_size(hval);
+        if (vlen == -2)
+            goto fail;
+        size += varint_size(klen) + klen + varint_size(vlen) + (vlen > 0 ? vlen : 0);
+    }
+    Py_DECREF(seq);
+    return size;
+fail:
+    Py_DECREF(seq);
+    return -1;
+}
+
+static char *
+write_headers(char *p, PyObject *hdrs)
+{
+    if (hdrs == Py_None) {
+        *p++ = 0;
+        return p;
+    }
+    PyObject *seq = PySequence_Fast(hdrs, "record headers must be a sequence of (str, bytes) pairs");
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    p = write_varint(p, n);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *pair = PySequence_Fast_GET_ITEM(seq, i);
+        PyObject *hkey = PySequence_Fast_GET_ITEM(pair, 0);
+        PyObject *hval = PySequence_Fast_GET_ITEM(pair, 1);
+        Py_ssize_t klen;
+        const char *kdata = PyUnicode_AsUTF8AndSize(hkey, &klen);
+        if (kdata == NULL) {
+            Py_DECREF(seq);
+            return NULL;
+        }
+        p = write_varint(p, klen);
+        memcpy(p, kdata, (size_t)klen);
+        p += klen;
+        p = write_blob(p, hval);
+        if (p == NULL) {
+            Py_DECREF(seq);
+            return NULL;
+        }
+    }
+    Py_DECREF(seq);
+    return p;
+}
+
+static PyObject *
+encode_records(PyObject *module, PyObject *args)
+{
+    PyObject *ts_in, *keys_in, *values_in, *headers_in;
+    long long base_ts;
+    if (!PyArg_ParseTuple(args, "OOOOL:encode_records", &ts_in, &keys_in, &values_in, &headers_in,
+                          &base_ts))
+        return NULL;
+    PyObject *tss = NULL, *keys = NULL, *values = NULL, *hdrs = NULL, *out = NULL;
+    int64_t *deltas = NULL;
+    Py_ssize_t *bodies = NULL;
+
+    tss = PySequence_Fast(ts_in, "timestamps must be a sequence");
+    keys = PySequence_Fast(keys_in, "keys must be a sequence");
+    values = PySequence_Fast(values_in, "values must be a sequence");
+    if (tss == NULL || keys == NULL || values == NULL)
+        goto done;
+    if (headers_in != Py_None) {
+        hdrs = PySequence_Fast(headers_in, "headers must be a sequence or None");
+        if (hdrs == NULL)
+            goto done;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(values);
+    if (PySequence_Fast_GET_SIZE(tss) != n || PySequence_Fast_GET_SIZE(keys) != n ||
+        (hdrs != NULL && PySequence_Fast_GET_SIZE(hdrs) != n)) {
+        PyErr_SetString(PyExc_ValueError,
+                        "timestamps, keys, values and headers must have the same length");
+        goto done;
+    }
+    deltas = PyMem_Malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+    bodies = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n ? n : 1));
+    if (deltas == NULL || bodies == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    PyObject **ts_items = PySequence_Fast_ITEMS(tss);
+    PyObject **key_items = PySequence_Fast_ITEMS(keys);
+    PyObject **value_items = PySequence_Fast_ITEMS(values);
+    PyObject **hdr_items = hdrs != NULL ? PySequence_Fast_ITEMS(hdrs) : NULL;
+    Py_ssize_t total = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long long t = PyLong_AsLongLong(ts_items[i]);
+        if (t == -1 && PyErr_Occurred())
+            goto done;
+        int64_t d;
+        if (__builtin_sub_overflow((int64_t)t, (int64_t)base_ts, &d)) {
+            PyErr_Format(PyExc_ValueError, "record %zd: timestamp %lld is too far from %lld", i, t,
+                         base_ts);
+            goto done;
+        }
+        deltas[i] = d;
+        Py_ssize_t kl = blob_size(key_items[i]);
+        Py_ssize_t vl = blob_size(value_items[i]);
+        if (kl == -2 || vl == -2)
+            goto done;
+        Py_ssize_t hs = 1;
+        if (hdr_items != NULL && hdr_items[i] != Py_None) {
+            hs = headers_size(hdr_items[i]);
+            if (hs < 0)
+                goto done;
+        }
+        Py_ssize_t body = 1 + varint_size(d) + varint_size(i) + varint_size(kl) + (kl > 0 ? kl : 0) +
+                          varint_size(vl) + (vl > 0 ? vl : 0) + hs;
+        bodies[i] = body;
+        total += varint_size(body) + body;
+    }
+    out = PyBytes_FromStringAndSize(NULL, total);
+    if (out == NULL)
+        goto done;
+    char *p = PyBytes_AS_STRING(out);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        p = write_varint(p, bodies[i]);
+        *p++ = 0; /* attributes */
+        p = write_varint(p, deltas[i]);
+        p = write_varint(p, i);
+        p = write_blob(p, key_items[i]);
+        if (p == NULL)
+            goto fail;
+        p = write_blob(p, value_items[i]);
+        if (p == NULL)
+            goto fail;
+        if (hdr_items != NULL && hdr_items[i] != Py_None) {
+            p = write_headers(p, hdr_items[i]);
+            if (p == NULL)
+                goto fail;
+        }
+        else {
+            *p++ = 0;
+        }
+    }
+    if (p != PyBytes_AS_STRING(out) + total) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "encode_records: a key, value or header changed size while encoding");
+        goto fail;
+    }
+    goto done;
+fail:
+    Py_CLEAR(out);
+done:
+    PyMem_Free(deltas);
+    PyMem_Free(bodies);
+    Py_XDECREF(tss);
+    Py_XDECREF(keys);
+    Py_XDECREF(values);
+    Py_XDECREF(hdrs);
+    return out;
+}
+
+/* ------------------------------------------------------------------ decoding */
+
+static PyObject *
+int_plus(int64_t base, int64_t delta)
+{
+    int64_t r;
+    if (!__builtin_add_overflow(base, delta, &r))
+        return PyLong_FromLongLong(r);
+    /* Python semantics: an int beyond 64 bits */
+    PyObject *a = PyLong_FromLongLong(base), *b = PyLong_FromLongLong(delta), *s = NULL;
+    if (a != NULL && b != NULL)
+        s = PyNumber_Add(a, b);
+    Py_XDECREF(a);
+    Py_XDECREF(b);
+    return s;
+}
+
+static int
+corrupt(const char *fmt, ...)
+{
+    va_list vargs;
+    va_start(vargs, fmt);
+    PyObject *msg = PyUnicode_FromFormatV(fmt, vargs);
+    va_end(vargs);
+    if (msg != NULL) {
+        PyErr_SetObject(CorruptRecordError, msg);
+        Py_DECREF(msg);
+    }
+    return -1;
+}
+
+/* Headers of one record at p[*pos], bounded by `limit`. New reference or NULL. */
+static PyObject *
+parse_headers(const uint8_t *p, Py_ssize_t *pos, Py_ssize_t limit, Py_ssize_t where)
+{
+    int64_t count;
+    Py_ssize_t i = *pos;
+    if (read_varint(p, &i, limit, &count) < 0) {
+        corrupt("record at byte %zd has a bad header count varint", where);
+        return NULL;
+    }
+    if (count < 0 || count > limit - i) {
+        corrupt("record at byte %zd has a bad header count %lld", where, (long long)count);
+        return NULL;
+    }
+    PyObject *out = PyTuple_New((Py_ssize_t)count);
+    if (out == NULL)
+        return NULL;
+    for (Py_ssize_t h = 0; h < (Py_ssize_t)count; h++) {
+        int64_t kl, vl;
+        if (read_varint(p, &i, limit, &kl) < 0 || kl < 0 || kl > limit - i) {
+            corrupt("record at byte %zd has a bad header key length", where);
+            goto fail;
+        }
+        PyObject *hkey = PyUnicode_DecodeUTF8((const char *)p + i, (Py_ssize_t)kl, "strict");
+        if (hkey == NULL) {
+            if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+                PyErr_Clear();
+                corrupt("record at byte %zd has a header key that is not UTF-8", where);
+            }
+            goto fail;
+        }
+        i += (Py_ssize_t)kl;
+        if (read_varint(p, &i, limit, &vl) < 0 || vl < -1 || vl > limit - i) {
+            Py_DECREF(hkey);
+            corrupt("record at byte %zd has a bad header value length", where);
+            goto fail;
+        }
+        PyObject *hval;
+        if (vl == -1) {
+            hval = Py_None;
+            Py_INCREF(hval);
+        }
+        else {
+            hval = PyBytes_FromStringAndSize((const char *)p + i, (Py_ssize_t)vl);
+            if (hval == NULL) {
+                Py_DECREF(hkey);
+                goto fail;
+            }
+            i += (Py_ssize_t)vl;
+        }
+        PyObject *pair = PyTuple_New(2);
+        if (pair == NULL) {
+            Py_DECREF(hkey);
+            Py_DECREF(hval);
+            goto fail;
+        }
+        PyTuple_SET_ITEM(pair, 0, hkey);
+        PyTuple_SET_ITEM(pair, 1, hval);
+        PyTuple_SET_ITEM(out, h, pair);
+    }
+    *pos = i;
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
+/* A blob (key or value) of length varint at p[*pos]: bytes, None (-1), or NULL. */
+static PyObject *
+parse_blob(const uint8_t *p, Py_ssize_t *pos, Py_ssize_t limit, Py_ssize_t where, const char *what)
+{
+    int64_t len;
+    Py_ssize_t i = *pos;
+    int rc = read_varint(p, &i, limit, &len);
+    if (rc < 0 || len < -1 || len > limit - i) {
+        if (rc < 0)
+            corrupt("record at byte %zd has a bad %s length varint", where, what);
+        else
+            corrupt("record at byte %zd has a bad %s length %lld (%zd bytes left in the record)",
+                    where, what, (long long)len, limit - i);
+        return NULL;
+    }
+    if (len == -1) {
+        *pos = i;
+        Py_RETURN_NONE;
+    }
+    *pos = i + (Py_ssize_t)len;
+    return PyBytes_FromStringAndSize((const char *)p + i, (Py_ssize_t)len);
+}
+
+static PyObject *
+parse_records(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"buf", "pos", "end", "count", "base_offset", "base_timestamp",
+                             "template", "slots", "timestamp", "min_offset", NULL};
+    Py_buffer view;
+    Py_ssize_t pos, end, count;
+    long long base_offset, base_ts;
+    PyObject *template = Py_None, *slots = Py_None, *ts_override = Py_None, *min_off_obj = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*nnnLL|OOOO:parse_records", kwlist, &view, &pos,
+                                     &end, &count, &base_offset, &base_ts, &template, &slots,
+                                     &ts_override, &min_off_obj))
+        return NULL;
+    PyObject *out = NULL;
+    int gc_was_enabled = 0;
+    Py_ssize_t row_len = 5;
+    Py_ssize_t at[5] = {0, 1, 2, 3, 4};
+    PyTypeObject *row_type = &PyTuple_Type;
+    long long min_offset = LLONG_MIN;
+
+    if (pos < 0 || end > view.len || pos > end || count < 0) {
+        PyErr_Format(PyExc_ValueError, "parse_records: bad bounds pos=%zd end=%zd count=%zd (buffer of %zd bytes)",
+                     pos, end, count, view.len);
+        goto done;
+    }
+    if (template != Py_None) {
+        if (!PyTuple_Check(template) || !PyTuple_Check(slots) || PyTuple_GET_SIZE(slots) != 5) {
+            PyErr_SetString(PyExc_TypeError, "parse_records: template must be a tuple and slots a 5-tuple of indexes");
+            goto done;
+        }
+        row_len = PyTuple_GET_SIZE(template);
+        for (int k = 0; k < 5; k++) {
+            Py_ssize_t ix = PyLong_AsSsize_t(PyTuple_GET_ITEM(slots, k));
+            if (ix == -1 && PyErr_Occurred())
+                goto done;
+            if (ix < 0 || ix >= row_len) {
+                PyErr_SetString(PyExc_ValueError, "parse_records: a slot index is outside the template");
+                goto done;
+            }
+            for (int j = 0; j < k; j++) {
+                if (at[j] == ix) {
+                    PyErr_SetString(PyExc_ValueError, "parse_records: the slot indexes must differ");
+                    goto done;
+                }
+            }
+            at[k] = ix;
+        }
+        row_type = Py_TYPE(template);
+    }
+    if (ts_override != Py_None && !PyLong_Check(ts_override)) {
+        PyErr_SetString(PyExc_TypeError, "parse_records: timestamp must be an int or None");
+        goto done;
+    }
+    if (min_off_obj != Py_None) {
+        min_offset = PyLong_AsLongLong(min_off_obj);
+        if (min_offset == -1 && PyErr_Occurred())
+            goto done;
+    }
+    /* A record takes at least 7 bytes: a count beyond that is a lie, not an allocation. */
+    if (count > (end - pos) / 7 + 1) {
+        corrupt("batch declares %zd records but holds only %zd bytes of records (at byte %zd)", count,
+                end - pos, pos);
+        goto done;
+    }
+    out = PyList_New(0);
+    if (out == NULL)
+        goto done;
+    gc_was_enabled = PyGC_Disable();
+    const uint8_t *p = (const uint8_t *)view.buf;
+    Py_ssize_t start = pos;
+    for (Py_ssize_t r = 0; r < count; r++) {
+        start = pos;
+        int64_t len, tsd, offd;
+        int rc = read_varint(p, &pos, end, &len);
+        if (rc == -1) {
+            corrupt("record at byte %zd runs past the end of its batch (byte %zd)", start, end);
+            goto fail;
+        }
+        if (rc < 0 || len < 6 || len > end - pos) {
+            corrupt("record at byte %zd has a bad length %lld (%zd bytes remain)", start,
+                    (long long)(rc < 0 ? -1 : len), end - pos);
+            goto fail;
+        }
+        Py_ssize_t rec_end = pos + (Py_ssize_t)len;
+        pos += 1; /* attributes (unused) */
+        if (read_varint(p, &pos, rec_end, &tsd) < 0 || read_varint(p, &pos, rec_end, &offd) < 0) {
+            corrupt("record at byte %zd has a bad timestamp or offset delta", start);
+            goto fail;
+        }
+        int64_t off64;
+        PyObject *off;
+        if (__builtin_add_overflow((int64_t)base_offset, offd, &off64)) {
+            off = int_plus(base_offset, offd);
+            off64 = offd < 0 ? LLONG_MIN : LLONG_MAX;
+        }
+        else {
+            off = NULL;
+        }
+        PyObject *key = parse_blob(p, &pos, rec_end, start, "key");
+        if (key == NULL) {
+            Py_XDECREF(off);
+            goto fail;
+        }
+        PyObject *value = parse_blob(p, &pos, rec_end, start, "value");
+        if (value == NULL) {
+            Py_XDECREF(off);
+            Py_DECREF(key);
+            goto fail;
+        }
+        PyObject *hdrs;
+        if (pos < rec_end && p[pos] == 0) {
+            hdrs = EmptyTuple;
+            Py_INCREF(hdrs);
+            pos += 1;
+        }
+        else {
+            hdrs = parse_headers(p, &pos, rec_end, start);
+            if (hdrs == NULL) {
+                Py_XDECREF(off);
+                Py_DECREF(key);
+                Py_DECREF(value);
+                goto fail;
+            }
+        }
+        if (pos != rec_end) {
+            Py_XDECREF(off);
+            Py_DECREF(key);
+            Py_DECREF(value);
+            Py_DECREF(hdrs);
+            corrupt("record at byte %zd: its fields end at byte %zd, its length says %zd", start, pos,
+                    rec_end);
+            goto fail;
+        }
+        if (off64 < min_offset) {
+            Py_XDECREF(off);
+            Py_DECREF(key);
+            Py_DECREF(value);
+            Py_DECREF(hdrs);
+            continue;
+        }
+        if (off == NULL)
+            off = PyLong_FromLongLong(off64);
+        PyObject *ts;
+        if (ts_override != Py_None) {
+            ts = ts_override;
+            Py_INCREF(ts);
+        }
+        else {
+            ts = int_plus(base_ts, tsd);
+        }
+        PyObject *row = NULL;
+        if (off != NULL && ts != NULL) {
+            if (row_type == &PyTuple_Type)
+                row = PyTuple_New(row_len);
+            else
+                row = row_type->tp_alloc(row_type, row_len);
+        }
+        if (row == NULL) {
+            Py_XDECREF(off);
+            Py_XDECREF(ts);
+            Py_DECREF(key);
+            Py_DECREF(value);
+            Py_DECREF(hdrs);
+            goto fail;
+        }
+        if (row_len != 5 || template != Py_None) {
+            for (Py_ssize_t k = 0; k < row_len; k++) {
+                PyObject *item = PyTuple_GET_ITEM(template, k);
+                Py_INCREF(item);
+                PyTuple_SET_ITEM(row, k, item);
+            }
+            for (int k = 0; k < 5; k++)
+                Py_DECREF(PyTuple_GET_ITEM(row, at[k]));
+        }
+        PyTuple_SET_ITEM(row, at[0], off);
+        PyTuple_SET_ITEM(row, at[1], ts);
+        PyTuple_SET_ITEM(row, at[2], key);
+        PyTuple_SET_ITEM(row, at[3], value);
+        PyTuple_SET_ITEM(row, at[4], hdrs);
+        if (PyList_Append(out, row) < 0) {
+            Py_DECREF(row);
+            goto fail;
+        }
+        Py_DECREF(row);
+    }
+    if (pos != end) {
+        corrupt("batch declares %zd records but %zd bytes remain after them (at byte %zd)", count,
+                end - pos, pos);
+        goto fail;
+    }
+    goto done;
+fail:
+    Py_CLEAR(out);
+done:
+    if (gc_was_enabled)
+        PyGC_Enable();
+    PyBuffer_Release(&view);
+    return out;
+}
+
+/* ------------------------------------------------------------------ module */
+
+static PyMethodDef methods[] = {
+    {"encode_records", (PyCFunction)encode_records, METH_VARARGS,
+     "encode_records(timestamps, keys, values, headers, base_timestamp) -> bytes"},
+    {"parse_records", (PyCFunction)(void (*)(void))parse_records, METH_VARARGS | METH_KEYWORDS,
+     "parse_records(buf, pos, end, count, base_offset, base_timestamp, template=None, slots=None, "
+     "timestamp=None, min_offset=None) -> list"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "_speedups", "kpax.proto.records._speedups: the RecordBatch v2 loops in C.",
+    -1, methods,
+};
+
+PyMODINIT_FUNC
+PyInit__speedups(void)
+{
+    PyObject *errors = PyImport_ImportModule("kpax.proto.errors");
+    if (errors == NULL)
+        return NULL;
+    CorruptRecordError = PyObject_GetAttrString(errors, "CorruptRecordError");
+    Py_DECREF(errors);
+    if (CorruptRecordError == NULL)
+        return NULL;
+    EmptyTuple = PyTuple_New(0);
+    if (EmptyTuple == NULL)
+        return NULL;
+    return PyModule_Create(&module_def);
+}

@@ -1,0 +1,25 @@
+"""Type stubs of the optional C accelerator (see _speedups.c for the contract)."""
+
+from collections.abc import Sequence
+from typing import Any
+
+def encode_records(
+    timestamps: Sequence[int],
+    keys: Sequence[bytes | None],
+    values: Sequence[bytes | None],
+    headers: Sequence[Sequence[tuple[str, bytes | None]] | None] | None,
+    base_timestamp: int,
+    /,
+) -> bytes: ...
+def parse_records(
+    buf: bytes,
+    pos: int,
+    end: int,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    template: tuple[Any, ...] | None = None,
+    slots: tuple[int, int, int, int, int] | None = None,
+    timestamp: int | None = None,
+    min_offset: int | None = None,
+) -> list[Any]: ...

@@ -1,0 +1,213 @@
+"""The C accelerator (kpax.proto.records._speedups) against the pure-Python loops.
+
+Both implementations must agree byte for byte on encoding, row for row on
+decoding, and on *whether* any input is corrupt (messages may word the same
+fault differently). The pure-Python loops stay the reference: they are what
+kpax runs where no C compiler was available at install time
+(``KPAX_PURE_PYTHON=1`` forces them).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import tracemalloc
+from typing import Any, NamedTuple
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kpax.proto.errors import CorruptRecordError
+from kpax.proto.records import v2
+
+speedups = pytest.importorskip("kpax.proto.records._speedups") if v2.SPEEDUPS else None
+
+I64 = st.integers(-(2**63), 2**63 - 1)
+blobs = st.one_of(st.none(), st.binary(max_size=300))
+header_lists = st.one_of(
+    st.none(),
+    st.lists(
+        st.tuples(st.text(max_size=12), st.one_of(st.none(), st.binary(max_size=40))), max_size=4
+    ),
+)
+
+
+def test_the_accelerator_is_built_here() -> None:
+    """make test installs with a compiler: the suite must exercise the C loops."""
+    if os.environ.get("KPAX_PURE_PYTHON", "") not in ("", "0"):
+        assert not v2.SPEEDUPS
+    else:
+        assert v2.SPEEDUPS, "kpax.proto.records._speedups did not build (see pip's output)"
+        assert v2.parse_records is not v2._py_parse_records
+
+
+needs_c = pytest.mark.skipif(speedups is None, reason="runs only with the accelerator built")
+
+
+@st.composite
+def columns(draw: Any) -> tuple[list[int], list[Any], list[Any], list[Any] | None, int]:
+    n = draw(st.integers(0, 40))
+    base = draw(st.integers(-(2**40), 2**40))
+    spread = draw(st.sampled_from([0, 1000, 2**20, 2**40]))
+    ts = [base + draw(st.integers(-spread, spread)) for _ in range(n)]
+    keys = [draw(blobs) for _ in range(n)]
+    values = [draw(blobs) for _ in range(n)]
+    headers = [draw(header_lists) for _ in range(n)] if draw(st.booleans()) else None
+    return ts, keys, values, headers, base
+
+
+@needs_c
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(columns())
+def test_encode_agrees_with_python(cols: Any) -> None:
+    ts, keys, values, headers, base = cols
+    expected = v2._py_encode_records(ts, keys, values, headers, base)
+    assert speedups.encode_records(ts, keys, values, headers, base) == expected
+    # tuples, bytearrays and memoryviews are accepted like bytes
+    wrapped = [bytearray(v) if v is not None else None for v in values]
+    got = speedups.encode_records(tuple(ts), tuple(keys), wrapped, headers, base)
+    assert got == expected
+    if values:
+        rows = v2._py_parse_records(expected, 0, len(expected), len(values), 7, base)
+        assert speedups.parse_records(expected, 0, len(expected), len(values), 7, base) == rows
+
+
+@needs_c
+def test_encode_rejects_what_python_rejects() -> None:
+    with pytest.raises(TypeError, match="bytes-like or None"):
+        speedups.encode_records([0], [None], ["text"], None, 0)
+    with pytest.raises(TypeError, match="header key must be str"):
+        speedups.encode_records([0], [None], [b"v"], [[(b"k", b"v")]], 0)
+    with pytest.raises(ValueError, match="same length"):
+        speedups.encode_records([0, 1], [None], [b"v"], None, 0)
+    with pytest.raises(ValueError, match="too far"):
+        speedups.encode_records([2**63 - 1], [None], [b"v"], None, -(2**63))
+
+
+def _outcome(fn: Any, *args: Any, **kw: Any) -> Any:
+    try:
+        return fn(*args, **kw)
+    except CorruptRecordError:
+        return CorruptRecordError
+
+
+def _mutants(rng: random.Random, data: bytes, n: int) -> list[bytes]:
+    out = []
+    for _ in range(n):
+        b = bytearray(data)
+        for _ in range(rng.randint(1, 3)):
+            if not b:
+                break
+            pos = rng.randrange(len(b))
+            op = rng.randrange(5)
+            if op == 0:
+                b[pos] ^= 1 << rng.randrange(8)
+            elif op == 1:
+                b[pos] = rng.choice([0, 1, 0x7F, 0x80, 0xFE, 0xFF])
+            elif op == 2:
+                del b[pos:]
+            elif op == 3:
+                b[pos:pos] = rng.randbytes(rng.randint(1, 6))
+            else:
+                b[pos : pos + 11] = b"\xff" * rng.randint(1, 11)
+        out.append(bytes(b))
+    return out
+
+
+@needs_c
+def test_differential_fuzz_of_the_record_parser() -> None:
+    """30,000 mutated records sections: both parsers return the same rows or both
+    raise CorruptRecordError (never another exception, never a crash)."""
+    rng = random.Random(7)
+    seeds = []
+    for n in (1, 2, 5):
+        ts = [1_700_000_000_000 + rng.randint(-5, 10**6) for _ in range(n)]
+        keys = [rng.randbytes(rng.randint(0, 5)) if i % 2 else None for i in range(n)]
+        values = [rng.randbytes(rng.randint(0, 150)) if i % 3 else None for i in range(n)]
+        headers = [[("k", b"v"), ("\u00e9", None)] if i % 2 else None for i in range(n)]
+        seeds.append((v2._py_encode_records(ts, keys, values, headers, ts[0]), n, ts[0]))
+    outcomes = {"ok": 0, "corrupt": 0}
+    for data, n, base in seeds:
+        for m in _mutants(rng, data, 10_000):
+            count = n if rng.random() < 0.9 else rng.choice([0, n - 1, n + 1, 2**31 - 1])
+            py = _outcome(v2._py_parse_records, m, 0, len(m), count, 100, base)
+            c = _outcome(speedups.parse_records, m, 0, len(m), count, 100, base)
+            assert c == py, m.hex()
+            outcomes["corrupt" if py is CorruptRecordError else "ok"] += 1
+    assert outcomes["ok"] > 1000 and outcomes["corrupt"] > 10_000, outcomes
+
+
+class Row(NamedTuple):
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    timestamp_type: int
+    key: Any
+    value: Any
+    headers: Any
+    epoch: int
+
+
+def test_rows_from_a_template() -> None:
+    """parse_rows (C or Python): NamedTuple rows, min_offset, a fixed timestamp."""
+    ts = [1000, 1001, 1005]
+    data = v2.encode_records(
+        ts, [None, b"k", b""], [b"a", None, b"c"], [None, [("h", b"1")], None], 1000
+    )
+    template = Row("t", 3, 0, 0, 1, None, None, (), 9)
+    slots = (2, 3, 5, 6, 7)
+    for parse in (v2._py_parse_rows, v2.parse_rows):
+        rows = parse(data, 0, len(data), 3, 50, 1000, template, slots, None, 51)
+        assert rows == [
+            Row("t", 3, 51, 1001, 1, b"k", None, (("h", b"1"),), 9),
+            Row("t", 3, 52, 1005, 1, b"", b"c", (), 9),
+        ]
+        assert all(type(r) is Row for r in rows)
+        fixed = parse(data, 0, len(data), 3, 50, 1000, timestamp=77)
+        assert [r[1] for r in fixed] == [77, 77, 77]
+
+
+@needs_c
+def test_bad_arguments_are_errors_not_crashes() -> None:
+    data = v2.encode_records([0], [None], [b"v"], None, 0)
+    with pytest.raises(ValueError, match="bad bounds"):
+        speedups.parse_records(data, 0, len(data) + 1, 1, 0, 0)
+    with pytest.raises(ValueError, match="bad bounds"):
+        speedups.parse_records(data, -1, len(data), 1, 0, 0)
+    with pytest.raises(ValueError, match="outside the template"):
+        speedups.parse_records(data, 0, len(data), 1, 0, 0, (1, 2), (0, 1, 2, 3, 4))
+    with pytest.raises(ValueError, match="must differ"):
+        speedups.parse_records(data, 0, len(data), 1, 0, 0, (1,) * 6, (0, 0, 1, 2, 3))
+    with pytest.raises(CorruptRecordError, match="declares 1000000 records"):
+        speedups.parse_records(data, 0, len(data), 1_000_000, 0, 0)
+
+
+@needs_c
+def test_no_memory_leak_on_success_and_error_paths() -> None:
+    rng = random.Random(3)
+    ts = list(range(200))
+    values = [rng.randbytes(50) for _ in ts]
+    hdrs = [[("a", b"b")] for _ in ts]
+    data = speedups.encode_records(ts, values, values, hdrs, 0)
+    bad = data[:-3] + b"\xff\xff\xff"
+
+    def cycle() -> None:
+        speedups.encode_records(ts, values, values, hdrs, 0)
+        speedups.parse_records(data, 0, len(data), 200, 0, 0)
+        speedups.parse_records(data, 0, len(data), 200, 0, 0, (0,) * 5, (4, 3, 2, 1, 0), 5, 10)
+        with pytest.raises(CorruptRecordError):
+            speedups.parse_records(bad, 0, len(bad), 200, 0, 0)
+
+    for _ in range(50):
+        cycle()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(300):
+            cycle()
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert grown < 200_000, f"{grown} bytes not freed after 300 encode/parse cycles"

@@ -10,14 +10,22 @@ the user's hands: for kafka-python and aiokafka by iterating MemoryRecords
 batches and reading those attributes; for kpax with ``batch.tuples()`` (the
 bulk API) and, separately, with the friendly ``for rec in batch`` iterator.
 
+kpax runs with its C accelerator (kpax.proto.records._speedups) when it is
+built, and the same kpax cases run again in a subprocess with
+KPAX_PURE_PYTHON=1, the pure-Python loops a machine without a C compiler gets;
+those rows are marked "(pure Python)".
+
 Usage: .venv/bin/python bench/proto.py [--rounds 7]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 
@@ -28,6 +36,7 @@ from kafka.record.memory_records import MemoryRecords as KpMemoryRecords
 
 from kpax.proto import crc
 from kpax.proto.records import BatchBuilder, Record, decode_batches, encode_batch, encode_columns
+from kpax.proto.records import v2 as _v2
 
 N_RECORDS = 100_000
 PER_BATCH = 1_000
@@ -142,6 +151,7 @@ def _time(fn: Callable[[], object]) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--kpax-only", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
 
     data = kpax_encode_columns()
@@ -164,25 +174,47 @@ def main() -> None:
         "decode  kafka-python": lambda: kafka_python_decode(data),
         "decode  aiokafka (C ext)": lambda: aiokafka_decode(data),
     }
+    if args.kpax_only:
+        cases = {k: v for k, v in cases.items() if "kpax" in k}
+    pure: subprocess.Popen[str] | None = None
+    if not args.kpax_only and _v2.SPEEDUPS:
+        # the pure-Python rows, measured in a process that does not load the accelerator
+        pure = subprocess.Popen(
+            [sys.executable, __file__, "--kpax-only", "--rounds", str(args.rounds)],
+            env={**os.environ, "KPAX_PURE_PYTHON": "1"},
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        pure_out, _ = pure.communicate()
+        if pure.returncode != 0:
+            raise SystemExit("the pure-Python run failed")
     results: dict[str, list[float]] = {name: [] for name in cases}
     for _ in range(args.rounds):
         for name, fn in cases.items():
             results[name].append(_time(fn))
+    if args.kpax_only:
+        print(json.dumps(results))
+        return
+    if pure is not None:
+        for name, vals in json.loads(pure_out).items():
+            results[f"{name} (pure Python)"] = vals
+        results = dict(sorted(results.items(), key=lambda kv: kv[0].split()[0]))
     best = {name: max(v) for name, v in results.items()}
 
     print(
         f"{N_RECORDS:,} records x 100 B values, {PER_BATCH} per batch, no compression, "
-        f"best and median of {args.rounds} rounds; CRC-32C backend: {crc.CRC32C_BACKEND}"
+        f"best and median of {args.rounds} rounds; CRC-32C backend: {crc.CRC32C_BACKEND}; "
+        f"C accelerator: {'built' if _v2.SPEEDUPS else 'not built'}"
     )
     print(
-        f"{'case':42} {'best rec/s':>12} {'median':>12} {'vs kafka-python':>16} {'vs aiokafka':>12}"
+        f"{'case':56} {'best rec/s':>12} {'median':>12} {'vs kafka-python':>16} {'vs aiokafka':>12}"
     )
     for name, vals in results.items():
         kind = name.split()[0]
         kp = best[f"{kind}  kafka-python"]
         aio = best[f"{kind}  aiokafka (C ext)"]
         print(
-            f"{name:42} {best[name]:12,.0f} {statistics.median(vals):12,.0f} "
+            f"{name:56} {best[name]:12,.0f} {statistics.median(vals):12,.0f} "
             f"{best[name] / kp:15.2f}x {best[name] / aio:11.2f}x"
         )
 

@@ -34,6 +34,7 @@ import gc
 import os
 import struct
 from collections.abc import Iterator, Sequence
+from functools import partial
 from itertools import repeat
 from typing import Any, Final, NamedTuple
 
@@ -380,14 +381,13 @@ def _py_parse_rows(  # noqa: PLR0917 - same arguments as the C version
     if template is None:
         return rows
     assert slots is not None
-    make: Any = getattr(type(template), "_make", type(template))
-    out = []
-    for r in rows:
-        row = list(template)
-        for i, v in zip(slots, r, strict=True):
-            row[i] = v
-        out.append(make(row))
-    return out
+    if not rows:
+        return []
+    # columns of the rows, the template's own values elsewhere: zipped and built in C
+    columns: list[Any] = [repeat(v) for v in template]
+    for i, col in zip(slots, zip(*rows, strict=True), strict=True):
+        columns[i] = col
+    return list(map(partial(tuple.__new__, type(template)), zip(*columns, strict=False)))
 
 
 #: Set KPAX_PURE_PYTHON=1 to run without the C accelerator (tests compare both).

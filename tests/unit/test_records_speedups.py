@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import os
 import random
+import subprocess
+import sys
 import tracemalloc
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
@@ -211,3 +214,31 @@ def test_no_memory_leak_on_success_and_error_paths() -> None:
     finally:
         tracemalloc.stop()
     assert grown < 200_000, f"{grown} bytes not freed after 300 encode/parse cycles"
+
+
+@needs_c
+def test_the_pure_python_fallback_passes_the_records_suite() -> None:
+    """What a machine without a C compiler runs: the records tests and their
+    100,000-case fuzz, in a subprocess that never loads the accelerator."""
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "tests/unit/test_records.py",
+            "tests/unit/test_records_fuzz.py",
+            "tests/unit/test_compression.py",
+        ],
+        cwd=root,
+        env={**os.environ, "KPAX_PURE_PYTHON": "1"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert " passed" in proc.stdout and "skipped" not in proc.stdout, proc.stdout[-500:]

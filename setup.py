@@ -1,6 +1,6 @@
 """Build script for the optional C accelerator; everything else is in pyproject.toml.
 
-kpax.proto.records._speedups speeds up the RecordBatch v2 record loops. It is
+kpax.proto._speedups speeds up the RecordBatch v2 record loops. It is
 optional: when no C compiler (or no Python headers) is at hand the build goes
 on without it and kpax runs its pure-Python code, which gives the same results.
 """
@@ -10,8 +10,8 @@ from setuptools import Extension, setup
 setup(
     ext_modules=[
         Extension(
-            "kpax.proto.records._speedups",
-            ["kpax/proto/records/_speedups.c"],
+            "kpax.proto._speedups",
+            ["kpax/proto/_speedups.c"],
             optional=True,
             extra_compile_args=["-O2"],
         )

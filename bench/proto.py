@@ -10,7 +10,7 @@ the user's hands: for kafka-python and aiokafka by iterating MemoryRecords
 batches and reading those attributes; for kpax with ``batch.tuples()`` (the
 bulk API) and, separately, with the friendly ``for rec in batch`` iterator.
 
-kpax runs with its C accelerator (kpax.proto.records._speedups) when it is
+kpax runs with its C accelerator (kpax.proto._speedups) when it is
 built, and the same kpax cases run again in a subprocess with
 KPAX_PURE_PYTHON=1, the pure-Python loops a machine without a C compiler gets;
 those rows are marked "(pure Python)".

@@ -1,4 +1,4 @@
-"""The C accelerator (kpax.proto.records._speedups) against the pure-Python loops.
+"""The C accelerator (kpax.proto._speedups) against the pure-Python loops.
 
 Both implementations must agree byte for byte on encoding, row for row on
 decoding, and on *whether* any input is corrupt (messages may word the same
@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from kpax.proto.errors import CorruptRecordError
 from kpax.proto.records import v2
 
-speedups = pytest.importorskip("kpax.proto.records._speedups") if v2.SPEEDUPS else None
+speedups = pytest.importorskip("kpax.proto._speedups") if v2.SPEEDUPS else None
 
 I64 = st.integers(-(2**63), 2**63 - 1)
 blobs = st.one_of(st.none(), st.binary(max_size=300))
@@ -41,7 +41,7 @@ def test_the_accelerator_is_built_here() -> None:
     if os.environ.get("KPAX_PURE_PYTHON", "") not in ("", "0"):
         assert not v2.SPEEDUPS
     else:
-        assert v2.SPEEDUPS, "kpax.proto.records._speedups did not build (see pip's output)"
+        assert v2.SPEEDUPS, "kpax.proto._speedups did not build (see pip's output)"
         assert v2.parse_records is not v2._py_parse_records
 
 

@@ -25,13 +25,12 @@ lastOffsetDelta i32, baseTimestamp i64, maxTimestamp i64, producerId i64,
 producerEpoch i16, baseSequence i32, recordCount i32, then the records
 (compressed as one stream when the codec is not none).
 
-Imports: the standard library and kpax.proto.{errors,crc,compression,varint,records.control}.
+Imports: the standard library and kpax.proto.{accel,errors,crc,compression,varint,records.control}.
 """
 
 from __future__ import annotations
 
 import gc
-import os
 import struct
 from collections.abc import Iterator, Sequence
 from functools import partial
@@ -39,6 +38,7 @@ from itertools import repeat
 from typing import Any, Final, NamedTuple
 
 from kpax.proto import crc as _crc
+from kpax.proto.accel import speedups
 from kpax.proto.compression import CODEC_NAMES, DEFAULT_MAX_DECOMPRESSED_SIZE, decompress
 from kpax.proto.errors import CorruptRecordError
 from kpax.proto.records.control import ControlRecord
@@ -51,14 +51,7 @@ from kpax.proto.varint import (
     encode_varint,
 )
 
-_speedups: Any
-if os.environ.get("KPAX_PURE_PYTHON", "") in ("", "0"):
-    try:
-        from kpax.proto.records import _speedups
-    except ImportError:  # no compiler at install time: the pure-Python loops below
-        _speedups = None
-else:
-    _speedups = None
+_speedups: Any = speedups
 
 __all__ = [
     "HEADER",

@@ -764,6 +764,18 @@ crc32c(PyObject *module, PyObject *args)
 }
 
 static PyObject *
+crc32c_software(PyObject *module, PyObject *args)
+{
+    Py_buffer view;
+    unsigned long value = 0;
+    if (!PyArg_ParseTuple(args, "y*|k:crc32c_software", &view, &value))
+        return NULL;
+    uint32_t c = crc_sw(~(uint32_t)value, (const uint8_t *)view.buf, (size_t)view.len);
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLong(~c);
+}
+
+static PyObject *
 crc32c_hardware(PyObject *module, PyObject *unused)
 {
     return PyBool_FromLong(crc_hw);
@@ -779,6 +791,8 @@ static PyMethodDef methods[] = {
      "timestamp=None, min_offset=None) -> list"},
     {"crc32c", (PyCFunction)crc32c, METH_VARARGS,
      "crc32c(data, value=0) -> int: CRC-32C of a bytes-like object, continuing from value"},
+    {"crc32c_software", (PyCFunction)crc32c_software, METH_VARARGS,
+     "crc32c_software(data, value=0) -> int: crc32c by the table code (the fallback, for tests)"},
     {"crc32c_hardware", (PyCFunction)crc32c_hardware, METH_NOARGS,
      "crc32c_hardware() -> bool: whether crc32c uses the CPU's crc32 instruction"},
     {NULL, NULL, 0, NULL},

@@ -35,3 +35,24 @@ def test_use_backend() -> None:
         crc.use_backend(before)
     first = next(b for b in ("kpax", "crc32c", "crcmod") if b in crc.available_backends())
     assert first == crc.CRC32C_BACKEND
+
+
+def test_the_accelerator_crc_at_every_length_and_alignment() -> None:
+    """kpax's C CRC-32C (hardware instruction and table fallback) against crcmod,
+    for lengths 0-80 at offsets 0-7 (the head/body/tail split of both loops)."""
+    from kpax.proto.accel import speedups
+
+    if speedups is None:
+        assert "kpax" not in crc.available_backends()
+        return
+    ref = crcmod.predefined.mkPredefinedCrcFun("crc-32c")
+    data = os.urandom(200)
+    for off in range(8):
+        for n in range(81):
+            chunk = memoryview(data)[off : off + n]
+            want = ref(bytes(chunk))
+            assert speedups.crc32c(chunk) == want, (off, n)
+            assert speedups.crc32c_software(chunk) == want, (off, n)
+    big = os.urandom(1 << 20)
+    assert speedups.crc32c(big) == speedups.crc32c_software(big) == ref(big)
+    assert speedups.crc32c(big[7:], speedups.crc32c(big[:7])) == ref(big)

@@ -431,8 +431,10 @@ parse_headers(const uint8_t *p, Py_ssize_t *pos, Py_ssize_t limit, Py_ssize_t wh
         }
         PyTuple_SET_ITEM(pair, 0, hkey);
         PyTuple_SET_ITEM(pair, 1, hval);
+        PyObject_GC_UnTrack(pair); /* str and bytes: no cycle through it */
         PyTuple_SET_ITEM(out, h, pair);
     }
+    PyObject_GC_UnTrack(out);
     *pos = i;
     return out;
 fail:
@@ -482,6 +484,10 @@ parse_records(PyObject *module, PyObject *args, PyObject *kwargs)
     Py_ssize_t at[5] = {0, 1, 2, 3, 4};
     PyTypeObject *row_type = &PyTuple_Type;
     long long min_offset = LLONG_MIN;
+    /* Rows hold ints, bytes, str, None and untracked header tuples: none can be part
+     * of a reference cycle, so the cyclic GC need not track them (it would otherwise
+     * walk every row of a big fetch, possibly several times as they age). */
+    int untrack = 1;
 
     if (pos < 0 || end > view.len || pos > end || count < 0) {
         PyErr_Format(PyExc_ValueError, "parse_records: bad bounds pos=%zd end=%zd count=%zd (buffer of %zd bytes)",
@@ -511,6 +517,11 @@ parse_records(PyObject *module, PyObject *args, PyObject *kwargs)
             at[k] = ix;
         }
         row_type = Py_TYPE(template);
+        if (row_type->tp_dictoffset != 0)
+            untrack = 0; /* instances with a __dict__ could join a cycle later */
+        for (Py_ssize_t k = 0; k < row_len && untrack; k++)
+            if (PyObject_GC_IsTracked(PyTuple_GET_ITEM(template, k)))
+                untrack = 0;
     }
     if (ts_override != Py_None && !PyLong_Check(ts_override)) {
         PyErr_SetString(PyExc_TypeError, "parse_records: timestamp must be an int or None");
@@ -642,6 +653,8 @@ parse_records(PyObject *module, PyObject *args, PyObject *kwargs)
         PyTuple_SET_ITEM(row, at[2], key);
         PyTuple_SET_ITEM(row, at[3], value);
         PyTuple_SET_ITEM(row, at[4], hdrs);
+        if (untrack)
+            PyObject_GC_UnTrack(row);
         if (PyList_Append(out, row) < 0) {
             Py_DECREF(row);
             goto fail;

@@ -4,7 +4,7 @@ Role: the protobuf-style base-128 integers used inside RecordBatch v2 records an
 headers, with lookup tables so that the hot paths (kpax.proto.records) can encode
 and decode the common 1- and 2-byte cases without a function call.
 
-Tables (shared, read-only):
+Tables (shared, read-only, built on first access):
 - ``ZZ_ENC[n]`` -- the zigzag varint bytes of the non-negative int ``n`` for
   ``0 <= n < ZZ_TABLE_SIZE`` (``ZZ_ENC[0] == b"\\x00"``, ``ZZ_ENC[64] == b"\\x80\\x01"``).
 - ``ZZ_DEC1[b]`` -- the signed value of the one-byte varint ``b`` (``b < 0x80``).
@@ -37,6 +37,7 @@ __all__ = [
 ZZ_TABLE_SIZE = 1 << 14
 
 _MAX_VARLONG_BYTES = 10
+_SMALL = [bytes((n << 1,)) for n in range(0x40)]
 
 
 def encode_uvarint(n: int) -> bytes:
@@ -53,8 +54,8 @@ def encode_uvarint(n: int) -> bytes:
 
 def encode_varint(n: int) -> bytes:
     """Zigzag varint (or varlong) of the signed int ``n``."""
-    if 0 <= n < ZZ_TABLE_SIZE:
-        return ZZ_ENC[n]
+    if 0 <= n < 0x40:
+        return _SMALL[n]
     return encode_uvarint(((n << 1) ^ (n >> 63)) & 0xFFFFFFFFFFFFFFFF)
 
 
@@ -97,19 +98,34 @@ def decode_varint(buf: bytes, pos: int) -> tuple[int, int]:
     return (z >> 1) ^ -(z & 1), pos
 
 
-ZZ_ENC: list[bytes] = []
-for _n in range(ZZ_TABLE_SIZE):
-    _z = _n << 1
-    if _z < 0x80:
-        ZZ_ENC.append(bytes((_z,)))
-    elif _z < 0x4000:
-        ZZ_ENC.append(bytes(((_z & 0x7F) | 0x80, _z >> 7)))
-    else:
-        ZZ_ENC.append(bytes(((_z & 0x7F) | 0x80, ((_z >> 7) & 0x7F) | 0x80, _z >> 14)))
+# The tables are built on first use (module __getattr__): only the pure-Python record
+# loops read them, and a process running the C accelerator never pays for them.
+ZZ_ENC: list[bytes]
+ZZ_DEC1: list[int]
+ZZ_DEC2: list[list[int]]
 
-ZZ_DEC1: list[int] = [(_b >> 1) ^ -(_b & 1) for _b in range(0x80)]
-ZZ_DEC2: list[list[int]] = [
-    [0] * 0x80 + [(((_b & 0x7F) | (_c << 7)) >> 1) ^ -(_b & 1) for _b in range(0x80, 0x100)]
-    for _c in range(0x80)
-]
-del _n, _z
+
+def _build_tables() -> None:
+    enc: list[bytes] = []
+    for n in range(ZZ_TABLE_SIZE):
+        z = n << 1
+        if z < 0x80:
+            enc.append(bytes((z,)))
+        elif z < 0x4000:
+            enc.append(bytes(((z & 0x7F) | 0x80, z >> 7)))
+        else:
+            enc.append(bytes(((z & 0x7F) | 0x80, ((z >> 7) & 0x7F) | 0x80, z >> 14)))
+    g = globals()
+    g["ZZ_ENC"] = enc
+    g["ZZ_DEC1"] = [(b >> 1) ^ -(b & 1) for b in range(0x80)]
+    g["ZZ_DEC2"] = [
+        [0] * 0x80 + [(((b & 0x7F) | (c << 7)) >> 1) ^ -(b & 1) for b in range(0x80, 0x100)]
+        for c in range(0x80)
+    ]
+
+
+def __getattr__(name: str) -> object:
+    if name in ("ZZ_ENC", "ZZ_DEC1", "ZZ_DEC2"):
+        _build_tables()
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -38,18 +38,12 @@ from itertools import repeat
 from typing import Any, Final, NamedTuple
 
 from kpax.proto import crc as _crc
+from kpax.proto import varint as _varint
 from kpax.proto.accel import speedups
 from kpax.proto.compression import CODEC_NAMES, DEFAULT_MAX_DECOMPRESSED_SIZE, decompress
 from kpax.proto.errors import CorruptRecordError
 from kpax.proto.records.control import ControlRecord
-from kpax.proto.varint import (
-    ZZ_DEC1,
-    ZZ_DEC2,
-    ZZ_ENC,
-    ZZ_TABLE_SIZE,
-    decode_varint,
-    encode_varint,
-)
+from kpax.proto.varint import ZZ_TABLE_SIZE, decode_varint, encode_varint
 
 _speedups: Any = speedups
 
@@ -82,7 +76,13 @@ ATTR_TIMESTAMP_TYPE: Final = 0x08
 ATTR_TRANSACTIONAL: Final = 0x10
 ATTR_CONTROL: Final = 0x20
 
-_A0 = [b"\x00" + v for v in ZZ_ENC]  # record attributes byte + timestamp delta varint
+_A0: list[bytes] = []  # record attributes byte + timestamp delta varint (built on first use)
+
+
+def _a0() -> list[bytes]:
+    if not _A0:
+        _A0.extend(b"\x00" + v for v in _varint.ZZ_ENC)
+    return _A0
 
 
 # ------------------------------------------------------------------ encoding
@@ -113,7 +113,7 @@ def _len_varints(
         lens = [encode_varint(len(b)) if b is not None else b"\x01" for b in blobs]
         return lens, [b if b is not None else b"" for b in blobs]
     try:
-        return list(map(ZZ_ENC.__getitem__, map(len, blobs))), blobs  # type: ignore[arg-type]
+        return list(map(_varint.ZZ_ENC.__getitem__, map(len, blobs))), blobs  # type: ignore[arg-type]
     except IndexError:
         return [encode_varint(len(b)) for b in blobs], blobs  # type: ignore[arg-type]
 
@@ -133,10 +133,11 @@ def _py_encode_records(
     else:
         deltas = [t - base_timestamp for t in timestamps]
         if min(deltas) >= 0 and max(deltas) < ZZ_TABLE_SIZE:
-            tdv = map(_A0.__getitem__, deltas)
+            tdv = map(_a0().__getitem__, deltas)
         else:
             tdv = [b"\x00" + encode_varint(d) for d in deltas]
-    odv = ZZ_ENC[:n] if n <= ZZ_TABLE_SIZE else [encode_varint(i) for i in range(n)]
+    enc = _varint.ZZ_ENC
+    odv = enc[:n] if n <= ZZ_TABLE_SIZE else [encode_varint(i) for i in range(n)]
     klv, kdata = _len_varints(keys)
     vlv, vdata = _len_varints(values)
     hv: Any = (
@@ -144,7 +145,7 @@ def _py_encode_records(
     )
     bodies = list(map(b"".join, zip(tdv, odv, klv, kdata, vlv, vdata, hv, strict=False)))
     try:
-        lens = list(map(ZZ_ENC.__getitem__, map(len, bodies)))
+        lens = list(map(enc.__getitem__, map(len, bodies)))
     except IndexError:
         lens = [encode_varint(len(b)) for b in bodies]
     out: list[bytes] = [b""] * (2 * n)
@@ -229,8 +230,8 @@ def _py_parse_records(  # noqa: PLR0917 - hot path, positional on purpose
 
     The section must hold exactly ``count`` records. Raises CorruptRecordError.
     """
-    d1 = ZZ_DEC1
-    d2 = ZZ_DEC2
+    d1 = _varint.ZZ_DEC1
+    d2 = _varint.ZZ_DEC2
     nohdr = _NO_HEADERS
     out: list[RecordTuple] = []
     append = out.append

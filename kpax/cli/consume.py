@@ -113,6 +113,17 @@ def run(args: argparse.Namespace, settings: Settings, *, tail: bool = False) -> 
         return session.loop(group)
 
 
+def _last_offsets(recs: list[Any], one_partition: bool) -> dict[int, int]:
+    """The last offset of each partition among ``recs`` (a partition's records are in
+    offset order, so with one partition it is the last record's)."""
+    if not recs:
+        return {}
+    if one_partition:
+        last = recs[-1]
+        return {last.partition: last.offset}
+    return dict(zip(map(_PART, recs), map(_OFF, recs), strict=False))
+
+
 class _Session:
     def __init__(
         self,
@@ -198,8 +209,8 @@ class _Session:
 
     def _handle(self, recs: list[Any]) -> None:
         end = self.end
-        # last offset per partition, built in C (records of a partition are in order)
-        lastoff = dict(zip(map(_PART, recs), map(_OFF, recs), strict=False))
+        one = len(self.owned) == 1
+        lastoff = _last_offsets(recs, one)
         topic = self.args.topic
         if end is not None:
             over = {p for p, off in lastoff.items() if off >= end[TP(topic, p)]}
@@ -209,10 +220,10 @@ class _Session:
                     for r in recs
                     if r.partition not in over or r.offset < end[TP(topic, r.partition)]
                 ]
-                lastoff = dict(zip(map(_PART, recs), map(_OFF, recs), strict=False))
+                lastoff = _last_offsets(recs, one)
         if self.limit is not None and self.count + len(recs) > self.limit:
             recs = recs[: self.limit - self.count]
-            lastoff = dict(zip(map(_PART, recs), map(_OFF, recs), strict=False))
+            lastoff = _last_offsets(recs, one)
         if not recs:
             return
         for p, off in lastoff.items():

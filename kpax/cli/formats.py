@@ -95,7 +95,9 @@ class Writer:
             else:
                 ks = self.key_sep
                 data = sep.join([(r.key or b"") + ks + (r.value or b"") for r in records])
-            self.out.write(data + sep)
+            if records:
+                self.out.write(data)  # not data + sep: that would copy the block again
+                self.out.write(sep)
         elif self.fmt == "json":
             dumps = json.dumps
             lines = [dumps(record_dict(r, binary=False), ensure_ascii=False) for r in records]

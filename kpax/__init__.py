@@ -44,7 +44,7 @@ from kpax.errors import (
     UnsupportedApiError,
     UnsupportedCodecError,
 )
-from kpax.producer import Producer, RecordFuture
+from kpax.producer import BulkFuture, Producer, RecordFuture
 from kpax.structs import (
     BatchResult,
     ConsumerGroupMetadata,
@@ -66,6 +66,7 @@ __all__ = [
     "AlterConfigOp",
     "AlterConfigOpType",
     "BatchResult",
+    "BulkFuture",
     "ConsumerGroupMetadata",
     "CommitFailedError",
     "Consumer",

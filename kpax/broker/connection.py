@@ -117,6 +117,7 @@ class BrokerConnection(asyncio.BufferedProtocol):
         self._in_flight: collections.deque[_InFlight] = collections.deque()
         self._next_id = random.randint(0, 1 << 20)
         self._slots = asyncio.Semaphore(options.max_in_flight)
+        self._order = asyncio.Lock()
         self._closed: BaseException | None = None
         self._closed_event = asyncio.Event()
         self._write_ready = asyncio.Event()
@@ -326,11 +327,20 @@ class BrokerConnection(asyncio.BufferedProtocol):
         configured request timeout."""
         if self._closed is not None:
             raise self._closed_error()
-        if not bypass_gate and not self._gate.is_set():
-            await self._gate.wait()
-        if not self._write_ready.is_set():
-            await self._write_ready.wait()
-        await self._slots.acquire()
+        if bypass_gate:
+            if not self._write_ready.is_set():
+                await self._write_ready.wait()
+            await self._slots.acquire()
+        else:
+            # One queue (asyncio.Lock is FIFO): requests reach the wire in call
+            # order even after waiting for the gate, write buffer or a slot --
+            # producers rely on it (a partition's batches must not be reordered).
+            async with self._order:
+                if not self._gate.is_set():
+                    await self._gate.wait()
+                if not self._write_ready.is_set():
+                    await self._write_ready.wait()
+                await self._slots.acquire()
         try:
             if self._closed is not None:
                 raise self._closed_error()

@@ -8,8 +8,8 @@ transaction manager's future slot), client (``AsyncProducer`` =
 Imports: kpax.cluster, kpax.broker, kpax.proto, kpax.loop_thread, kpax.structs.
 """
 
-from kpax.producer.batch import RecordFuture
+from kpax.producer.batch import BulkFuture, RecordFuture
 from kpax.producer.client import AsyncProducer
 from kpax.producer.sync import Producer
 
-__all__ = ["AsyncProducer", "Producer", "RecordFuture"]
+__all__ = ["AsyncProducer", "BulkFuture", "Producer", "RecordFuture"]

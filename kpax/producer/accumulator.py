@@ -32,15 +32,17 @@ from __future__ import annotations
 
 import threading
 import time
+from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Sequence
+from itertools import repeat
 from typing import Final
 
 from kpax.producer.batch import ProducerBatch, RecordFuture
 from kpax.producer.partitioner import UniformStickyPartitioner, _StickyState
 from kpax.proto.records import Header
 
-__all__ = ["FULL", "Accumulator", "PartitionQueue", "record_size"]
+__all__ = ["FULL", "Accumulator", "Column", "PartitionQueue", "Segment", "record_size"]
 
 #: Upper bound of a v2 record's bytes besides key, value and headers (as Java's).
 RECORD_OVERHEAD = 21
@@ -67,7 +69,16 @@ FULL: Final = None
 class PartitionQueue:
     """One partition's open batch, ready batches (retries first) and sequence state."""
 
-    __slots__ = ("in_flight", "next_sequence", "open", "partition", "ready", "serial", "topic")
+    __slots__ = (
+        "acked",
+        "in_flight",
+        "next_sequence",
+        "open",
+        "partition",
+        "ready",
+        "serial",
+        "topic",
+    )
 
     def __init__(self, topic: str, partition: int) -> None:
         self.topic = topic
@@ -78,6 +89,11 @@ class PartitionQueue:
         self.in_flight: list[ProducerBatch] = []
         self.next_sequence = 0
         self.serial = 0
+        #: False until the partition acknowledged a batch (and again after a
+        #: retriable failure): until then one batch at a time is in flight, so
+        #: a batch that fails (e.g. NOT_LEADER on a partition still loading)
+        #: cannot be overtaken by a later one the broker accepts.
+        self.acked = False
 
     def requeue(self, batch: ProducerBatch) -> None:
         """Put a failed batch back for a retry, before newer batches, in creation order."""
@@ -208,6 +224,113 @@ class Accumulator:
                 self.wake()
             return RecordFuture(batch, 0, timestamp)
 
+    def append_many(  # noqa: PLR0917 - one loop, kept together for speed
+        self,
+        topic: str,
+        col: Column,
+        timestamp: int,
+        headers: Sequence[Header] | None,
+        num_partitions: int,
+        segments: list[Segment],
+    ) -> bool:
+        """Append the column's records from ``col.pos`` on, a slice per batch
+        (``list.extend``, no per-record object), exactly as many ``append``
+        calls would place them: a batch takes records while they fit in
+        ``batch_size``, a full batch is closed (encoded) at once, keyless
+        records (``col.partition`` -1) move to a new sticky partition after
+        filling a batch. Each slice is added to ``segments``. The lock is taken
+        per batch. Returns False when ``buffer_memory`` is full (``col.pos``
+        says how far it got: call again once memory is released)."""
+        values, keys, cum = col.values, col.keys, col.cum
+        hi = len(values)
+        i = col.pos
+        cap = self._cap
+        while i < hi:
+            with self.lock:
+                state = None
+                partition = col.partition
+                if partition < 0:
+                    state = self._sticky_states.get(topic)
+                    if state is None or not 0 <= state.partition < num_partitions:
+                        state = self._new_sticky(topic, None, values[i], num_partitions)
+                    partition = state.partition
+                switched = False
+                while True:  # as in append: at most one sticky switch per new batch
+                    parts = self.queues.get(topic)
+                    pq = parts.get(partition) if parts is not None else None
+                    if pq is None:
+                        pq = self._new_queue(topic, partition)
+                    batch = pq.open
+                    if batch is not None:
+                        j = bisect_right(cum, cum[i] + cap - batch.size, i + 1, hi + 1) - 1
+                        if j > i:
+                            self._extend(batch, values, keys, timestamp, headers, i, j)
+                            batch.size += cum[j] - cum[i]
+                            segments.append((batch, len(batch.values) - (j - i), col, i, j))
+                            i = j
+                            if i == hi:
+                                col.pos = i
+                                return True
+                        pq.open = None  # record i does not fit: the batch is full
+                        self._close(pq, batch)
+                    if state is None or switched or not state.produced:
+                        break
+                    state.partition = -1
+                    state = self._new_sticky(topic, None, values[i], num_partitions)
+                    switched = True
+                    if state.partition != partition:
+                        partition = state.partition
+                        self.sticky_switches += 1
+                size = cum[i + 1] - cum[i]
+                need = size + 61 if size + 61 > self.batch_size else self.batch_size
+                if self.reserved + need > self.buffer_memory and self.reserved > 0:
+                    col.pos = i
+                    if self.sleeping:
+                        self.sleeping = False
+                        self.wake()
+                    return False
+                self.reserved += need
+                pq.serial += 1
+                batch = ProducerBatch(topic, partition, time.monotonic(), need, pq.serial)
+                j = max(bisect_right(cum, cum[i] + cap, i + 1, hi + 1) - 1, i + 1)
+                self._extend(batch, values, keys, timestamp, headers, i, j)
+                batch.size = cum[j] - cum[i]
+                segments.append((batch, 0, col, i, j))
+                i = j
+                pq.open = batch
+                self.incomplete.add(batch)
+                if state is not None:
+                    state.produced = 1
+                if self.sleeping:
+                    self.sleeping = False
+                    self.wake()
+        col.pos = i
+        return True
+
+    @staticmethod
+    def _extend(  # noqa: PLR0917
+        batch: ProducerBatch,
+        values: list[bytes | None],
+        keys: list[bytes | None] | None,
+        timestamp: int,
+        headers: Sequence[Header] | None,
+        i: int,
+        j: int,
+    ) -> None:
+        n = j - i
+        index = len(batch.values)
+        if i == 0 and j == len(values):
+            batch.values.extend(values)
+            batch.keys.extend(keys if keys is not None else repeat(None, n))
+        else:
+            batch.values.extend(values[i:j])
+            batch.keys.extend(keys[i:j] if keys is not None else repeat(None, n))
+        batch.timestamps.extend(repeat(timestamp, n))
+        if headers or batch.headers is not None:
+            if batch.headers is None:
+                batch.headers = [None] * index
+            batch.headers.extend(repeat(headers, n))
+
     def _new_sticky(
         self, topic: str, key: bytes | None, value: bytes | None, num_partitions: int
     ) -> _StickyState:
@@ -304,6 +427,46 @@ class Accumulator:
                     if pq.open is not None:
                         out.append(pq.open)
                         pq.open = None
+                    # Batches sealed (given sequence numbers) but never sent give
+                    # their numbers back: the partition's next batch must not leave
+                    # a gap (an aborted transaction that never reached the broker
+                    # bumps no epoch, so sequences continue).
+                    sealed = [b for b in pq.ready if b.data is not None]
+                    if sealed and all(b.attempts == 0 for b in sealed):
+                        pq.next_sequence = sealed[0].base_sequence
                     out.extend(pq.ready)
                     pq.ready.clear()
         return out
+
+
+class Column:
+    """Records of one ``send_many`` bound for one target (a partition, or -1:
+    the sticky partitioner), in call order: ``values``/``keys`` (None: all
+    keyless) and ``cum`` (cumulative estimated sizes, ``cum[0] == 0``, so
+    records ``i..j-1`` weigh ``cum[j] - cum[i]``). ``positions`` maps a
+    column index to the call's record index (None: ``base + i``); ``pos`` is
+    the next record to append (appending resumes there after a full buffer)."""
+
+    __slots__ = ("base", "cum", "keys", "partition", "pos", "positions", "values")
+
+    def __init__(  # noqa: PLR0917
+        self,
+        partition: int,
+        values: list[bytes | None],
+        keys: list[bytes | None] | None,
+        cum: list[int],
+        base: int = 0,
+        positions: list[int] | None = None,
+    ) -> None:
+        self.partition = partition
+        self.values = values
+        self.keys = keys
+        self.cum = cum
+        self.base = base
+        self.positions = positions
+        self.pos = 0
+
+
+#: One run of a column placed into one batch: (batch, index of its first record
+#: in the batch, column, first column index, end column index).
+Segment = tuple[ProducerBatch, int, Column, int, int]

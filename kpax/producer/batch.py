@@ -22,17 +22,22 @@ Imports: kpax.structs, kpax.proto (records, errors), the standard library.
 from __future__ import annotations
 
 import asyncio
+import copy
 import threading
+import time
 from collections.abc import Callable, Generator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kpax.proto.errors import KafkaError, KafkaTimeoutError
 from kpax.proto.records import Header
 from kpax.structs import RecordMetadata
 
+if TYPE_CHECKING:
+    from kpax.producer.accumulator import Segment
+
 Callback = Callable[[RecordMetadata | None, BaseException | None], Any]
 
-__all__ = ["Callback", "ProducerBatch", "RecordFuture"]
+__all__ = ["BulkFuture", "Callback", "ProducerBatch", "RecordFuture"]
 
 
 class ProducerBatch:
@@ -267,6 +272,145 @@ class RecordFuture:
         b = self._batch
         state = "pending" if not b.done else ("failed" if b.error else "done")
         return f"<RecordFuture {b.topic}-{b.partition} {state}>"
+
+
+class BulkFuture:
+    """The outcome of one ``send_many``: one object for all its records.
+
+    ``result(timeout)`` blocks until every batch holding them is done and
+    returns how many were delivered, or raises the first delivery error (its
+    class kept, its message naming the topic-partition and how many records
+    failed) or KafkaTimeoutError; ``await fut`` does the same in asyncio.
+    ``metadata()`` builds the per-record :class:`RecordMetadata` list (call
+    order) only when asked. Completion is per batch: nothing per record."""
+
+    __slots__ = ("_batches", "_error", "_meta", "_segments", "_timestamp", "count", "topic")
+
+    def __init__(self, topic: str, count: int, timestamp: int, segments: list[Segment]) -> None:
+        self.topic = topic
+        #: Records covered (the length of the ``values`` given to ``send_many``).
+        self.count = count
+        self._timestamp = timestamp
+        self._segments = segments
+        self._batches = list(dict.fromkeys(seg[0] for seg in segments))
+        self._error: BaseException | None = None
+        self._meta: list[RecordMetadata] | None = None
+
+    def done(self) -> bool:
+        return all(b.done for b in self._batches)
+
+    @property
+    def failed_count(self) -> int:
+        """Records whose batch failed (so far: pending batches count as not failed)."""
+        return sum(hi - lo for b, _, _, lo, hi in self._segments if b.done and b.error is not None)
+
+    def _wait(self, timeout: float | None) -> None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for b in self._batches:
+            if b.done:
+                continue
+            left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            if not b.wait(left):
+                pending = sum(hi - lo for b2, _, _, lo, hi in self._segments if not b2.done)
+                raise KafkaTimeoutError(
+                    f"{pending} of {self.count} record(s) for topic {self.topic!r} "
+                    f"not acknowledged within {timeout:g}s"
+                )
+
+    def _failure(self) -> BaseException | None:
+        if self._error is not None:
+            return self._error
+        first: ProducerBatch | None = None
+        failed = 0
+        for b, _, _, lo, hi in self._segments:
+            if b.error is not None:
+                failed += hi - lo
+                if first is None:
+                    first = b
+        if first is None:
+            return None
+        cause = first.error
+        assert cause is not None
+        msg = (
+            f"{failed} of {self.count} record(s) for topic {self.topic!r} failed; first failure "
+            f"on {first.topic}-{first.partition}: "
+            f"{cause.message if isinstance(cause, KafkaError) else cause}"
+        )
+        err: BaseException
+        try:  # keep the class (callers catch e.g. TransactionAbortedError), new message
+            err = copy.copy(cause)
+            err.args = (msg,)
+            if isinstance(err, KafkaError):
+                err.message = msg
+        except Exception:
+            err = KafkaError(msg)
+        err.__cause__ = cause
+        self._error = err
+        return err
+
+    def result(self, timeout: float | None = None) -> int:
+        """The number of records delivered; raises the first delivery error, or
+        KafkaTimeoutError if some outcome is not known within ``timeout`` seconds."""
+        self._wait(timeout)
+        err = self._failure()
+        if err is not None:
+            raise err
+        return self.count
+
+    get = result
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        """The error ``result`` would raise (None on success); KafkaTimeoutError
+        is raised, not returned, if the outcome is not known in time."""
+        self._wait(timeout)
+        return self._failure()
+
+    def metadata(self, timeout: float | None = None) -> list[RecordMetadata]:
+        """Where each record landed, in the order given to ``send_many`` (built
+        on the first call); raises as :meth:`result` does."""
+        self.result(timeout)
+        if self._meta is None:
+            out: list[Any] = [None] * self.count
+            ts = self._timestamp
+            for b, start, col, lo, hi in self._segments:
+                positions = col.positions
+                for k in range(hi - lo):
+                    where = col.base + lo + k if positions is None else positions[lo + k]
+                    out[where] = b._metadata(start + k, ts)
+            self._meta = out
+        return self._meta
+
+    def add_callback(self, fn: Callback) -> BulkFuture:
+        """Call ``fn(metadata, error)`` once per record, as ``send``'s callback
+        (on the I/O loop; at once for records already done)."""
+        ts = self._timestamp
+        for b, start, _, lo, hi in self._segments:
+            for k in range(start, start + hi - lo):
+                b.add_callback(k, ts, fn)
+        return self
+
+    def __await__(self) -> Generator[Any, None, int]:
+        pending = [b for b in self._batches if not b.done]
+        if pending:
+            loop = asyncio.get_running_loop()
+            waiters = []
+            for b in pending:
+                fut: asyncio.Future[None] = loop.create_future()
+                if b.add_waiter(fut):
+                    waiters.append(fut)
+            for w in waiters:
+                yield from w.__await__()
+        return self.result(0)
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __repr__(self) -> str:
+        state = "pending" if not self.done() else ("failed" if self.failed_count else "done")
+        return (
+            f"<BulkFuture {self.topic} {self.count} record(s) "
+            f"in {len(self._batches)} batch(es) {state}>"
+        )
 
 
 def delivery_error(batch: ProducerBatch, why: str) -> KafkaError:

@@ -22,12 +22,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping, Sequence
+from itertools import accumulate
 from typing import Any
 
 from kpax.broker.options import connection_options
 from kpax.cluster.cluster import Cluster
-from kpax.producer.accumulator import Accumulator, record_size
-from kpax.producer.batch import Callback, ProducerBatch, RecordFuture
+from kpax.producer.accumulator import Accumulator, Column, Segment, record_size
+from kpax.producer.batch import BulkFuture, Callback, ProducerBatch, RecordFuture
 from kpax.producer.idempotence import ProducerIdentity
 from kpax.producer.options import resolve_producer_config
 from kpax.producer.partitioner import DefaultPartitioner, _murmur2_unsigned, as_partitioner
@@ -77,6 +78,50 @@ def _headers(headers: Any) -> list[Header] | None:
                 )
         out.append((k, v))
     return out
+
+
+def _column_bytes(items: Sequence[Any], what: str, ser: Any) -> list[bytes | None]:
+    """``items`` as a list of bytes/None (serialized, or checked as ``send`` does)."""
+    if ser is not None:
+        return [ser(x) for x in items]
+    out = items if type(items) is list else list(items)
+    if not set(map(type, out)) <= _BYTES_OR_NONE:
+        out = [x if x is None or type(x) is bytes else as_bytes(x, what) for x in out]
+    return out
+
+
+_BYTES_OR_NONE = frozenset({bytes, type(None)})
+
+
+def _cumulative(
+    values: list[bytes | None], keys: list[bytes | None] | None, extra: int
+) -> list[int]:
+    """Cumulative estimated record sizes (``cum[0] == 0``): 21 + key + value + ``extra``."""
+    per = 21 + extra
+    if None in values:
+        vlens: Any = [0 if v is None else len(v) for v in values]
+    else:
+        vlens = map(len, values)  # type: ignore[arg-type]
+    if keys is None:
+        return list(accumulate(map(per.__add__, vlens), initial=0))
+    klens = [0 if k is None else len(k) for k in keys]
+    return list(accumulate(map(per.__add__, map(int.__add__, vlens, klens)), initial=0))
+
+
+class _BulkPlan:
+    """A ``send_many`` call resolved into columns, and its progress."""
+
+    __slots__ = ("columns", "headers", "next", "segments", "timestamp", "topic")
+
+    def __init__(
+        self, topic: str, columns: list[Column], timestamp: int, headers: list[Header] | None
+    ) -> None:
+        self.topic = topic
+        self.columns = columns
+        self.timestamp = timestamp
+        self.headers = headers
+        self.next = 0  # the first column not fully appended
+        self.segments: list[Segment] = []
 
 
 class AsyncProducer:
@@ -350,6 +395,195 @@ class AsyncProducer:
         if timestamp is None:
             timestamp = time.time_ns() // 1_000_000
         return self.accumulator.append(topic, partition, timestamp, key, value, headers, n, size)
+
+    def _plan_many(  # noqa: PLR0917 - argument checks and partitioning in one place
+        self,
+        topic: str,
+        values: Sequence[Any],
+        keys: Sequence[Any] | None,
+        partition: int | None,
+        timestamp: int | None,
+        headers: Any,
+        n: int,
+    ) -> _BulkPlan:
+        """Serialize, check and partition a ``send_many`` (thread-safe, appends nothing)."""
+        if self.closed:
+            raise ClientClosedError("send_many() on a closed producer")
+        txn = self.txn
+        if txn is not None and txn.state is not TxnState.IN_TRANSACTION:
+            txn.check_send()
+        vals = _column_bytes(values, "value", self._value_ser)
+        count = len(vals)
+        ks: list[bytes | None] | None = None
+        if keys is not None:
+            if len(keys) != count:
+                raise ValueError(
+                    f"send_many: {len(keys)} keys for {count} values (keys must be parallel)"
+                )
+            ks = _column_bytes(keys, "key", self._key_ser)
+            if ks.count(None) == count:
+                ks = None
+        hdrs = _headers(headers) if headers else None
+        extra = record_size(b"", b"", hdrs) - 21 if hdrs else 0
+        if timestamp is None:
+            timestamp = time.time_ns() // 1_000_000
+        cum = _cumulative(vals, ks, extra)
+        if count:
+            biggest = max(map(int.__sub__, cum[1:], cum))
+            if biggest > self._max_record:
+                raise MessageTooLargeError(
+                    f"a record of about {biggest + 61} bytes for topic {topic!r} is larger than "
+                    f"max_request_size={self.config['max_request_size']} / "
+                    f"buffer_memory={self.config['buffer_memory']} (nothing of this "
+                    "send_many was sent)"
+                )
+        if partition is not None:
+            if not 0 <= partition < n:
+                raise ValueError(f"topic {topic!r} has no partition {partition} (it has {n})")
+            columns = [Column(partition, vals, ks, cum)]
+        elif not self._default_partitioner:
+            part = self.partitioner.partition
+            targets = [part(topic, None if ks is None else ks[i], vals[i], n) for i in range(count)]
+            for p in set(targets):
+                if not 0 <= p < n:
+                    raise ValueError(
+                        f"partitioner returned partition {p} for {topic!r} with {n} partitions"
+                    )
+            columns = self._group(targets, vals, ks, extra, 0)
+        elif ks is None:
+            columns = [Column(0 if n == 1 else -1, vals, None, cum)]
+        elif n == 1:
+            columns = [Column(0, vals, ks, cum)]
+        else:
+            columns = self._keyed_columns(ks, vals, extra, n)
+        return _BulkPlan(topic, columns, timestamp, hdrs)
+
+    def _keyed_columns(
+        self, ks: list[bytes | None], vals: list[bytes | None], extra: int, n: int
+    ) -> list[Column]:
+        """Default partitioning of keyed records: murmur2 per distinct key; a
+        run of None keys goes to the sticky partitioner, after the records
+        before it and before those after it (so every partition keeps call order)."""
+        hashes: dict[bytes, int] = {}
+        targets: list[int] = []
+        add = targets.append
+        for k in ks:
+            if k is None:
+                add(-1)
+                continue
+            p = hashes.get(k)
+            if p is None:
+                p = hashes[k] = (_murmur2_unsigned(k) & 0x7FFFFFFF) % n
+            add(p)
+        if -1 not in targets:
+            return self._group(targets, vals, ks, extra, 0)
+        columns: list[Column] = []
+        start, keyed = 0, targets[0] != -1
+        for i in range(1, len(targets) + 1):
+            if i == len(targets) or (targets[i] != -1) != keyed:
+                if keyed:
+                    columns += self._group(
+                        targets[start:i], vals[start:i], ks[start:i], extra, start
+                    )
+                else:
+                    sub = vals[start:i]
+                    columns.append(Column(-1, sub, None, _cumulative(sub, None, extra), base=start))
+                if i < len(targets):
+                    start, keyed = i, not keyed
+        return columns
+
+    @staticmethod
+    def _group(
+        targets: list[int],
+        vals: list[bytes | None],
+        ks: list[bytes | None] | None,
+        extra: int,
+        base: int,
+    ) -> list[Column]:
+        """One column per target partition, each in call order."""
+        first = targets[0] if targets else 0
+        if targets.count(first) == len(targets):
+            return [Column(first, vals, ks, _cumulative(vals, ks, extra), base=base)]
+        idx: dict[int, list[int]] = {}
+        for i, p in enumerate(targets):
+            lst = idx.get(p)
+            if lst is None:
+                idx[p] = [i]
+            else:
+                lst.append(i)
+        columns = []
+        for p in sorted(idx):
+            pos = idx[p]
+            v = [vals[i] for i in pos]
+            k = None if ks is None else [ks[i] for i in pos]
+            columns.append(
+                Column(p, v, k, _cumulative(v, k, extra), positions=[base + i for i in pos])
+            )
+        return columns
+
+    def _fill(self, plan: _BulkPlan, n: int) -> bool:
+        """Append the plan's records (thread-safe); False when buffer memory is full
+        (call again: it resumes where it stopped)."""
+        if self.closed:
+            raise ClientClosedError("send_many() on a closed producer")
+        append = self.accumulator.append_many
+        columns = plan.columns
+        while plan.next < len(columns):
+            if not append(
+                plan.topic, columns[plan.next], plan.timestamp, plan.headers, n, plan.segments
+            ):
+                return False
+            plan.next += 1
+        return True
+
+    def _memory_full(self, topic: str) -> KafkaTimeoutError:
+        return KafkaTimeoutError(
+            f"buffer_memory={self.config['buffer_memory']} full for {self._max_block:g}s "
+            f"(max_block_ms): cannot buffer a record for topic {topic!r}"
+        )
+
+    async def send_many(
+        self,
+        topic: str,
+        values: Sequence[Any],
+        keys: Sequence[Any] | None = None,
+        *,
+        partition: int | None = None,
+        timestamp: int | None = None,
+        headers: Any = None,
+        callback: Callback | None = None,
+    ) -> BulkFuture:
+        """Buffer many records at once, as ``send`` would one by one (same
+        partitioning, batching, memory bound, transactions), without a Python
+        object per record: ``values`` (and ``keys``, None or parallel) as
+        sequences, one ``timestamp`` and one ``headers`` list for all. Returns
+        one :class:`~kpax.producer.batch.BulkFuture` (``await`` it for the
+        count delivered). Waits (up to ``max_block_ms``) only for a new topic's
+        metadata or for buffer memory."""
+        if not self._started:
+            await self.start()
+        n = self.num_partitions.get(topic)
+        if n is None:
+            n = await self.wait_topic(topic)
+        plan = self._plan_many(topic, values, keys, partition, timestamp, headers, n)
+        if not self._fill(plan, n):
+            deadline = time.monotonic() + self._max_block
+            assert self._memory_event is not None
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise self._memory_full(topic)
+                self._memory_event.clear()
+                try:
+                    await asyncio.wait_for(self._memory_event.wait(), remaining)
+                except asyncio.TimeoutError:
+                    pass
+                if self._fill(plan, n):
+                    break
+        fut = BulkFuture(topic, len(values), plan.timestamp, plan.segments)
+        if callback is not None:
+            fut.add_callback(callback)
+        return fut
 
     async def send(
         self,

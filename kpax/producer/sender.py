@@ -226,7 +226,9 @@ class Sender:
                         retry_at = b.retry_at
                     continue
                 if pq.in_flight and (
-                    len(pq.in_flight) >= self.per_partition or (idempotent and b.attempts)
+                    len(pq.in_flight) >= self.per_partition
+                    or (idempotent and b.attempts)
+                    or not pq.acked
                 ):
                     continue
                 if self.txn is not None and not self.txn.may_send(
@@ -244,7 +246,11 @@ class Sender:
                 if leader < 0 or leader not in snapshot.brokers:
                     need_refresh = True
                     continue
-                if self._broker_in_flight.get(leader, 0) >= self.max_in_flight:
+                busy = self._broker_in_flight.get(leader, 0)
+                if busy >= self.max_in_flight or (busy and leader not in self._versions):
+                    # (one request only while the Produce version is being negotiated:
+                    # requests launched together could otherwise reach the wire in any
+                    # order after that wait -- a later sequence before an earlier one)
                     continue
                 group = taken.get(leader)
                 if group is None:
@@ -397,6 +403,7 @@ class Sender:
                 continue
             code = pr.error_code
             if code == 0:
+                pq.acked = True
                 self._finish(pq, b, pr.base_offset, pr.log_append_time_ms, None)
                 continue
             if code == _DUPLICATE_SEQUENCE:
@@ -479,6 +486,7 @@ class Sender:
     ) -> None:
         b.last_error = err
         b.unknown_outcome = unknown
+        pq.acked = False  # one batch at a time again until the partition answers
         if count:
             b.attempts += 1
         else:

@@ -20,7 +20,7 @@ from types import TracebackType
 from typing import Any
 
 from kpax.loop_thread import LoopThread
-from kpax.producer.batch import Callback, RecordFuture
+from kpax.producer.batch import BulkFuture, Callback, RecordFuture
 from kpax.producer.client import AsyncProducer
 from kpax.proto.errors import ClientClosedError, KafkaTimeoutError
 from kpax.structs import ConsumerGroupMetadata, OffsetAndMetadata
@@ -80,6 +80,42 @@ class Producer:
             fut = self._wait_memory(topic, value, key, partition, timestamp, headers, n)
         elif fut._index == 0:
             _yield()  # a new batch: let the I/O thread take the GIL (see module docstring)
+        if callback is not None:
+            fut.add_callback(callback)
+        return fut
+
+    def send_many(
+        self,
+        topic: str,
+        values: Sequence[Any],
+        keys: Sequence[Any] | None = None,
+        *,
+        partition: int | None = None,
+        timestamp: int | None = None,
+        headers: Any = None,
+        callback: Callback | None = None,
+    ) -> BulkFuture:
+        """Buffer many records at once, as ``send`` would one by one (see
+        :meth:`AsyncProducer.send_many`); returns one BulkFuture
+        (``.result(timeout)`` -> records delivered)."""
+        n = self._nparts.get(topic)
+        if n is None:
+            n = self._wait_topic(topic)
+        core = self._core
+        plan = core._plan_many(topic, values, keys, partition, timestamp, headers, n)
+        if not core._fill(plan, n):
+            deadline = time.monotonic() + self._max_block
+            acc = core.accumulator
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise core._memory_full(topic)
+                acc.wait_for_memory(min(remaining, 0.05))
+                if core._fill(plan, n):
+                    break
+        if plan.segments and plan.segments[-1][1] == 0:
+            _yield()  # a new batch: let the I/O thread take the GIL (as send does)
+        fut = BulkFuture(topic, len(values), plan.timestamp, plan.segments)
         if callback is not None:
             fut.add_callback(callback)
         return fut

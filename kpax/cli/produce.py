@@ -26,26 +26,20 @@ from kpax.cli.settings import Settings
 _PRUNE_EVERY = 8192
 
 
-def _raw_records(
-    stream: IO[bytes], key_sep: bytes | None, headers: Any, partition: int | None
-) -> Iterator[formats.InRecord]:
-    for raw in stream:
-        value = raw[:-1] if raw.endswith(b"\n") else raw
-        key = None
-        if key_sep is not None:
-            k, sep, v = value.partition(key_sep)
-            if sep:
-                key, value = k, v
-        yield formats.InRecord(value, key, headers, partition)
-
-
 class _Delivery:
-    """Tracks futures until done (oldest first); counts failures, keeps the first error."""
+    """Tracks futures (one per record, or one per ``send_many`` block) until done,
+    oldest first; counts failed records and keeps the first error."""
 
     def __init__(self) -> None:
-        self.pending: deque[kpax.RecordFuture] = deque()
+        self.pending: deque[kpax.RecordFuture | kpax.BulkFuture] = deque()
+        #: Records covered by the futures still pending.
+        self.pending_records = 0
         self.failed = 0
         self.first_error: BaseException | None = None
+
+    def add(self, fut: kpax.RecordFuture | kpax.BulkFuture) -> None:
+        self.pending.append(fut)
+        self.pending_records += fut.count if isinstance(fut, kpax.BulkFuture) else 1
 
     def prune(self, everything: bool = False) -> None:
         """Drop done futures from the front (all done ones with ``everything``):
@@ -58,47 +52,85 @@ class _Delivery:
             pending.clear()
             pending.extend(rest)
 
-    def _check(self, f: kpax.RecordFuture) -> bool:
-        if f.failed():
-            self.failed += 1
+    def _check(self, f: kpax.RecordFuture | kpax.BulkFuture) -> bool:
+        if isinstance(f, kpax.BulkFuture):
+            self.pending_records -= f.count
+            failed = f.failed_count
+        else:
+            self.pending_records -= 1
+            failed = int(f.failed())
+        if failed:
+            self.failed += failed
             if self.first_error is None:
                 self.first_error = f.exception(0)
         return False
 
 
-def _send_raw(
-    args: argparse.Namespace, send: Any, track: _Delivery, progress: Progress, key: bytes | None
+def _split_keys(
+    lines: list[bytes], key_sep: bytes, fixed_key: bytes | None
+) -> tuple[list[bytes], list[bytes | None]]:
+    """``KEY<sep>VALUE`` lines as values and keys (no separator: the whole line
+    is the value, the key ``fixed_key``)."""
+    values: list[bytes] = []
+    keys: list[bytes | None] = []
+    add_v, add_k = values.append, keys.append
+    for line in lines:
+        k, sep, v = line.partition(key_sep)
+        if sep:
+            add_k(k)
+            add_v(v)
+        else:
+            add_k(fixed_key)
+            add_v(k)
+    return values, keys
+
+
+def _send_raw(  # noqa: PLR0917
+    args: argparse.Namespace,
+    producer: kpax.Producer,
+    track: _Delivery,
+    progress: Progress,
+    fixed_key: bytes | None,
+    key_sep: bytes | None,
 ) -> tuple[int, int]:
-    """The fast path: raw lines, read in blocks and split in C."""
+    """The fast path: raw lines, read in blocks, split in C, each block handed
+    to ``send_many`` (no Python object per record)."""
     stream = args.stream
     read = getattr(stream, "read1", stream.read)  # read1: what a pipe has now, <= 1 MiB
     topic, part = args.topic, args.partition
     headers = args.fixed_headers
+    send_many = producer.send_many
     count = nbytes = 0
-    append = track.pending.append
-    klen = len(key or b"")
     rest = b""
     try:
         while True:
             block = read(1 << 20)
-            if not block:
+            if block:
+                lines = (rest + block).split(b"\n") if rest else block.split(b"\n")
+                rest = lines.pop()
+            elif rest:  # a last line without a newline
+                lines, rest = [rest], b""
+            else:
                 break
-            lines = (rest + block).split(b"\n")
-            rest = lines.pop()
-            nbytes += sum(map(len, lines))
-            for value in lines:
-                append(send(topic, value, key, partition=part, headers=headers))
-                count += 1
+            if not lines:
+                continue
+            keys: list[bytes | None] | None
+            if key_sep is not None:
+                values, keys = _split_keys(lines, key_sep, fixed_key)
+            else:
+                values = lines
+                keys = None if fixed_key is None else [fixed_key] * len(lines)
+            track.add(send_many(topic, values, keys, partition=part, headers=headers))
+            count += len(values)
+            nbytes += sum(map(len, values))
+            if keys is not None:
+                nbytes += sum(len(k) for k in keys if k is not None)
             track.prune()
             progress.update(count)
-        if rest:  # a last line without a newline
-            append(send(topic, rest, key, partition=part, headers=headers))
-            count += 1
-            nbytes += len(rest)
     except KeyboardInterrupt:
         args.sent_before_interrupt = count
         raise
-    return count, nbytes + klen * count
+    return count, nbytes
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
@@ -145,14 +177,14 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if args.value is not None:
         records = iter([formats.InRecord(args.value.encode(), None, headers, args.partition)])
     elif args.format == "raw":
-        records = _raw_records(stream, key_sep, headers, args.partition)
+        records = iter(())  # _send_raw reads the stream itself
     elif args.format == "json":
         records = formats.read_json(stream, bad, args.skip_bad)
     else:
         records = formats.read_msgpack(stream, bad, args.skip_bad)
     try:
         with kpax.Producer(**conf) as producer:
-            return _send_all(producer, args, records, fixed_key, bad, settings)
+            return _send_all(producer, args, records, fixed_key, key_sep, bad, settings)
     finally:
         if args.file:
             stream.close()
@@ -163,26 +195,25 @@ def _send_all(  # noqa: PLR0917
     args: argparse.Namespace,
     records: Iterator[formats.InRecord],
     fixed_key: bytes | None,
+    key_sep: bytes | None,
     bad: list[str],
     settings: Settings,
 ) -> int:
     topic = args.topic
     send = producer.send
     track = _Delivery()
-    pending = track.pending
     count = nbytes = 0
     progress = Progress("producing", enabled=None if not args.quiet else False)
     start = time.monotonic()
     interrupted = False
     try:
         try:
-            if args.format == "raw" and args.value is None and not args.key_separator:
-                count, nbytes = _send_raw(args, send, track, progress, fixed_key)
-                records = iter(())
+            if args.format == "raw" and args.value is None:
+                count, nbytes = _send_raw(args, producer, track, progress, fixed_key, key_sep)
             for rec in records:
                 key = rec.key if rec.key is not None else fixed_key
                 part = rec.partition if rec.partition is not None else args.partition
-                pending.append(
+                track.add(
                     send(
                         topic,
                         rec.value,
@@ -217,7 +248,7 @@ def _send_all(  # noqa: PLR0917
         progress.done()
     track.prune(everything=True)
     elapsed = time.monotonic() - start
-    ok = count - track.failed - len(track.pending)
+    ok = count - track.failed - track.pending_records
     for msg in bad[:5]:
         note(f"kpax produce: skipped {msg}")
     if len(bad) > 5:
@@ -225,11 +256,13 @@ def _send_all(  # noqa: PLR0917
     if interrupted:
         note(f"kpax produce: interrupted: {ok:,} of {count:,} records delivered to {topic!r}")
         return 130
-    if track.failed or track.pending:
-        err = track.first_error or f"{len(track.pending)} not acknowledged in {settings.timeout:g}s"
+    if track.failed or track.pending_records:
+        err = track.first_error or (
+            f"{track.pending_records:,} not acknowledged in {settings.timeout:g}s"
+        )
         raise CommandError(
-            f"produce to {topic!r}: {track.failed + len(track.pending):,} of {count:,} records "
-            f"failed: {err}"
+            f"produce to {topic!r}: {track.failed + track.pending_records:,} of {count:,} "
+            f"records failed: {err}"
         )
     if not args.quiet:
         note(rate_summary("produced", count, nbytes, elapsed, f"to {topic!r}"))

@@ -106,10 +106,12 @@ def _send_raw(  # noqa: PLR0917
         while True:
             block = read(1 << 20)
             if block:
-                lines = (rest + block).split(b"\n") if rest else block.split(b"\n")
+                data = rest + block if rest else block
+                lines = data.split(b"\n")
                 rest = lines.pop()
+                size = len(data) - len(rest) - len(lines)  # the lines' bytes
             elif rest:  # a last line without a newline
-                lines, rest = [rest], b""
+                lines, rest, size = [rest], b"", len(rest)
             else:
                 break
             if not lines:
@@ -122,9 +124,11 @@ def _send_raw(  # noqa: PLR0917
                 keys = None if fixed_key is None else [fixed_key] * len(lines)
             track.add(send_many(topic, values, keys, partition=part, headers=headers))
             count += len(values)
-            nbytes += sum(map(len, values))
-            if keys is not None:
-                nbytes += sum(len(k) for k in keys if k is not None)
+            if keys is not None and key_sep is not None:  # separators are not sent
+                size = sum(map(len, values)) + sum(len(k) for k in keys if k is not None)
+            elif fixed_key is not None:
+                size += len(fixed_key) * len(values)
+            nbytes += size
             track.prune()
             progress.update(count)
     except KeyboardInterrupt:

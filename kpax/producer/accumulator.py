@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import threading
 import time
-from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Sequence
 from itertools import repeat
@@ -42,7 +41,7 @@ from kpax.producer.batch import ProducerBatch, RecordFuture
 from kpax.producer.partitioner import UniformStickyPartitioner, _StickyState
 from kpax.proto.records import Header
 
-__all__ = ["FULL", "Accumulator", "Column", "PartitionQueue", "Segment", "record_size"]
+__all__ = ["FULL", "Accumulator", "Column", "PartitionQueue", "Segment", "fit", "record_size"]
 
 #: Upper bound of a v2 record's bytes besides key, value and headers (as Java's).
 RECORD_OVERHEAD = 21
@@ -241,7 +240,7 @@ class Accumulator:
         filling a batch. Each slice is added to ``segments``. The lock is taken
         per batch. Returns False when ``buffer_memory`` is full (``col.pos``
         says how far it got: call again once memory is released)."""
-        values, keys, cum = col.values, col.keys, col.cum
+        values, keys, cum, per = col.values, col.keys, col.cum, col.per
         hi = len(values)
         i = col.pos
         cap = self._cap
@@ -262,10 +261,10 @@ class Accumulator:
                         pq = self._new_queue(topic, partition)
                     batch = pq.open
                     if batch is not None:
-                        j = bisect_right(cum, cum[i] + cap - batch.size, i + 1, hi + 1) - 1
+                        j = fit(cum, per, i, hi, cap - batch.size)
                         if j > i:
                             self._extend(batch, values, keys, timestamp, headers, i, j)
-                            batch.size += cum[j] - cum[i]
+                            batch.size += cum[j] - cum[i] + per * (j - i)
                             segments.append((batch, len(batch.values) - (j - i), col, i, j))
                             i = j
                             if i == hi:
@@ -281,7 +280,7 @@ class Accumulator:
                     if state.partition != partition:
                         partition = state.partition
                         self.sticky_switches += 1
-                size = cum[i + 1] - cum[i]
+                size = cum[i + 1] - cum[i] + per
                 need = size + 61 if size + 61 > self.batch_size else self.batch_size
                 if self.reserved + need > self.buffer_memory and self.reserved > 0:
                     col.pos = i
@@ -292,9 +291,9 @@ class Accumulator:
                 self.reserved += need
                 pq.serial += 1
                 batch = ProducerBatch(topic, partition, time.monotonic(), need, pq.serial)
-                j = max(bisect_right(cum, cum[i] + cap, i + 1, hi + 1) - 1, i + 1)
+                j = max(fit(cum, per, i, hi, cap), i + 1)
                 self._extend(batch, values, keys, timestamp, headers, i, j)
-                batch.size = cum[j] - cum[i]
+                batch.size = cum[j] - cum[i] + per * (j - i)
                 segments.append((batch, 0, col, i, j))
                 i = j
                 pq.open = batch
@@ -439,15 +438,33 @@ class Accumulator:
         return out
 
 
+def fit(cum: list[int], per: int, lo: int, hi: int, limit: int) -> int:
+    """The largest ``j`` in ``[lo, hi]`` such that records ``lo..j-1`` weigh at
+    most ``limit``, record ``k`` weighing ``cum[k + 1] - cum[k] + per``
+    (a binary search: a few steps per batch, nothing per record)."""
+    target = limit + cum[lo] + per * lo
+    if cum[hi] + per * hi <= target:
+        return hi
+    a, b = lo, hi - 1
+    while a < b:
+        m = (a + b + 1) >> 1
+        if cum[m] + per * m <= target:
+            a = m
+        else:
+            b = m - 1
+    return a
+
+
 class Column:
     """Records of one ``send_many`` bound for one target (a partition, or -1:
     the sticky partitioner), in call order: ``values``/``keys`` (None: all
-    keyless) and ``cum`` (cumulative estimated sizes, ``cum[0] == 0``, so
-    records ``i..j-1`` weigh ``cum[j] - cum[i]``). ``positions`` maps a
-    column index to the call's record index (None: ``base + i``); ``pos`` is
-    the next record to append (appending resumes there after a full buffer)."""
+    keyless), ``cum`` (cumulative key + value lengths, ``cum[0] == 0``) and
+    ``per`` (the estimated bytes each record adds besides those: 21 + headers),
+    so records ``i..j-1`` weigh ``cum[j] - cum[i] + per * (j - i)``. ``positions``
+    maps a column index to the call's record index (None: ``base + i``); ``pos``
+    is the next record to append (appending resumes there after a full buffer)."""
 
-    __slots__ = ("base", "cum", "keys", "partition", "pos", "positions", "values")
+    __slots__ = ("base", "cum", "keys", "partition", "per", "pos", "positions", "values")
 
     def __init__(  # noqa: PLR0917
         self,
@@ -455,6 +472,7 @@ class Column:
         values: list[bytes | None],
         keys: list[bytes | None] | None,
         cum: list[int],
+        per: int,
         base: int = 0,
         positions: list[int] | None = None,
     ) -> None:
@@ -462,6 +480,7 @@ class Column:
         self.values = values
         self.keys = keys
         self.cum = cum
+        self.per = per
         self.base = base
         self.positions = positions
         self.pos = 0

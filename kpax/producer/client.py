@@ -27,7 +27,7 @@ from typing import Any
 
 from kpax.broker.options import connection_options
 from kpax.cluster.cluster import Cluster
-from kpax.producer.accumulator import Accumulator, Column, Segment, record_size
+from kpax.producer.accumulator import Accumulator, Column, Segment, fit, record_size
 from kpax.producer.batch import BulkFuture, Callback, ProducerBatch, RecordFuture
 from kpax.producer.idempotence import ProducerIdentity
 from kpax.producer.options import resolve_producer_config
@@ -80,32 +80,38 @@ def _headers(headers: Any) -> list[Header] | None:
     return out
 
 
-def _column_bytes(items: Sequence[Any], what: str, ser: Any) -> list[bytes | None]:
-    """``items`` as a list of bytes/None (serialized, or checked as ``send`` does)."""
+def _column_bytes(items: Sequence[Any], what: str, ser: Any) -> tuple[list[bytes | None], bool]:
+    """``items`` as a list of bytes/None (serialized, or checked as ``send``
+    does), and whether it holds a None."""
     if ser is not None:
-        return [ser(x) for x in items]
+        out = [ser(x) for x in items]
+        return out, None in out
     out = items if type(items) is list else list(items)
-    if not set(map(type, out)) <= _BYTES_OR_NONE:
+    types = set(map(type, out))
+    if types == _BYTES:
+        return out, False
+    if not types <= _BYTES_OR_NONE:
         out = [x if x is None or type(x) is bytes else as_bytes(x, what) for x in out]
-    return out
+    return out, None in out
 
 
+_BYTES = {bytes}
 _BYTES_OR_NONE = frozenset({bytes, type(None)})
 
 
 def _cumulative(
-    values: list[bytes | None], keys: list[bytes | None] | None, extra: int
+    values: list[bytes | None], keys: list[bytes | None] | None, nones: bool | None = None
 ) -> list[int]:
-    """Cumulative estimated record sizes (``cum[0] == 0``): 21 + key + value + ``extra``."""
-    per = 21 + extra
-    if None in values:
+    """Cumulative key + value lengths (``cum[0] == 0``); ``nones``: may
+    ``values`` hold None (None: look)."""
+    if nones or (nones is None and None in values):
         vlens: Any = [0 if v is None else len(v) for v in values]
     else:
         vlens = map(len, values)  # type: ignore[arg-type]
     if keys is None:
-        return list(accumulate(map(per.__add__, vlens), initial=0))
+        return list(accumulate(vlens, initial=0))
     klens = [0 if k is None else len(k) for k in keys]
-    return list(accumulate(map(per.__add__, map(int.__add__, vlens, klens)), initial=0))
+    return list(accumulate(map(int.__add__, vlens, klens), initial=0))
 
 
 class _BulkPlan:
@@ -412,7 +418,7 @@ class AsyncProducer:
         txn = self.txn
         if txn is not None and txn.state is not TxnState.IN_TRANSACTION:
             txn.check_send()
-        vals = _column_bytes(values, "value", self._value_ser)
+        vals, nones = _column_bytes(values, "value", self._value_ser)
         count = len(vals)
         ks: list[bytes | None] | None = None
         if keys is not None:
@@ -420,27 +426,29 @@ class AsyncProducer:
                 raise ValueError(
                     f"send_many: {len(keys)} keys for {count} values (keys must be parallel)"
                 )
-            ks = _column_bytes(keys, "key", self._key_ser)
+            ks, _ = _column_bytes(keys, "key", self._key_ser)
             if ks.count(None) == count:
                 ks = None
         hdrs = _headers(headers) if headers else None
-        extra = record_size(b"", b"", hdrs) - 21 if hdrs else 0
+        per = record_size(b"", b"", hdrs) if hdrs else 21
         if timestamp is None:
             timestamp = time.time_ns() // 1_000_000
-        cum = _cumulative(vals, ks, extra)
-        if count:
-            biggest = max(map(int.__sub__, cum[1:], cum))
-            if biggest > self._max_record:
+        cum = _cumulative(vals, ks, nones)
+        i = 0
+        while i < count:  # a few steps: each takes as many records as fit in max_record
+            j = fit(cum, per, i, count, self._max_record)
+            if j == i:
                 raise MessageTooLargeError(
-                    f"a record of about {biggest + 61} bytes for topic {topic!r} is larger than "
-                    f"max_request_size={self.config['max_request_size']} / "
-                    f"buffer_memory={self.config['buffer_memory']} (nothing of this "
-                    "send_many was sent)"
+                    f"a record of about {cum[i + 1] - cum[i] + per + 61} bytes for topic "
+                    f"{topic!r} is larger than max_request_size="
+                    f"{self.config['max_request_size']} / buffer_memory="
+                    f"{self.config['buffer_memory']} (nothing of this send_many was sent)"
                 )
+            i = j
         if partition is not None:
             if not 0 <= partition < n:
                 raise ValueError(f"topic {topic!r} has no partition {partition} (it has {n})")
-            columns = [Column(partition, vals, ks, cum)]
+            columns = [Column(partition, vals, ks, cum, per)]
         elif not self._default_partitioner:
             part = self.partitioner.partition
             targets = [part(topic, None if ks is None else ks[i], vals[i], n) for i in range(count)]
@@ -449,17 +457,17 @@ class AsyncProducer:
                     raise ValueError(
                         f"partitioner returned partition {p} for {topic!r} with {n} partitions"
                     )
-            columns = self._group(targets, vals, ks, extra, 0)
+            columns = self._group(targets, vals, ks, per, 0)
         elif ks is None:
-            columns = [Column(0 if n == 1 else -1, vals, None, cum)]
+            columns = [Column(0 if n == 1 else -1, vals, None, cum, per)]
         elif n == 1:
-            columns = [Column(0, vals, ks, cum)]
+            columns = [Column(0, vals, ks, cum, per)]
         else:
-            columns = self._keyed_columns(ks, vals, extra, n)
+            columns = self._keyed_columns(ks, vals, per, n)
         return _BulkPlan(topic, columns, timestamp, hdrs)
 
     def _keyed_columns(
-        self, ks: list[bytes | None], vals: list[bytes | None], extra: int, n: int
+        self, ks: list[bytes | None], vals: list[bytes | None], per: int, n: int
     ) -> list[Column]:
         """Default partitioning of keyed records: murmur2 per distinct key; a
         run of None keys goes to the sticky partitioner, after the records
@@ -476,18 +484,16 @@ class AsyncProducer:
                 p = hashes[k] = (_murmur2_unsigned(k) & 0x7FFFFFFF) % n
             add(p)
         if -1 not in targets:
-            return self._group(targets, vals, ks, extra, 0)
+            return self._group(targets, vals, ks, per, 0)
         columns: list[Column] = []
         start, keyed = 0, targets[0] != -1
         for i in range(1, len(targets) + 1):
             if i == len(targets) or (targets[i] != -1) != keyed:
                 if keyed:
-                    columns += self._group(
-                        targets[start:i], vals[start:i], ks[start:i], extra, start
-                    )
+                    columns += self._group(targets[start:i], vals[start:i], ks[start:i], per, start)
                 else:
                     sub = vals[start:i]
-                    columns.append(Column(-1, sub, None, _cumulative(sub, None, extra), base=start))
+                    columns.append(Column(-1, sub, None, _cumulative(sub, None), per, base=start))
                 if i < len(targets):
                     start, keyed = i, not keyed
         return columns
@@ -497,13 +503,13 @@ class AsyncProducer:
         targets: list[int],
         vals: list[bytes | None],
         ks: list[bytes | None] | None,
-        extra: int,
+        per: int,
         base: int,
     ) -> list[Column]:
         """One column per target partition, each in call order."""
         first = targets[0] if targets else 0
         if targets.count(first) == len(targets):
-            return [Column(first, vals, ks, _cumulative(vals, ks, extra), base=base)]
+            return [Column(first, vals, ks, _cumulative(vals, ks), per, base=base)]
         idx: dict[int, list[int]] = {}
         for i, p in enumerate(targets):
             lst = idx.get(p)
@@ -517,7 +523,7 @@ class AsyncProducer:
             v = [vals[i] for i in pos]
             k = None if ks is None else [ks[i] for i in pos]
             columns.append(
-                Column(p, v, k, _cumulative(v, k, extra), positions=[base + i for i in pos])
+                Column(p, v, k, _cumulative(v, k), per, positions=[base + i for i in pos])
             )
         return columns
 

@@ -1,0 +1,163 @@
+"""``send_many`` pieces without a broker: the bulk append places records
+exactly as one ``append`` per record would (batch boundaries, sticky
+switches, memory), and BulkFuture's counts, errors, metadata and callbacks."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from itertools import accumulate
+from typing import Any
+
+import pytest
+
+from kpax.errors import ClientClosedError, KafkaTimeoutError, TransactionAbortedError
+from kpax.producer.accumulator import Accumulator, Column, Segment, fit, record_size
+from kpax.producer.batch import BulkFuture
+from kpax.producer.partitioner import DefaultPartitioner
+
+
+def _acc(seed: int = 7, **kw: Any) -> Accumulator:
+    args: dict[str, Any] = {
+        "batch_size": 1000,
+        "linger_ms": 5,
+        "compression": None,
+        "buffer_memory": 1 << 30,
+        "partitioner": DefaultPartitioner(1000, rng=random.Random(seed)),
+        "wake": lambda: None,
+    }
+    args.update(kw)
+    return Accumulator(**args)
+
+
+def _column(values: list[bytes], partition: int, keys: list[bytes | None] | None = None) -> Column:
+    lens = [len(v) + len(keys[i] or b"" if keys else b"") for i, v in enumerate(values)]
+    return Column(partition, list(values), keys, list(accumulate(lens, initial=0)), 21)
+
+
+def _layout(acc: Accumulator) -> list[tuple[int, list[bytes | None]]]:
+    """Every batch (closed or open) as (partition, values), in creation order."""
+    out = []
+    for parts in acc.queues.values():
+        for pq in parts.values():
+            batches = list(pq.ready) + ([pq.open] if pq.open is not None else [])
+            out += [(b.serial, pq.partition, list(b.values)) for b in batches]
+    return [(p, v) for _, p, v in sorted(out, key=lambda x: (x[1], x[0]))]
+
+
+def test_fit_is_the_largest_prefix_within_the_limit() -> None:
+    rng = random.Random(1)
+    for _ in range(300):
+        lens = [rng.randint(0, 50) for _ in range(rng.randint(1, 40))]
+        cum = list(accumulate(lens, initial=0))
+        lo = rng.randint(0, len(lens) - 1)
+        limit = rng.randint(0, 400)
+        j = fit(cum, 21, lo, len(lens), limit)
+        assert sum(lens[lo:j]) + 21 * (j - lo) <= limit
+        assert j == len(lens) or sum(lens[lo : j + 1]) + 21 * (j + 1 - lo) > limit
+
+
+@pytest.mark.parametrize("partition", [0, -1])
+def test_bulk_append_places_records_as_single_appends_do(partition: int) -> None:
+    rng = random.Random(3)
+    values = [bytes(rng.randint(0, 120)) + b"%d" % i for i in range(3000)]
+    one, bulk = _acc(), _acc()
+    n = 4
+    for v in values:
+        assert one.append("t", partition, 1, None, v, None, n, record_size(None, v, None))
+    segments: list[Segment] = []
+    # in three calls, as a CLI would hand over blocks
+    for lo, hi in ((0, 1000), (1000, 1001), (1001, 3000)):
+        col = _column(values[lo:hi], partition)
+        assert bulk.append_many("t", col, 1, None, n, segments)
+    assert _layout(bulk) == _layout(one)
+    assert bulk.sticky_switches == one.sticky_switches
+    assert sum(hi - lo for _, _, _, lo, hi in segments) == 3000
+
+
+def test_bulk_append_with_headers_and_keys_matches() -> None:
+    hdrs = [("h", b"vv")]
+    values = [b"v%d" % i for i in range(400)]
+    keys = [b"k%d" % i for i in range(400)]
+    one, bulk = _acc(), _acc()
+    for k, v in zip(keys, values, strict=True):
+        one.append("t", 2, 1, k, v, hdrs, 3, record_size(k, v, hdrs))
+    col = Column(
+        2,
+        list(values),
+        list(keys),
+        list(accumulate((len(k) + len(v) for k, v in zip(keys, values, strict=True)), initial=0)),
+        record_size(b"", b"", hdrs),
+    )
+    assert bulk.append_many("t", col, 1, hdrs, 3, [])
+    assert _layout(bulk) == _layout(one)
+    b = bulk.queues["t"][2].ready[0]
+    assert b.keys[:2] == [b"k0", b"k1"] and b.headers is not None and b.headers[0] == hdrs
+
+
+def test_full_memory_stops_and_resumes_where_it_was() -> None:
+    acc = _acc(buffer_memory=3000)
+    col = _column([b"x" * 100] * 100, 0)  # 121 bytes each: 7 per batch (939 bytes of records)
+    segments: list[Segment] = []
+    assert not acc.append_many("t", col, 1, None, 1, segments)
+    assert col.pos == 21 and acc.reserved == 3000  # three batches of 7
+    for b in list(acc.incomplete)[:2]:
+        acc.release(b)
+    assert not acc.append_many("t", col, 1, None, 1, segments)
+    assert col.pos == 35
+    acc.buffer_memory = 1 << 30
+    assert acc.append_many("t", col, 1, None, 1, segments) and col.pos == 100
+    assert sum(hi - lo for _, _, _, lo, hi in segments) == 100
+
+
+def _future(n: int, per_batch: int, partition: int = 0) -> tuple[BulkFuture, list[Any]]:
+    acc = _acc()
+    col = _column([b"v%d" % i for i in range(n)], partition)
+    segments: list[Segment] = []
+    acc.batch_size, acc._cap = 10_000, per_batch * 23 + 1  # ~per_batch records per batch
+    assert acc.append_many("t", col, 1234, None, 1, segments)
+    fut = BulkFuture("t", n, 1234, segments)
+    return fut, fut._batches
+
+
+def test_bulk_future_counts_results_and_metadata() -> None:
+    fut, batches = _future(10, 4)
+    assert len(batches) == 3 and not fut.done() and fut.failed_count == 0
+    with pytest.raises(KafkaTimeoutError, match=r"10 of 10 record\(s\) for topic 't'"):
+        fut.result(0.01)
+    seen: list[Any] = []
+    fut.add_callback(lambda m, e: seen.append((m.offset if m else None, e)))
+    for i, b in enumerate(batches):
+        b.complete(100 + 10 * i, -1, None)
+    assert fut.done() and fut.result(0) == 10 and fut.exception(0) is None
+    assert [m.offset for m in fut.metadata()] == [100, 101, 102, 103, 110, 111, 112, 113, 120, 121]
+    assert {m.timestamp for m in fut.metadata()} == {1234}
+    assert sorted(o for o, _ in seen) == [m.offset for m in fut.metadata()]
+
+
+def test_bulk_future_first_error_names_partition_and_count() -> None:
+    fut, batches = _future(10, 4)
+    batches[0].complete(0, -1, None)
+    batches[1].complete(-1, -1, TransactionAbortedError("the transaction was aborted"))
+    batches[2].complete(-1, -1, ClientClosedError("closed"))
+    assert fut.failed_count == 6
+    err = fut.exception(0)
+    assert isinstance(err, TransactionAbortedError)  # the class is kept
+    assert "6 of 10 record(s) for topic 't' failed" in str(err) and "t-0" in str(err)
+    with pytest.raises(TransactionAbortedError):
+        fut.result(0)
+    with pytest.raises(TransactionAbortedError):
+        fut.metadata()
+
+
+async def test_bulk_future_is_awaitable() -> None:
+    fut, batches = _future(6, 3)
+    loop = asyncio.get_running_loop()
+    loop.call_later(0.01, batches[0].complete, 0, -1, None)
+    loop.call_later(0.02, batches[1].complete, 3, -1, None)
+    assert await asyncio.wait_for(fut, 5) == 6
+
+
+def test_empty_bulk_future_is_done() -> None:
+    fut = BulkFuture("t", 0, 0, [])
+    assert fut.done() and fut.result(0) == 0 and fut.metadata() == []

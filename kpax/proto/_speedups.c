@@ -140,7 +140,17 @@ blob_size(PyObject *obj)
 }
 
 static char *
-write_blob(char *p, PyObject *obj)
+changed_size(void)
+{
+    PyErr_SetString(PyExc_RuntimeError,
+                    "encode_records: a key, value or header changed size while encoding");
+    return NULL;
+}
+
+/* Every write is bounded by `end`: the objects were measured in an earlier pass
+ * and a bytearray can be resized between the two. */
+static char *
+write_blob(char *p, char *end, PyObject *obj)
 {
     const char *data;
     Py_ssize_t len;
@@ -148,6 +158,11 @@ write_blob(char *p, PyObject *obj)
     int has_view;
     if (blob_view(obj, &data, &len, &view, &has_view) < 0)
         return NULL;
+    if (varint_size(len) + (len > 0 ? len : 0) > end - p) {
+        if (has_view)
+            PyBuffer_Release(&view);
+        return changed_size();
+    }
     p = write_varint(p, len);
     if (len > 0) {
         memcpy(p, data, (size_t)len);
@@ -158,79 +173,90 @@ write_blob(char *p, PyObject *obj)
     return p;
 }
 
-/* Size of one record's headers section, or -1 with an exception set. */
-static Py_ssize_t
-headers_size(PyObject *hdrs)
+/* An immutable copy of one record's headers: a tuple of (str, value) 2-tuples,
+ * holding its own references (running the caller's __iter__ here, once, so that
+ * no Python code runs between measuring and writing). New reference or NULL. */
+static PyObject *
+headers_snapshot(PyObject *hdrs)
 {
-    if (hdrs == Py_None)
-        return 1;
-    PyObject *seq = PySequence_Fast(hdrs, "record headers must be a sequence of (str, bytes) pairs");
-    if (seq == NULL)
-        return -1;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    Py_ssize_t size = varint_size(n);
+    PyObject *seq = PySequence_Tuple(hdrs);
+    if (seq == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_TypeError))
+            PyErr_SetString(PyExc_TypeError, "record headers must be a sequence of (str, bytes) pairs");
+        return NULL;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(seq);
+    PyObject *out = PyTuple_New(n);
+    if (out == NULL)
+        goto fail;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *pair = PySequence_Fast_GET_ITEM(seq, i);
-        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
-            if (!PyList_Check(pair) || PyList_GET_SIZE(pair) != 2) {
-                PyErr_SetString(PyExc_TypeError, "a record header must be a (str, bytes | None) pair");
-                goto fail;
-            }
+        PyObject *pair = PyTuple_GET_ITEM(seq, i);
+        if (!(PyTuple_Check(pair) && PyTuple_GET_SIZE(pair) == 2) &&
+            !(PyList_Check(pair) && PyList_GET_SIZE(pair) == 2)) {
+            PyErr_SetString(PyExc_TypeError, "a record header must be a (str, bytes | None) pair");
+            goto fail;
         }
         PyObject *hkey = PySequence_Fast_GET_ITEM(pair, 0);
         PyObject *hval = PySequence_Fast_GET_ITEM(pair, 1);
-        Py_ssize_t klen;
         if (!PyUnicode_Check(hkey)) {
             PyErr_Format(PyExc_TypeError, "a record header key must be str, not %.100s",
                          Py_TYPE(hkey)->tp_name);
             goto fail;
         }
-        if (PyUnicode_AsUTF8AndSize(hkey, &klen) == NULL)
+        PyObject *copy = PyTuple_Pack(2, hkey, hval);
+        if (copy == NULL)
             goto fail;
-        Py_ssize_t vlen = blob_size(hval);
-        if (vlen == -2)
-            goto fail;
-        size += varint_size(klen) + klen + varint_size(vlen) + (vlen > 0 ? vlen : 0);
+        PyTuple_SET_ITEM(out, i, copy);
     }
     Py_DECREF(seq);
-    return size;
+    return out;
 fail:
+    Py_XDECREF(out);
     Py_DECREF(seq);
-    return -1;
+    return NULL;
+}
+
+/* Size of one record's headers section (a snapshot), or -1 with an exception set. */
+static Py_ssize_t
+headers_size(PyObject *snap)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(snap);
+    Py_ssize_t size = varint_size(n);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *pair = PyTuple_GET_ITEM(snap, i);
+        Py_ssize_t klen;
+        if (PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(pair, 0), &klen) == NULL)
+            return -1;
+        Py_ssize_t vlen = blob_size(PyTuple_GET_ITEM(pair, 1));
+        if (vlen == -2)
+            return -1;
+        size += varint_size(klen) + klen + varint_size(vlen) + (vlen > 0 ? vlen : 0);
+    }
+    return size;
 }
 
 static char *
-write_headers(char *p, PyObject *hdrs)
+write_headers(char *p, char *end, PyObject *snap)
 {
-    if (hdrs == Py_None) {
-        *p++ = 0;
-        return p;
-    }
-    PyObject *seq = PySequence_Fast(hdrs, "record headers must be a sequence of (str, bytes) pairs");
-    if (seq == NULL)
-        return NULL;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    Py_ssize_t n = PyTuple_GET_SIZE(snap);
+    if (varint_size(n) > end - p)
+        return changed_size();
     p = write_varint(p, n);
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *pair = PySequence_Fast_GET_ITEM(seq, i);
-        PyObject *hkey = PySequence_Fast_GET_ITEM(pair, 0);
-        PyObject *hval = PySequence_Fast_GET_ITEM(pair, 1);
+        PyObject *pair = PyTuple_GET_ITEM(snap, i);
         Py_ssize_t klen;
-        const char *kdata = PyUnicode_AsUTF8AndSize(hkey, &klen);
-        if (kdata == NULL) {
-            Py_DECREF(seq);
+        const char *kdata = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(pair, 0), &klen);
+        if (kdata == NULL)
             return NULL;
-        }
+        if (varint_size(klen) + klen > end - p)
+            return changed_size();
         p = write_varint(p, klen);
         memcpy(p, kdata, (size_t)klen);
         p += klen;
-        p = write_blob(p, hval);
-        if (p == NULL) {
-            Py_DECREF(seq);
+        p = write_blob(p, end, PyTuple_GET_ITEM(pair, 1));
+        if (p == NULL)
             return NULL;
-        }
     }
-    Py_DECREF(seq);
     return p;
 }
 
@@ -242,17 +268,17 @@ encode_records(PyObject *module, PyObject *args)
     if (!PyArg_ParseTuple(args, "OOOOL:encode_records", &ts_in, &keys_in, &values_in, &headers_in,
                           &base_ts))
         return NULL;
-    PyObject *tss = NULL, *keys = NULL, *values = NULL, *hdrs = NULL, *out = NULL;
+    PyObject *tss = NULL, *keys = NULL, *values = NULL, *hdrs = NULL, *snaps = NULL, *out = NULL;
     int64_t *deltas = NULL;
     Py_ssize_t *bodies = NULL;
 
-    tss = PySequence_Fast(ts_in, "timestamps must be a sequence");
-    keys = PySequence_Fast(keys_in, "keys must be a sequence");
-    values = PySequence_Fast(values_in, "values must be a sequence");
-    if (tss == NULL || keys == NULL || values == NULL)
+    /* Tuples, not PySequence_Fast: a list could be changed by Python code run below
+     * (a timestamp's __index__, a headers iterable's __iter__) under our feet. */
+    if ((tss = PySequence_Tuple(ts_in)) == NULL || (keys = PySequence_Tuple(keys_in)) == NULL ||
+        (values = PySequence_Tuple(values_in)) == NULL)
         goto done;
     if (headers_in != Py_None) {
-        hdrs = PySequence_Fast(headers_in, "headers must be a sequence or None");
+        hdrs = PySequence_Tuple(headers_in);
         if (hdrs == NULL)
             goto done;
     }
@@ -273,7 +299,9 @@ encode_records(PyObject *module, PyObject *args)
     PyObject **key_items = PySequence_Fast_ITEMS(keys);
     PyObject **value_items = PySequence_Fast_ITEMS(values);
     PyObject **hdr_items = hdrs != NULL ? PySequence_Fast_ITEMS(hdrs) : NULL;
-    Py_ssize_t total = 0;
+    if (hdr_items != NULL && (snaps = PyTuple_New(n)) == NULL)
+        goto done;
+    /* Pass 1: everything that may run Python code. */
     for (Py_ssize_t i = 0; i < n; i++) {
         long long t = PyLong_AsLongLong(ts_items[i]);
         if (t == -1 && PyErr_Occurred())
@@ -285,13 +313,26 @@ encode_records(PyObject *module, PyObject *args)
             goto done;
         }
         deltas[i] = d;
+        if (hdr_items != NULL) {
+            PyObject *snap = hdr_items[i] == Py_None ? PyTuple_New(0) : headers_snapshot(hdr_items[i]);
+            if (snap == NULL)
+                goto done;
+            PyTuple_SET_ITEM(snaps, i, snap);
+        }
+    }
+    /* Pass 2: sizes. */
+    Py_ssize_t total = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t d = deltas[i];
         Py_ssize_t kl = blob_size(key_items[i]);
+        if (kl == -2)
+            goto done;
         Py_ssize_t vl = blob_size(value_items[i]);
-        if (kl == -2 || vl == -2)
+        if (vl == -2)
             goto done;
         Py_ssize_t hs = 1;
-        if (hdr_items != NULL && hdr_items[i] != Py_None) {
-            hs = headers_size(hdr_items[i]);
+        if (snaps != NULL) {
+            hs = headers_size(PyTuple_GET_ITEM(snaps, i));
             if (hs < 0)
                 goto done;
         }
@@ -304,24 +345,32 @@ encode_records(PyObject *module, PyObject *args)
     if (out == NULL)
         goto done;
     char *p = PyBytes_AS_STRING(out);
+    /* Pass 3: bytes, every write bounded by its record's end. */
     for (Py_ssize_t i = 0; i < n; i++) {
+        /* p is exactly where pass 2 put this record (checked below), and its fixed
+         * part (length, attributes, deltas) was measured from C values only */
+        char *rec_end = p + varint_size(bodies[i]) + bodies[i];
         p = write_varint(p, bodies[i]);
         *p++ = 0; /* attributes */
         p = write_varint(p, deltas[i]);
         p = write_varint(p, i);
-        p = write_blob(p, key_items[i]);
+        p = write_blob(p, rec_end, key_items[i]);
         if (p == NULL)
             goto fail;
-        p = write_blob(p, value_items[i]);
+        p = write_blob(p, rec_end, value_items[i]);
         if (p == NULL)
             goto fail;
-        if (hdr_items != NULL && hdr_items[i] != Py_None) {
-            p = write_headers(p, hdr_items[i]);
+        if (snaps != NULL) {
+            p = write_headers(p, rec_end, PyTuple_GET_ITEM(snaps, i));
             if (p == NULL)
                 goto fail;
         }
-        else {
+        else if (p < rec_end) {
             *p++ = 0;
+        }
+        if (p != rec_end) {
+            changed_size();
+            goto fail;
         }
     }
     if (p != PyBytes_AS_STRING(out) + total) {
@@ -339,6 +388,7 @@ done:
     Py_XDECREF(keys);
     Py_XDECREF(values);
     Py_XDECREF(hdrs);
+    Py_XDECREF(snaps);
     return out;
 }
 
@@ -517,6 +567,17 @@ parse_records(PyObject *module, PyObject *args, PyObject *kwargs)
             at[k] = ix;
         }
         row_type = Py_TYPE(template);
+        if (row_type != &PyTuple_Type) {
+            /* Rows are made as tuple.__new__(type(template), ...) would make them (the
+             * pure-Python version does just that): refuse the types it refuses, such
+             * as struct sequences (os.stat_result), whose instances are laid out
+             * differently (hidden fields past the visible ones). */
+            PyObject *probe = PyObject_CallMethod((PyObject *)&PyTuple_Type, "__new__", "O",
+                                                  (PyObject *)row_type);
+            if (probe == NULL)
+                goto done;
+            Py_DECREF(probe);
+        }
         if (row_type->tp_dictoffset != 0)
             untrack = 0; /* instances with a __dict__ could join a cycle later */
         for (Py_ssize_t k = 0; k < row_len && untrack; k++)
@@ -527,6 +588,8 @@ parse_records(PyObject *module, PyObject *args, PyObject *kwargs)
         PyErr_SetString(PyExc_TypeError, "parse_records: timestamp must be an int or None");
         goto done;
     }
+    if (ts_override != Py_None && PyObject_GC_IsTracked(ts_override))
+        untrack = 0; /* an int subclass with a __dict__ */
     if (min_off_obj != Py_None) {
         min_offset = PyLong_AsLongLong(min_off_obj);
         if (min_offset == -1 && PyErr_Occurred())
@@ -567,6 +630,8 @@ parse_records(PyObject *module, PyObject *args, PyObject *kwargs)
         PyObject *off;
         if (__builtin_add_overflow((int64_t)base_offset, offd, &off64)) {
             off = int_plus(base_offset, offd);
+            if (off == NULL)
+                goto fail;
             off64 = offd < 0 ? LLONG_MIN : LLONG_MAX;
         }
         else {

@@ -84,6 +84,8 @@ def decode_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
             raise CorruptRecordError(f"varint truncated at byte {start} (data ends at {n})")
         b = buf[pos]
         pos += 1
+        if shift == 63 and b > 1:
+            raise CorruptRecordError(f"varint at byte {start} does not fit 64 bits")
         result |= (b & 0x7F) << shift
         if b < 0x80:
             return result, pos

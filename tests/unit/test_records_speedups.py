@@ -242,3 +242,66 @@ def test_the_pure_python_fallback_passes_the_records_suite() -> None:
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert " passed" in proc.stdout and "skipped" not in proc.stdout, proc.stdout[-500:]
+
+
+@needs_c
+def test_python_code_running_mid_encode_cannot_corrupt_memory() -> None:
+    """A timestamp's __index__ or a headers iterable may run Python code while the
+    encoder works: it must see a consistent snapshot (or fail cleanly), never write
+    past its buffer. (Found by review; these crashed an earlier build.)"""
+    keys: list[Any] = [bytearray(b"k"), b"x"]
+
+    class Grows:
+        def __index__(self) -> int:
+            keys[0].extend(b"A" * 100_000)
+            return 5
+
+    data = speedups.encode_records([1, Grows()], keys, [b"v", b"w"], None, 0)
+    rows = v2._py_parse_records(data, 0, len(data), 2, 0, 0)
+    assert [r[2] for r in rows] == [b"k" + b"A" * 100_000, b"x"]
+
+    class MoreEachTime:
+        n = 0
+
+        def __iter__(self) -> Any:
+            MoreEachTime.n += 1
+            return iter([("k", b"x" * 1000)] * MoreEachTime.n)
+
+    data = speedups.encode_records([1], [b"a"], [b"b"], [MoreEachTime()], 0)
+    assert v2._py_parse_records(data, 0, len(data), 1, 0, 0)[0][4] == (("k", b"x" * 1000),)
+
+    class NotPairsLater:
+        n = 0
+
+        def __iter__(self) -> Any:
+            NotPairsLater.n += 1
+            return iter([("k", b"v")] if NotPairsLater.n == 1 else [12345])
+
+    data = speedups.encode_records([1], [b"a"], [b"b"], [NotPairsLater()], 0)
+    assert v2._py_parse_records(data, 0, len(data), 1, 0, 0)[0][4] == (("k", b"v"),)
+
+
+def test_row_templates_refuse_what_tuple_new_refuses() -> None:
+    """os.stat_result is a tuple subclass whose instances have hidden fields: rows
+    cannot be made of it (the C loop used to crash on it)."""
+    data = v2.encode_records([1], [b"k"], [b"v"], None, 0)
+    with pytest.raises(TypeError):
+        v2.parse_rows(data, 0, len(data), 1, 0, 0, os.stat("/"), (0, 1, 2, 3, 4))
+
+
+def test_min_offset_and_overlong_varints_agree() -> None:
+    """Out-of-order offset deltas are filtered the same way by both loops, and a 10-byte
+    varint above 64 bits is corrupt for both."""
+    from kpax.proto.varint import encode_varint
+
+    body = b"\x00" + encode_varint(0) + encode_varint(5) + b"\x01" + b"\x02v" + b"\x00"
+    body2 = b"\x00" + encode_varint(0) + encode_varint(0) + b"\x01" + b"\x02w" + b"\x00"
+    data = encode_varint(len(body)) + body + encode_varint(len(body2)) + body2
+    for parse in (v2._py_parse_rows, v2.parse_rows):
+        rows = parse(data, 0, len(data), 2, 0, 0, (0,) * 5, (0, 1, 2, 3, 4), None, 3)
+        assert [r[0] for r in rows] == [5]
+    bad = b"\x00" + encode_varint(0) + b"\x80" * 9 + b"\x02" + b"\x01\x02v\x00"
+    bad = encode_varint(len(bad)) + bad
+    for parse in (v2._py_parse_records, v2.parse_records):
+        with pytest.raises(CorruptRecordError):
+            parse(bad, 0, len(bad), 1, 0, 0)

@@ -368,7 +368,7 @@ def _py_parse_rows(  # noqa: PLR0917 - same arguments as the C version
 ) -> list[Any]:
     """parse_records with the C version's options (see _speedups.pyi), in Python."""
     rows: list[Any] = _py_parse_records(buf, pos, end, count, base_offset, base_timestamp)
-    if min_offset is not None and rows and rows[0][0] < min_offset:
+    if min_offset is not None and rows and min(r[0] for r in rows) < min_offset:
         rows = [r for r in rows if r[0] >= min_offset]
     if timestamp is not None:
         rows = [(r[0], timestamp, r[2], r[3], r[4]) for r in rows]

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Iterator, Sequence
+from operator import attrgetter
 from typing import Final
 
 from kpax.proto.compression import DEFAULT_MAX_DECOMPRESSED_SIZE
@@ -68,6 +69,10 @@ NO_TIMESTAMP_TYPE: Final = -1
 RecordBatch = RecordBatchV2 | LegacyBatch
 
 _I32 = struct.Struct(">i")
+_TIMESTAMP = attrgetter("timestamp")
+_KEY = attrgetter("key")
+_VALUE = attrgetter("value")
+_HEADERS = attrgetter("headers")
 _LEGACY_MIN: Final = {0: 14, 1: 22}
 
 
@@ -120,6 +125,12 @@ def encode_batch(
     keys: list[bytes | None] = []
     values: list[bytes | None] = []
     headers: list[Sequence[Header] | None] = []
+    if set(map(type, recs)) == {Record}:  # the common case: columns made in C
+        timestamps = list(map(_TIMESTAMP, recs))
+        keys = list(map(_KEY, recs))
+        values = list(map(_VALUE, recs))
+        headers = list(map(_HEADERS, recs))
+        recs = []
     for r in recs:
         if isinstance(r, ControlRecord):
             control = True

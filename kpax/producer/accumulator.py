@@ -199,15 +199,9 @@ class Accumulator:
                 if state.partition != partition:
                     partition = state.partition
                     self.sticky_switches += 1
-            need = size + 61 if size + 61 > self.batch_size else self.batch_size
-            if self.reserved + need > self.buffer_memory and self.reserved > 0:
-                if self.sleeping:
-                    self.sleeping = False
-                    self.wake()
+            batch = self._open_batch(pq, size)
+            if batch is None:
                 return FULL
-            self.reserved += need
-            pq.serial += 1
-            batch = ProducerBatch(topic, partition, time.monotonic(), need, pq.serial)
             batch.size = size
             batch.values.append(value)
             batch.keys.append(key)
@@ -281,16 +275,10 @@ class Accumulator:
                         partition = state.partition
                         self.sticky_switches += 1
                 size = cum[i + 1] - cum[i] + per
-                need = size + 61 if size + 61 > self.batch_size else self.batch_size
-                if self.reserved + need > self.buffer_memory and self.reserved > 0:
+                batch = self._open_batch(pq, size)
+                if batch is None:
                     col.pos = i
-                    if self.sleeping:
-                        self.sleeping = False
-                        self.wake()
                     return False
-                self.reserved += need
-                pq.serial += 1
-                batch = ProducerBatch(topic, partition, time.monotonic(), need, pq.serial)
                 j = max(fit(cum, per, i, hi, cap), i + 1)
                 self._extend(batch, values, keys, timestamp, headers, i, j)
                 batch.size = cum[j] - cum[i] + per * (j - i)
@@ -329,6 +317,20 @@ class Accumulator:
             if batch.headers is None:
                 batch.headers = [None] * index
             batch.headers.extend(repeat(headers, n))
+
+    def _open_batch(self, pq: PartitionQueue, size: int) -> ProducerBatch | None:
+        """A new batch for ``pq`` starting with ``size`` estimated bytes, its memory
+        reserved; None when ``buffer_memory`` is full (the sender is woken to free
+        some). Lock held."""
+        need = size + 61 if size + 61 > self.batch_size else self.batch_size
+        if self.reserved + need > self.buffer_memory and self.reserved > 0:
+            if self.sleeping:
+                self.sleeping = False
+                self.wake()
+            return None
+        self.reserved += need
+        pq.serial += 1
+        return ProducerBatch(pq.topic, pq.partition, time.monotonic(), need, pq.serial)
 
     def _new_sticky(
         self, topic: str, key: bytes | None, value: bytes | None, num_partitions: int

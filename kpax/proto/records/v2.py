@@ -7,7 +7,14 @@ Role: the hot paths of the record format. ``encode_records`` turns columns
 ``(offset, timestamp, key, value, headers)`` per record; ``RecordBatchV2`` is
 the decoded batch that the public ``decode_batches`` yields.
 
-Hot-path design (measured with bench/proto.py):
+Two implementations of each loop: ``encode_records``, ``parse_records`` and
+``parse_rows`` (the same with a row template, a fixed timestamp and a minimum
+offset) are the C accelerator's (kpax.proto._speedups) when it is built, else
+the pure-Python ``_py_*`` functions below, which stay the reference: same
+inputs, outputs and errors (tests/unit/test_records_speedups.py holds them
+together).
+
+Pure-Python hot-path design (measured with bench/proto.py):
 - encoding is column-at-a-time with C-level iteration only: varints come from
   the lookup table ``ZZ_ENC`` via ``map(list.__getitem__, ...)``, each record
   body is one ``b"".join`` over a ``zip`` of the columns, and the batch is one

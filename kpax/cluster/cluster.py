@@ -178,25 +178,31 @@ class Cluster:
     def _adopt(self, snapshot: ClusterSnapshot) -> None:
         # A bootstrap connection to an advertised address becomes that node's
         # connection, so the client does not open a second one.
+        # One that duplicates a node already connected (bootstrap addresses are
+        # used again when a refresh found no broker) is closed: one connection per broker.
         for boot in list(self._bootstrap_brokers):
             for node_id, info in snapshot.brokers.items():
-                if (info.host, info.port) == (
-                    boot.host,
-                    boot.port,
-                ) and node_id not in self._brokers:
+                if (info.host, info.port) != (boot.host, boot.port):
+                    continue
+                self._bootstrap_brokers.remove(boot)
+                if node_id not in self._brokers:
                     boot.node_id = node_id
                     self._brokers[node_id] = boot
-                    self._bootstrap_brokers.remove(boot)
-                    break
+                else:
+                    self._close_later(boot)
+                break
         for node_id, info in snapshot.brokers.items():
             b = self._brokers.get(node_id)
             if b is not None and (b.host, b.port) != (info.host, info.port):
                 # The node moved: forget the old connection.
                 self._brokers.pop(node_id)
-                task = asyncio.ensure_future(b.close())
-                self._background.add(task)
-                task.add_done_callback(self._background.discard)
+                self._close_later(b)
         self.snapshot = snapshot
+
+    def _close_later(self, broker: Broker) -> None:
+        task = asyncio.ensure_future(broker.close())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def _metadata_from(self, broker: Broker, topics: list[str] | None) -> ClusterSnapshot:
         if topics is None:

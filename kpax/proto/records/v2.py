@@ -42,6 +42,7 @@ import struct
 from collections.abc import Iterator, Sequence
 from functools import partial
 from itertools import repeat
+from operator import itemgetter
 from typing import Any, Final, NamedTuple
 
 from kpax.proto import crc as _crc
@@ -53,6 +54,7 @@ from kpax.proto.records.control import ControlRecord
 from kpax.proto.varint import ZZ_TABLE_SIZE, decode_varint, encode_varint
 
 _speedups: Any = speedups
+_FIRST = itemgetter(0)
 
 __all__ = [
     "HEADER",
@@ -375,7 +377,7 @@ def _py_parse_rows(  # noqa: PLR0917 - same arguments as the C version
 ) -> list[Any]:
     """parse_records with the C version's options (see _speedups.pyi), in Python."""
     rows: list[Any] = _py_parse_records(buf, pos, end, count, base_offset, base_timestamp)
-    if min_offset is not None and rows and min(r[0] for r in rows) < min_offset:
+    if min_offset is not None and rows and min(map(_FIRST, rows)) < min_offset:
         rows = [r for r in rows if r[0] >= min_offset]
     if timestamp is not None:
         rows = [(r[0], timestamp, r[2], r[3], r[4]) for r in rows]
@@ -552,28 +554,18 @@ class RecordBatchV2:
 
     def tuples(self) -> list[RecordTuple]:
         """Every record as ``(offset, timestamp, key, value, headers)``: the fastest path."""
-        buf, start, end = self._section()
-        if self.attributes & ATTR_TIMESTAMP_TYPE:
-            return parse_rows(
-                buf,
-                start,
-                end,
-                self.count,
-                self.base_offset,
-                self.base_timestamp,
-                timestamp=self.max_timestamp,
-            )
-        return parse_records(buf, start, end, self.count, self.base_offset, self.base_timestamp)
+        return self.rows()
 
     def rows(
         self,
-        template: tuple[Any, ...],
-        slots: tuple[int, int, int, int, int],
+        template: tuple[Any, ...] | None = None,
+        slots: tuple[int, int, int, int, int] | None = None,
         min_offset: int | None = None,
     ) -> list[Any]:
-        """The records as copies of ``template`` (a tuple or NamedTuple) with offset,
-        timestamp, key, value and headers put at the indexes ``slots``, skipping
-        offsets below ``min_offset``: the consumer's records, built in one pass."""
+        """The records as plain 5-tuples, or as copies of ``template`` (a tuple or
+        NamedTuple) with offset, timestamp, key, value and headers put at the indexes
+        ``slots``; offsets below ``min_offset`` skipped. LOG_APPEND_TIME batches give
+        every record the batch's max timestamp (as Java does)."""
         buf, start, end = self._section()
         ts = self.max_timestamp if self.attributes & ATTR_TIMESTAMP_TYPE else None
         return parse_rows(

@@ -31,7 +31,12 @@ from kpax.producer.accumulator import Accumulator, Column, Segment, fit, record_
 from kpax.producer.batch import BulkFuture, Callback, ProducerBatch, RecordFuture
 from kpax.producer.idempotence import ProducerIdentity
 from kpax.producer.options import resolve_producer_config
-from kpax.producer.partitioner import DefaultPartitioner, _murmur2_unsigned, as_partitioner
+from kpax.producer.partitioner import (
+    DefaultPartitioner,
+    _murmur2_unsigned,
+    as_partitioner,
+    partition_for_key,
+)
 from kpax.producer.sender import Sender
 from kpax.producer.serializers import as_bytes, get_serializer
 from kpax.producer.transactions import (
@@ -481,7 +486,7 @@ class AsyncProducer:
                 continue
             p = hashes.get(k)
             if p is None:
-                p = hashes[k] = (_murmur2_unsigned(k) & 0x7FFFFFFF) % n
+                p = hashes[k] = partition_for_key(k, n)
             add(p)
         if -1 not in targets:
             return self._group(targets, vals, ks, per, 0)
@@ -617,11 +622,7 @@ class AsyncProducer:
             while fut is None:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise KafkaTimeoutError(
-                        f"buffer_memory={self.config['buffer_memory']} full for "
-                        f"{self._max_block:g}s "
-                        f"(max_block_ms): cannot buffer a record for topic {topic!r}"
-                    )
+                    raise self._memory_full(topic)
                 self._memory_event.clear()
                 try:
                     await asyncio.wait_for(self._memory_event.wait(), remaining)

@@ -142,10 +142,7 @@ class Producer:
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise KafkaTimeoutError(
-                    f"buffer_memory={self.config['buffer_memory']} full for {self._max_block:g}s "
-                    f"(max_block_ms): cannot buffer a record for topic {topic!r}"
-                )
+                raise self._core._memory_full(topic)
             acc.wait_for_memory(min(remaining, 0.05))
             fut = self._append(topic, value, key, partition, timestamp, headers, n)
             if fut is not None:

@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.kpax-installed
 SPECS  ?= ../shared/kafka-message-specs
 
-.PHONY: all demo tools test unit integration lint typecheck generate check-generated bench kafka-jars clean distclean demo-spark
+.PHONY: all demo tools test unit integration lint typecheck generate check-generated bench bench-franz kafka-jars clean distclean demo-spark
 
 all: test
 
@@ -59,8 +59,14 @@ integration: $(STAMP) kafka-jars tools
 test: $(STAMP) kafka-jars tools lint typecheck check-generated
 	$(PY) -m pytest tests
 
-bench: $(STAMP) kafka-jars
+bench: $(STAMP) kafka-jars bench-franz
 	$(PY) -m bench all
+
+## The franz-go peer of the producer/consumer benchmarks (bench/franz, a Go program; its
+## module comes from the Go module proxy). Best effort: without Go that peer is reported failed.
+bench-franz:
+	@command -v go >/dev/null && (cd bench/franz && go build -buildvcs=false -trimpath -o franz-bench .) \
+		|| echo "bench-franz: could not build bench/franz (Go toolchain needed); the franz-go peer will fail"
 
 clean:
 	rm -rf .mypy_cache .ruff_cache .pytest_cache .hypothesis build dist *.egg-info

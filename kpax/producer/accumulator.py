@@ -131,6 +131,8 @@ class Accumulator:
         self.queues: dict[str, dict[int, PartitionQueue]] = {}
         #: Batches not yet completed (open, ready or in flight), for flush.
         self.incomplete: set[ProducerBatch] = set()
+        #: Batches that failed before they could be sent, to complete on the I/O loop.
+        self.failed: list[ProducerBatch] = []
         self.reserved = 0
         self.sleeping = False
         self.flushing = 0
@@ -347,7 +349,24 @@ class Accumulator:
         seal = self.seal
         if seal is not None and (not pq.ready or pq.ready[-1].data is not None):
             seal(pq, batch)
+            if batch.seal_error is not None:
+                return  # in self.failed: the sender fails it (never sent)
         pq.ready.append(batch)
+
+    def fail_later(self, batch: ProducerBatch, error: BaseException) -> None:
+        """A batch that cannot be sent (it could not be encoded): the sender
+        completes it with ``error`` on its loop, outside the lock. Lock held."""
+        batch.seal_error = error
+        self.failed.append(batch)
+        if self.sleeping:
+            self.sleeping = False
+            self.wake()
+
+    def take_failed(self) -> list[ProducerBatch]:
+        """The batches given to :meth:`fail_later` since the last call."""
+        with self.lock:
+            out, self.failed = self.failed, []
+        return out
 
     def _new_queue(self, topic: str, partition: int) -> PartitionQueue:
         parts = self.queues.get(topic)

@@ -65,6 +65,7 @@ class ProducerBatch:
         "producer_id",
         "reserved",
         "retry_at",
+        "seal_error",
         "serial",
         "size",
         "timestamps",
@@ -110,6 +111,8 @@ class ProducerBatch:
         self.base_offset = -1
         self.log_append_time = -1
         self.error: BaseException | None = None
+        #: Why the batch could not be encoded (it then fails without being sent).
+        self.seal_error: BaseException | None = None
 
     def __repr__(self) -> str:
         return (

@@ -20,6 +20,7 @@ Imports: kpax.producer.*, kpax.cluster, kpax.broker.options, kpax.proto, kpax.st
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Mapping, Sequence
 from itertools import accumulate
@@ -54,9 +55,33 @@ from kpax.proto.errors import (
 from kpax.proto.records import Header
 from kpax.structs import ConsumerGroupMetadata, OffsetAndMetadata, RecordMetadata, TopicPartition
 
-__all__ = ["AsyncProducer"]
+__all__ = ["AsyncProducer", "check_timestamp"]
+
+log = logging.getLogger("kpax.producer")
 
 _BATCH_OVERHEAD = 61  # a v2 batch header
+_MAX_TIMESTAMP = 2**63 - 1
+
+
+def check_timestamp(timestamp: Any) -> int:
+    """A record timestamp as ``send`` takes it: milliseconds since the epoch as an
+    int, ``>= 0`` (or -1: no timestamp), below 2**63 -- as the Java client's
+    ProducerRecord (which refuses -1 too). A float (``time.time() * 1000``), a
+    str or a bool is a TypeError; out of range, a ValueError; both name the field."""
+    if type(timestamp) is not int:
+        if isinstance(timestamp, (bool, float, str, bytes)) or not hasattr(timestamp, "__index__"):
+            hint = " (e.g. int(time.time() * 1000))" if isinstance(timestamp, float) else ""
+            raise TypeError(
+                "record timestamp must be an int of milliseconds since the epoch, "
+                f"not {type(timestamp).__name__} {timestamp!r}{hint}"
+            )
+        timestamp = timestamp.__index__()
+    if (timestamp < 0 and timestamp != -1) or timestamp > _MAX_TIMESTAMP:
+        raise ValueError(
+            f"record timestamp {timestamp} is out of range: milliseconds since the epoch "
+            f"from 0 to 2**63-1, or -1 for none"
+        )
+    return int(timestamp)
 
 
 def _headers(headers: Any) -> list[Header] | None:
@@ -212,8 +237,26 @@ class AsyncProducer:
         self.accumulator.memory_freed = self._memory_event.set
         await self.cluster.start()
         self._task = asyncio.ensure_future(self.sender.run())
+        self._task.add_done_callback(self._sender_ended)
         self._started = True
         return self
+
+    def _sender_ended(self, task: asyncio.Task[None]) -> None:
+        """The sender task ended. Only ``close`` ends it normally; if anything
+        else did, the producer fails closed: every pending record fails with
+        the reason and later sends raise it (never a silent hang)."""
+        if task.cancelled() or self.sender.stopped:
+            return
+        exc = task.exception()
+        log.error("the producer's sender stopped unexpectedly: %r", exc)
+        err = ClientClosedError(f"the producer's sender stopped unexpectedly: {exc!r}")
+        err.__cause__ = exc
+        self.closed = True
+        self.sender.stopped = True
+        with self.accumulator.lock:
+            left = list(self.accumulator.incomplete)
+        for b in left:
+            self.sender.complete(b, -1, -1, err)
 
     def _threadsafe_wake(self) -> None:
         loop = self._loop
@@ -288,15 +331,30 @@ class AsyncProducer:
                 except KafkaTimeoutError:
                     pass
         await self.sender.stop()
-        left = list(acc.incomplete)
+        with acc.lock:
+            left = list(acc.incomplete)
         if left:
-            n = sum((b.count or len(b.values)) for b in left)
-            err = ClientClosedError(
-                f"the producer was closed before {n} record(s) were delivered "
-                f"(close timeout {timeout if timeout is not None else 'none'}s)"
-            )
-            for b in left:
-                self.sender.complete(b, -1, -1, err)
+            sent = {id(b) for pq in acc.all_queues() for b in pq.in_flight}
+            unknown = [b for b in left if id(b) in sent or b.attempts > 0]
+            unsent = [b for b in left if not (id(b) in sent or b.attempts > 0)]
+            limit = f"close timeout {timeout:g}s" if timeout is not None else "no close timeout"
+            for group, what in (
+                (
+                    unknown,
+                    "were sent but not acknowledged: their outcome is unknown (they may "
+                    "have been written)",
+                ),
+                (unsent, "were never sent"),
+            ):
+                if not group:
+                    continue
+                n = sum((b.count or len(b.values)) for b in group)
+                err = ClientClosedError(
+                    f"the producer was closed ({limit}) before {n} record(s) were "
+                    f"acknowledged; they {what}"
+                )
+                for b in group:
+                    self.sender.complete(b, -1, -1, err)
         if self._task is not None:
             self._task.cancel()
             try:
@@ -405,6 +463,8 @@ class AsyncProducer:
             raise ValueError(f"topic {topic!r} has no partition {partition} (it has {n})")
         if timestamp is None:
             timestamp = time.time_ns() // 1_000_000
+        elif type(timestamp) is not int or timestamp < 0 or timestamp > _MAX_TIMESTAMP:
+            timestamp = check_timestamp(timestamp)
         return self.accumulator.append(topic, partition, timestamp, key, value, headers, n, size)
 
     def _plan_many(  # noqa: PLR0917 - argument checks and partitioning in one place
@@ -436,8 +496,7 @@ class AsyncProducer:
                 ks = None
         hdrs = _headers(headers) if headers else None
         per = record_size(b"", b"", hdrs) if hdrs else 21
-        if timestamp is None:
-            timestamp = time.time_ns() // 1_000_000
+        timestamp = time.time_ns() // 1_000_000 if timestamp is None else check_timestamp(timestamp)
         cum = _cumulative(vals, ks, nones)
         i = 0
         while i < count:  # a few steps: each takes as many records as fit in max_record

@@ -122,33 +122,59 @@ class Sender:
     # ------------------------------------------------------------ main loop
 
     async def run(self) -> None:
-        loop = asyncio.get_running_loop()
+        """The sender task. An unexpected exception in a round is logged and fails
+        the batches it concerns (every unsent batch, when that cannot be known):
+        no record's future is ever left pending by a bug or a bad input."""
         while not self.stopped:
-            self._wake.clear()
-            now = time.monotonic()
-            deadline = self.acc.drain_open(now)
-            identity = self.identity
-            if identity is not None and self.txn is None:
-                if not identity.ready and self.acc.incomplete:
-                    await self._init_identity()
-                    continue
-                if identity.bump_needed and self.in_flight == 0:
-                    await self._bump()
-                    continue
-            retry_at = self._send_ready(now)
-            if retry_at is not None and (deadline is None or retry_at < deadline):
-                deadline = retry_at
-            if self._wake.is_set():
-                # Woken meanwhile: go round again, but let other tasks run first (the
-                # transaction manager may be adding the very partitions we wait for).
-                await asyncio.sleep(0)
-                continue
-            handle = None
-            if deadline is not None:
-                handle = loop.call_later(max(deadline - time.monotonic(), 0.0), self._wake.set)
-            await self._wake.wait()
-            if handle is not None:
-                handle.cancel()
+            try:
+                await self._round()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.exception("producer sender: unexpected error; failing unsent batches")
+                err = KafkaError(f"the producer's sender failed: {exc!r}")
+                err.__cause__ = exc
+                self._fail_unsent(err)
+                self._complete_failed()
+                await asyncio.sleep(self.backoff_ms[0] / 1000)  # no busy loop on a repeat
+
+    def _complete_failed(self) -> None:
+        for b in self.acc.take_failed():
+            assert b.seal_error is not None
+            self.complete(b, -1, -1, b.seal_error)
+
+    async def _round(self) -> None:
+        """One round: close lingered batches, send what may go, sleep until woken."""
+        loop = asyncio.get_running_loop()
+        self._wake.clear()
+        now = time.monotonic()
+        deadline = self.acc.drain_open(now)
+        identity = self.identity
+        if self.acc.failed:
+            self._complete_failed()
+        if identity is not None and self.txn is None:
+            if not identity.ready and self.acc.incomplete:
+                await self._init_identity()
+                return
+            if identity.bump_needed and self.in_flight == 0:
+                await self._bump()
+                return
+        retry_at = self._send_ready(now)
+        if self.acc.failed:
+            self._complete_failed()
+        if retry_at is not None and (deadline is None or retry_at < deadline):
+            deadline = retry_at
+        if self._wake.is_set():
+            # Woken meanwhile: go round again, but let other tasks run first (the
+            # transaction manager may be adding the very partitions we wait for).
+            await asyncio.sleep(0)
+            return
+        handle = None
+        if deadline is not None:
+            handle = loop.call_later(max(deadline - time.monotonic(), 0.0), self._wake.set)
+        await self._wake.wait()
+        if handle is not None:
+            handle.cancel()
 
     async def _init_identity(self) -> None:
         assert self.identity is not None
@@ -260,7 +286,8 @@ class Sender:
                 size = 0
                 batch_list: list[tuple[PartitionQueue, ProducerBatch]] = []
                 for pq, b in group:
-                    self._take(pq, b)
+                    if not self._take(pq, b):
+                        continue  # could not be encoded: failed, never sent
                     assert b.data is not None
                     if batch_list and size + len(b.data) > self.max_request_size:
                         pq.ready.appendleft(b)  # next request
@@ -268,7 +295,8 @@ class Sender:
                     size += len(b.data)
                     batch_list.append((pq, b))
                     pq.in_flight.append(b)
-                self._launch(leader, batch_list)
+                if batch_list:
+                    self._launch(leader, batch_list)
                 progress = True
         del by_leader
         if need_refresh:
@@ -287,29 +315,48 @@ class Sender:
             b.base_sequence = pq.next_sequence
             pq.next_sequence = (pq.next_sequence + len(b.values)) & _MAX_SEQUENCE
         b.count = len(b.values)
-        b.data = encode_columns(
-            b.timestamps,
-            b.keys,
-            b.values,
-            b.headers,
-            compression=self.codec,
-            transactional=self.txn is not None,
-            producer_id=b.producer_id,
-            producer_epoch=b.producer_epoch,
-            base_sequence=b.base_sequence,
-        )
+        try:
+            b.data = encode_columns(
+                b.timestamps,
+                b.keys,
+                b.values,
+                b.headers,
+                compression=self.codec,
+                transactional=self.txn is not None,
+                producer_id=b.producer_id,
+                producer_epoch=b.producer_epoch,
+                base_sequence=b.base_sequence,
+            )
+        except Exception as exc:  # never let one batch stop the producer
+            if ident is not None:  # give its sequence numbers back: no gap
+                pq.next_sequence = b.base_sequence
+                b.base_sequence = -1
+            log.error(
+                "cannot encode a batch of %d record(s) for %s-%d: %r",
+                b.count,
+                pq.topic,
+                pq.partition,
+                exc,
+            )
+            err = KafkaError(
+                f"encoding {b.count} record(s) for {pq.topic}-{pq.partition} failed: {exc!r}"
+            )
+            err.__cause__ = exc
+            self.acc.fail_later(b, err)
+            return True
         b.timestamps = b.keys = b.values = []  # type: ignore[assignment]
         b.headers = None
         return True
 
-    def _take(self, pq: PartitionQueue, b: ProducerBatch) -> None:
+    def _take(self, pq: PartitionQueue, b: ProducerBatch) -> bool:
         """Take the head batch off its queue, sealing it if it was closed before
         it could be (atomically: no batch closed meanwhile may get an earlier
-        sequence)."""
+        sequence). False if it could not be encoded (it is then failed)."""
         with self.acc.lock:
             pq.ready.popleft()
             if b.data is None and not self.seal(pq, b):
                 raise AssertionError("sealing a batch without a producer id")
+        return b.seal_error is None
 
     def _launch(self, leader: int, batches: list[tuple[PartitionQueue, ProducerBatch]]) -> None:
         self._broker_in_flight[leader] = self._broker_in_flight.get(leader, 0) + 1
@@ -371,7 +418,14 @@ class Sender:
                 for pq, b in batches:
                     self._finish(pq, b, -1, -1, err)
                 return
-            self._handle_response(resp, batches, ids, broker.describe())
+            try:
+                self._handle_response(resp, batches, ids, broker.describe())
+            except Exception as exc:  # a bug must not leave these futures pending
+                log.exception("producer: handling a Produce response from broker %d", leader)
+                err = KafkaError(f"handling the Produce response of broker {leader}: {exc!r}")
+                for pq, b in batches:
+                    if not b.done:
+                        self._finish(pq, b, -1, -1, err)
         finally:
             self._broker_in_flight[leader] -= 1
             self.in_flight -= 1

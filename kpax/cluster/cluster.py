@@ -9,6 +9,15 @@ on demand (unknown topic, missing leader), after ``leader_is_down`` /
 (``metadata_max_age_ms``). Concurrent refreshes are coalesced into one
 request.
 
+Connections: one per broker for everything but long-poll fetches, which get
+a second one per broker (:meth:`Cluster.fetch_broker`). A Kafka broker reads
+one request per connection at a time (it mutes the connection until the
+response is sent), so a request pipelined behind a Fetch that waits up to
+``fetch_max_wait_ms`` for data would wait as long: commits, heartbeats,
+join/sync, offset and metadata requests must never queue behind one. (The
+Java consumer keeps its coordinator on a separate connection for the same
+reason; franz-go separates produce, fetch and group traffic.)
+
 Bootstrap tries every address; when none answers, one
 :class:`NoBrokersAvailableError` lists each address and why (DNS, refused,
 timeout, TLS, auth).
@@ -94,6 +103,7 @@ class Cluster:
         self._periodic: asyncio.Task[None] | None = None
         self._coordinators: dict[tuple[int, str], int] = {}
         self._coordinator_brokers: dict[int, Broker] = {}
+        self._fetch_brokers: dict[int, Broker] = {}
         self._closed = False
         self._started = False
         self._start_lock: asyncio.Lock | None = None
@@ -129,7 +139,12 @@ class Cluster:
             *self._brokers.values(),
             *self._bootstrap_brokers,
             *self._coordinator_brokers.values(),
+            *self._fetch_brokers.values(),
         ]
+
+    def handles(self) -> list[Broker]:
+        """Every broker handle this client holds (for diagnostics and tests)."""
+        return self._all_brokers()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -147,6 +162,19 @@ class Cluster:
                 raise KafkaConnectionError(f"broker {node_id} is not in the cluster metadata")
             b = Broker(info.host, info.port, self.options, node_id=node_id)
             self._brokers[node_id] = b
+        return b
+
+    def fetch_broker(self, node_id: int) -> Broker:
+        """A second handle to broker ``node_id``, with a connection of its own,
+        for long-poll Fetch requests only (see the module docstring)."""
+        self._check_open()
+        b = self._fetch_brokers.get(node_id)
+        if b is None:
+            info = self.snapshot.brokers.get(node_id)
+            if info is None:
+                raise KafkaConnectionError(f"broker {node_id} is not in the cluster metadata")
+            b = Broker(info.host, info.port, self.options, node_id=node_id)
+            self._fetch_brokers[node_id] = b
         return b
 
     @property
@@ -192,11 +220,12 @@ class Cluster:
                     self._close_later(boot)
                 break
         for node_id, info in snapshot.brokers.items():
-            b = self._brokers.get(node_id)
-            if b is not None and (b.host, b.port) != (info.host, info.port):
-                # The node moved: forget the old connection.
-                self._brokers.pop(node_id)
-                self._close_later(b)
+            for handles in (self._brokers, self._fetch_brokers):
+                b = handles.get(node_id)
+                if b is not None and (b.host, b.port) != (info.host, info.port):
+                    # The node moved: forget the old connection.
+                    handles.pop(node_id)
+                    self._close_later(b)
         self.snapshot = snapshot
 
     def _close_later(self, broker: Broker) -> None:

@@ -1,13 +1,16 @@
 """The fetcher: pipelined Fetch requests with fetch sessions, decoding, resets.
 
-Role: runs on the consumer's event loop. For every leader broker it keeps one
-Fetch request in flight whenever any of its partitions is fetchable and has
-room in the buffer (``fetch_buffer_chunks`` decoded fetches per partition),
-so the next fetch travels while the application handles the records already
-buffered. Requests use fetch sessions (KIP-227): a full request opens a
-session, later ones are incremental (only partitions whose fetch position
-changed, plus ``forgotten`` ones). Fetch v13+ names topics by id (from the
-metadata); when a topic's id is unknown the request is capped at v12.
+Role: runs on the consumer's event loop. For every leader broker it keeps
+one Fetch request in flight -- on that broker's fetch connection
+(``Cluster.fetch_broker``), so that commits, heartbeats and offset or
+metadata requests never wait behind a long poll -- whenever any of its
+partitions is fetchable and has room in the buffer (``fetch_buffer_chunks``
+decoded fetches per partition), so the next fetch travels while the
+application handles the records already buffered. Requests use fetch
+sessions (KIP-227): a full request opens a session, later ones are
+incremental (only partitions whose fetch position changed, plus
+``forgotten`` ones). Fetch v13+ names topics by id (from the metadata); when
+a topic's id is unknown the request is capped at v12.
 
 Responses are decoded with the bulk decoders (``batch.columns()``) straight
 into :class:`~kpax.consumer.record.ConsumerRecord` lists (built in C with
@@ -148,7 +151,7 @@ class Fetcher:
         for node, s in list(self._sessions.items()):
             if s.id:
                 with contextlib.suppress(BaseException):
-                    broker = self.cluster.broker(node)
+                    broker = self.cluster.fetch_broker(node)
                     req = FetchRequest(
                         replica_id=-1,
                         max_wait_ms=0,
@@ -365,7 +368,7 @@ class Fetcher:
     # ------------------------------------------------------------ fetch
 
     async def _fetch(self, node: int, parts: list[PartitionState]) -> None:
-        broker = self.cluster.broker(node)
+        broker = self.cluster.fetch_broker(node)
         snapshot = self.cluster.snapshot
         version = await broker.api_version(FetchRequest)
         if version >= 13:

@@ -252,11 +252,7 @@ def _connections(**clusters: object) -> str:
     """Each client's broker handles: node, connected, connections opened (for a failure)."""
     parts = []
     for name, c in clusters.items():
-        handles = [
-            *c._brokers.values(),
-            *c._bootstrap_brokers,
-            *c._coordinator_brokers.values(),  # type: ignore[attr-defined]
-        ]
+        handles = c.handles()  # type: ignore[attr-defined]
         parts.append(
             f"{name}: " + ", ".join(f"{b.node_id}/{b.connected}/{b.connects}" for b in handles)
         )

@@ -23,11 +23,17 @@ Stable API (the consumer benchmark reuses it)::
     h.emit(records=n, nbytes=n * size, seconds=elapsed)   # prints the RESULT line
     h.java_classpath()                                   # -cp for org.apache.kafka.tools.*
 
+    h.franz_binary()            # bench/franz/franz-bench (built with go if needed): franz-go peer
+    h.select_peers("kpax-sync,aiokafka", PEERS)          # --peers, spelled loosely
+    h.percentile(samples, 99)                            # nearest-rank percentile
+
 A :data:`Result` is a plain dict: ``peer``, ``scenario``, ``records``, ``bytes``,
 ``seconds``, ``records_per_s``, ``mb_per_s`` (MB = 10**6 bytes of record
 values) and ``error`` (None, or why the run failed: exit status, timeout,
 missing library; the last lines of the peer's stderr are kept). A failed peer
 is reported in the table as "failed", it never aborts the whole benchmark.
+``KPAX_BENCH_RESULTS=dir`` writes the results there instead of bench/results/
+(for trial runs that should not replace the recorded figures).
 
 A peer subprocess reports by printing one line ``RESULT {json}`` on stdout
 (:func:`emit`); anything else it prints is ignored (stderr is kept for errors).
@@ -54,8 +60,11 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
+RESULTS_DIR = Path(
+    os.environ.get("KPAX_BENCH_RESULTS") or Path(__file__).resolve().parent / "results"
+)
 JAVA_DIR = Path(__file__).resolve().parent / "java"
+FRANZ_DIR = Path(__file__).resolve().parent / "franz"
 
 Result = dict[str, Any]
 
@@ -64,14 +73,17 @@ __all__ = [
     "Result",
     "broker",
     "emit",
+    "franz_binary",
     "java_classpath",
     "make_result",
     "make_topic",
+    "percentile",
     "render_chart",
     "render_table",
     "run_peer",
     "load_partial",
     "save_partial",
+    "select_peers",
     "write_results",
 ]
 
@@ -279,6 +291,53 @@ def java_classpath(version: str | None = None) -> str:
     return os.pathsep.join([base, *extra])
 
 
+def franz_binary() -> str:
+    """The franz-go peer (bench/franz/franz-bench), built first with ``go build`` when a Go
+    toolchain is here (a no-op when up to date; ``make bench`` does the same); raises
+    RuntimeError when there is neither a binary nor a Go toolchain."""
+    binary = FRANZ_DIR / "franz-bench"
+    go = shutil.which("go")
+    if go is not None:
+        proc = subprocess.run(
+            [go, "build", "-buildvcs=false", "-trimpath", "-o", binary.name, "."],
+            cwd=FRANZ_DIR, capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        if proc.returncode != 0:
+            raise RuntimeError(f"go build bench/franz failed: {_tail(proc.stderr)}")
+    if not binary.is_file():
+        raise RuntimeError("bench/franz/franz-bench is not built and there is no Go toolchain")
+    return str(binary)
+
+
+def _loose(name: str) -> str:
+    return "".join(ch for ch in name.lower() if ch.isalnum())
+
+
+def select_peers(arg: str, known: Sequence[str]) -> list[str]:
+    """The peers named in a comma-separated ``--peers`` value (all of ``known`` when
+    empty), matched ignoring case, spaces, hyphens and underscores ("kpax-sync" is
+    "kpax sync"); an unknown name exits with the list of known ones."""
+    if not arg.strip():
+        return list(known)
+    by_loose = {_loose(p): p for p in known}
+    chosen: list[str] = []
+    for raw in arg.split(","):
+        peer = by_loose.get(_loose(raw))
+        if peer is None:
+            raise SystemExit(f"unknown peer {raw.strip()!r}; known: {', '.join(known)}")
+        chosen.append(peer)
+    return list(dict.fromkeys(chosen))
+
+
+def percentile(samples: Sequence[float], pct: float) -> float | None:
+    """The nearest-rank ``pct`` percentile of ``samples`` (None when empty)."""
+    if not samples:
+        return None
+    ordered = sorted(samples)
+    rank = max(1, -(-len(ordered) * pct // 100))  # ceil(n * pct / 100), at least 1
+    return float(ordered[min(int(rank), len(ordered)) - 1])
+
+
 # ------------------------------------------------------------------ partial results
 
 
@@ -314,20 +373,29 @@ def render_table(
     baseline: str,
     peers: Sequence[str] | None = None,
     scenarios: Sequence[str] | None = None,
+    ratio_to: Sequence[str] = (),
 ) -> str:
     """A Markdown table: one row per (scenario, peer) with records/s, MB/s and
-    ``baseline``/peer ratio (>1 means the baseline is faster), failures noted."""
+    ``baseline``/peer ratio (>1 means the baseline is faster), then for each
+    peer named in ``ratio_to`` a column peer/that one (>1 means the row's
+    client is faster than it); failures noted."""
     peers = list(peers or dict.fromkeys(r["peer"] for r in results))
     scenarios = list(scenarios or dict.fromkeys(r["scenario"] for r in results))
     by_key = {(r["scenario"], r["peer"]): r for r in results}
+    refs = [ref for ref in ratio_to if any(r["peer"] == ref for r in results)]
     lines = [
-        f"| scenario | client | records/s | MB/s | {baseline} / client |",
-        "|---|---|---:|---:|---:|",
+        f"| scenario | client | records/s | MB/s | {baseline} / client |"
+        + "".join(f" client / {ref} |" for ref in refs),
+        "|---|---|---:|---:|---:|" + "---:|" * len(refs),
     ]
     notes: list[str] = []
+
+    def rate_of(sc: str, peer: str) -> float | None:
+        r = by_key.get((sc, peer))
+        return r["records_per_s"] if r else None
+
     for sc in scenarios:
-        base = by_key.get((sc, baseline))
-        base_rate = base["records_per_s"] if base else None
+        base_rate = rate_of(sc, baseline)
         for peer in peers:
             r = by_key.get((sc, peer))
             if r is None:
@@ -335,7 +403,11 @@ def render_table(
             rate = r["records_per_s"]
             mbs = "" if r["mb_per_s"] is None else f"{r['mb_per_s']:.1f}"
             ratio = f"{base_rate / rate:.2f}x" if rate and base_rate else ""
-            lines.append(f"| {sc} | {peer} | {_fmt_rate(rate)} | {mbs} | {ratio} |")
+            row = f"| {sc} | {peer} | {_fmt_rate(rate)} | {mbs} | {ratio} |"
+            for ref in refs:
+                ref_rate = rate_of(sc, ref)
+                row += f" {rate / ref_rate:.2f}x |" if rate and ref_rate else " |"
+            lines.append(row)
             if r.get("error"):
                 notes.append(f"- {sc} / {peer}: {r['error'][:300]}")
     if notes:

@@ -22,6 +22,8 @@ from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Se
 from typing import Any, TypeVar
 
 from kpax.admin.types import (
+    CLASSIC,
+    CONSUMER,
     AclBinding,
     AclBindingFilter,
     AclOperation,
@@ -47,12 +49,19 @@ from kpax.broker.broker import Broker
 from kpax.broker.options import COMMON_OPTIONS, connection_options
 from kpax.cluster.cluster import GROUP, Cluster
 from kpax.config import Option, positive_int, resolve
-from kpax.proto.errors import KafkaError, KafkaTimeoutError, error_for_code
+from kpax.proto.error_codes import (
+    GroupIdNotFoundError,
+    UnknownMemberIdError,
+    UnsupportedVersionError,
+)
+from kpax.proto.errors import KafkaError, KafkaTimeoutError, UnsupportedApiError, error_for_code
 from kpax.proto.messages import (
     AlterUserScramCredentialsRequest as AlterScramRequest,
 )
 from kpax.proto.messages import (
+    ConsumerGroupDescribeRequest,
     ConsumerProtocolAssignment,
+    ConsumerProtocolSubscription,
     CreateAclsRequest,
     CreatePartitionsRequest,
     CreateTopicsRequest,
@@ -761,39 +770,103 @@ class AsyncAdmin:
     async def describe_groups(
         self, group_ids: Iterable[str], *, timeout: float | None = None
     ) -> BatchResult[str, GroupDescription]:
-        """State, protocol and members (with their assigned partitions) of each group."""
+        """Type (classic or consumer), state, assignor and members (with their
+        assigned partitions) of each group.
+
+        As the Java admin client does, each group is first asked for with
+        ConsumerGroupDescribe (KIP-848 groups); when its coordinator says the
+        group is not a consumer group (GROUP_ID_NOT_FOUND) or does not speak
+        that API, DescribeGroups describes it as a classic group. A group that
+        is neither (unknown, or of another type such as share or streams)
+        fails with :class:`~kpax.errors.GroupIdNotFoundError` naming the group
+        and the coordinator, with the broker's answers to both requests."""
 
         async def one(broker: Broker, group: str) -> GroupDescription:
-            resp = await broker.request(DescribeGroupsRequest(groups=[group]))
-            g = resp.groups[0]
-            if g.error_code:
-                raise _error(
-                    g.error_code,
+            try:
+                return await self._describe_consumer_group(broker, group)
+            except (GroupIdNotFoundError, UnsupportedVersionError, UnsupportedApiError) as exc:
+                not_consumer = exc
+            try:
+                return await self._describe_classic_group(broker, group)
+            except GroupIdNotFoundError as exc:
+                first = getattr(not_consumer, "error_message", None)
+                if not first or first == exc.error_message:
+                    raise
+                raise GroupIdNotFoundError(
                     f"describe group {group!r} on {broker.describe()}",
-                    getattr(g, "error_message", None),
-                )
-            members = tuple(
+                    error_message=f"{first} {exc.error_message or ''}".strip(),
+                ) from None
+
+        return await self._coordinator_call("describe group", group_ids, one, timeout)
+
+    async def _describe_consumer_group(self, broker: Broker, group: str) -> GroupDescription:
+        """ConsumerGroupDescribe: a KIP-848 group, or GroupIdNotFoundError."""
+        resp = await broker.request(ConsumerGroupDescribeRequest(group_ids=[group]))
+        g = resp.groups[0]
+        if g.error_code:
+            raise _error(
+                g.error_code,
+                f"describe consumer group {group!r} on {broker.describe()}",
+                g.error_message,
+            )
+        return GroupDescription(
+            group_id=g.group_id,
+            state=g.group_state,
+            protocol_type=CONSUMER,
+            protocol=g.assignor_name,
+            members=tuple(
                 MemberDescription(
                     member_id=m.member_id,
                     client_id=m.client_id,
                     client_host=m.client_host,
-                    group_instance_id=getattr(m, "group_instance_id", None),
-                    assignment=_decode_assignment(m.member_assignment)
-                    if g.protocol_type == "consumer"
-                    else (),
+                    group_instance_id=m.instance_id,
+                    assignment=_described_partitions(m.assignment),
+                    target_assignment=_described_partitions(m.target_assignment),
+                    member_epoch=m.member_epoch,
+                    subscribed_topics=tuple(m.subscribed_topic_names),
+                    subscribed_topic_regex=m.subscribed_topic_regex or None,  # "" = none
+                    rack=m.rack_id,
+                    upgraded=None if m.member_type == -1 else m.member_type == 1,
                 )
                 for m in g.members
-            )
-            return GroupDescription(
-                group_id=g.group_id,
-                state=g.group_state,
-                protocol_type=g.protocol_type,
-                protocol=g.protocol_data,
-                members=members,
-                coordinator=broker.node_id if broker.node_id is not None else -1,
-            )
+            ),
+            type=CONSUMER,
+            coordinator=broker.node_id if broker.node_id is not None else -1,
+            group_epoch=g.group_epoch,
+            assignment_epoch=g.assignment_epoch,
+        )
 
-        return await self._coordinator_call("describe group", group_ids, one, timeout)
+    async def _describe_classic_group(self, broker: Broker, group: str) -> GroupDescription:
+        """DescribeGroups: a classic group (JoinGroup/SyncGroup)."""
+        resp = await broker.request(DescribeGroupsRequest(groups=[group]))
+        g = resp.groups[0]
+        if g.error_code:
+            raise _error(
+                g.error_code,
+                f"describe group {group!r} on {broker.describe()}",
+                getattr(g, "error_message", None),
+            )
+        is_consumer = g.protocol_type == CONSUMER
+        members = tuple(
+            MemberDescription(
+                member_id=m.member_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                group_instance_id=getattr(m, "group_instance_id", None),
+                assignment=_decode_assignment(m.member_assignment) if is_consumer else (),
+                subscribed_topics=_decode_subscription(m.member_metadata) if is_consumer else None,
+            )
+            for m in g.members
+        )
+        return GroupDescription(
+            group_id=g.group_id,
+            state=g.group_state,
+            protocol_type=g.protocol_type,
+            protocol=g.protocol_data,
+            members=members,
+            type=CLASSIC,
+            coordinator=broker.node_id if broker.node_id is not None else -1,
+        )
 
     async def delete_groups(
         self, group_ids: Iterable[str], *, timeout: float | None = None
@@ -931,11 +1004,22 @@ class AsyncAdmin:
                     tp = TopicPartition(t.name, p.partition_index)
                     if p.error_code in _COORDINATOR_ERRORS:
                         self.cluster.coordinator_is_down(group_id, GROUP)
-                    out[tp] = (
-                        _error(p.error_code, f"commit offset of group {group_id!r} for {tp}")
-                        if p.error_code
-                        else None
+                    if not p.error_code:
+                        out[tp] = None
+                        continue
+                    err = _error(
+                        p.error_code,
+                        f"commit offset of group {group_id!r} for {tp} on {broker.describe()}",
                     )
+                    if isinstance(err, UnknownMemberIdError):
+                        # What a coordinator answers an outside commit while the
+                        # group has members (classic and consumer groups alike).
+                        err = UnknownMemberIdError(
+                            f"commit offset of group {group_id!r} for {tp} on "
+                            f"{broker.describe()}: the group has active members; its "
+                            "offsets can be altered only while it is empty"
+                        )
+                    out[tp] = err
             return out
 
         return await self._per_item("alter group offsets", wanted, attempt, timeout)
@@ -1216,17 +1300,41 @@ def _config_source(value: int) -> ConfigSource:
         return ConfigSource.UNKNOWN
 
 
-def _decode_assignment(data: Any) -> tuple[TopicPartition, ...]:
-    """Partitions in a consumer-protocol assignment (int16 version + body)."""
+def _decode_consumer_protocol(cls: Any, data: Any) -> Any:
+    """A consumer-protocol message (int16 version + body) from a classic
+    member's join metadata or assignment; None when absent or undecodable."""
     raw = bytes(data or b"")
     if len(raw) < 2:
-        return ()
+        return None
     version = int.from_bytes(raw[:2], "big", signed=True)
-    version = min(
-        max(version, ConsumerProtocolAssignment.MIN_VERSION), ConsumerProtocolAssignment.MAX_VERSION
-    )
+    version = min(max(version, cls.MIN_VERSION), cls.MAX_VERSION)
     try:
-        obj, _ = ConsumerProtocolAssignment.decode_from(raw, 2, version)
+        obj, _ = cls.decode_from(raw, 2, version)
     except KafkaError:
+        return None
+    return obj
+
+
+def _decode_assignment(data: Any) -> tuple[TopicPartition, ...]:
+    """Partitions in a consumer-protocol assignment."""
+    obj = _decode_consumer_protocol(ConsumerProtocolAssignment, data)
+    if obj is None:
         return ()
     return tuple(TopicPartition(t.topic, p) for t in obj.assigned_partitions for p in t.partitions)
+
+
+def _decode_subscription(data: Any) -> tuple[str, ...] | None:
+    """Topics in a consumer-protocol subscription (None when undecodable)."""
+    obj = _decode_consumer_protocol(ConsumerProtocolSubscription, data)
+    return None if obj is None else tuple(obj.topics)
+
+
+def _described_partitions(assignment: Any) -> tuple[TopicPartition, ...]:
+    """Partitions of a ConsumerGroupDescribe assignment, sorted."""
+    return tuple(
+        sorted(
+            TopicPartition(t.topic_name, p)
+            for t in assignment.topic_partitions
+            for p in t.partitions
+        )
+    )

@@ -160,27 +160,87 @@ class GroupListing:
     group_id: str
     protocol_type: str
     state: str = ""
+    #: "classic", "consumer" (KIP-848), "share", "streams"; "" from brokers
+    #: older than ListGroups v5 (Kafka 3.8), which do not say.
     type: str = ""
+
+
+#: The two kinds of group :meth:`kpax.Admin.describe_groups` describes.
+CLASSIC = "classic"
+CONSUMER = "consumer"
 
 
 @dataclass(frozen=True)
 class MemberDescription:
+    """One member of a group.
+
+    ``assignment`` is what the member owns now. The fields after it are filled
+    for members of consumer (KIP-848) groups only, and are None in classic
+    groups: the partitions the group's assignor wants the member to own
+    (``target_assignment``; it differs from ``assignment`` while the member
+    reconciles), its epoch, what it subscribed to (topic names, or the regex of
+    ``subscribe(pattern=...)``), its rack, and ``upgraded``: True for a member
+    speaking the consumer protocol, False for a classic-protocol member that
+    joined the consumer group (None when the broker does not say, before
+    ConsumerGroupDescribe v1). ``subscribed_topics`` is also filled for classic
+    members of a group whose protocol type is "consumer", from their join
+    metadata."""
+
     member_id: str
     client_id: str
     client_host: str
     group_instance_id: str | None = None
     assignment: tuple[TopicPartition, ...] = ()
+    target_assignment: tuple[TopicPartition, ...] | None = None
+    member_epoch: int | None = None
+    subscribed_topics: tuple[str, ...] | None = None
+    subscribed_topic_regex: str | None = None
+    rack: str | None = None
+    upgraded: bool | None = None
 
 
 @dataclass(frozen=True)
 class GroupDescription:
+    """A group as its coordinator describes it.
+
+    ``type`` is ``"classic"`` (JoinGroup/SyncGroup; described with
+    DescribeGroups) or ``"consumer"`` (KIP-848, ``group_protocol="consumer"``;
+    described with ConsumerGroupDescribe). ``state`` is the coordinator's name
+    for it: classic groups are Empty, PreparingRebalance, CompletingRebalance,
+    Stable or Dead; consumer groups Empty, Assigning, Reconciling, Stable or
+    Dead. For a consumer group ``protocol_type`` is "consumer" and ``protocol``
+    the server-side assignor ("uniform", "range"); for a classic group they are
+    what its members joined with (for Java-style consumers: "consumer" and the
+    chosen assignor; "" and "" for a group that only stores offsets).
+    ``group_epoch`` and ``assignment_epoch`` are the consumer group's epochs
+    (None for classic groups)."""
+
     group_id: str
     state: str
     protocol_type: str
     protocol: str
     members: tuple[MemberDescription, ...] = ()
-    type: str = "classic"
+    type: str = CLASSIC
     coordinator: int = -1
+    group_epoch: int | None = None
+    assignment_epoch: int | None = None
+
+    @property
+    def assignor(self) -> str:
+        """The partition assignor: the consumer group's server-side one, or the
+        one a classic group's consumers agreed on ("" for other protocol types)."""
+        return self.protocol if self.protocol_type == CONSUMER else ""
+
+    @property
+    def is_simple_consumer_group(self) -> bool:
+        """A classic group with no protocol type: it only stores offsets (committed
+        by consumers that assign partitions themselves, or by an admin)."""
+        return self.type == CLASSIC and not self.protocol_type
+
+    @property
+    def is_empty(self) -> bool:
+        """No members (Empty or Dead): its offsets may be altered from outside."""
+        return not self.members and self.state in ("Empty", "Dead")
 
 
 class ScramMechanism(enum.IntEnum):

@@ -26,8 +26,10 @@ from kpax.admin import (
 )
 from kpax.errors import (
     ClientClosedError,
+    GroupIdNotFoundError,
     NoBrokersAvailableError,
     TopicAlreadyExistsError,
+    UnknownMemberIdError,
     UnknownTopicOrPartitionError,
 )
 from tests.wait import eventually
@@ -183,6 +185,127 @@ def test_group_offsets_list_describe_delete(admin):
     assert set(admin.list_group_offsets(group)) == {tps[1]}
     assert admin.delete_groups([group]).ok
     eventually(lambda: group not in [g.group_id for g in admin.list_groups()])
+
+
+def _poll_until_assigned(consumer: kpax.Consumer, tps: set[kpax.TopicPartition]) -> None:
+    # A KIP-848 member may first be given nothing (its coordinator not yet seeing
+    # a topic created a moment ago): poll until it owns every partition.
+    deadline = time.monotonic() + 45
+    while consumer.assignment() != tps:
+        assert time.monotonic() < deadline, f"assignment {consumer.assignment()} != {tps}"
+        consumer.poll(0.1)
+
+
+def _described_when_assigned(admin, group: str, tps: set[kpax.TopicPartition]):
+    """The group's description once it is Stable with one member owning ``tps``."""
+
+    def check():
+        desc = admin.describe_groups([group])[group]
+        members = desc.members
+        if desc.state == "Stable" and len(members) == 1 and set(members[0].assignment) == tps:
+            return desc
+        return None
+
+    return eventually(check, timeout=45)
+
+
+@pytest.mark.parametrize("protocol", ["consumer", "classic"])
+def test_describe_groups_of_both_protocols(admin, kafka, topic, protocol):
+    """describe_groups works on KIP-848 groups (ConsumerGroupDescribe) and classic
+    ones (DescribeGroups), sync and asyncio, and says which kind each is."""
+    t = topic(partitions=2)
+    group = _name("grp")
+    tps = {kpax.TopicPartition(t, 0), kpax.TopicPartition(t, 1)}
+    consumer = kpax.Consumer(
+        kafka.bootstrap, group_id=group, group_protocol=protocol, client_id=f"cid-{protocol}"
+    )
+    try:
+        consumer.subscribe([t])
+        _poll_until_assigned(consumer, tps)
+        desc = _described_when_assigned(admin, group, tps)
+        assert desc.group_id == group and desc.type == protocol
+        assert desc.coordinator >= 0 and desc.protocol_type == "consumer"
+        (m,) = desc.members
+        assert m.client_id == f"cid-{protocol}" and m.client_host and m.member_id
+        assert m.group_instance_id is None
+        assert m.subscribed_topics == (t,)
+        if protocol == "consumer":
+            assert desc.assignor in ("uniform", "range")  # the broker's server-side assignor
+            assert desc.group_epoch is not None and desc.group_epoch >= 1
+            assert desc.assignment_epoch == desc.group_epoch
+            assert m.member_epoch == desc.group_epoch
+            assert set(m.target_assignment or ()) == tps
+            assert m.subscribed_topic_regex is None and m.upgraded is True
+        else:
+            assert desc.assignor == "range"  # the first of kpax's default strategies
+            assert desc.group_epoch is None and m.member_epoch is None
+            assert m.target_assignment is None and m.upgraded is None
+
+        async def describe_aio():
+            async with kpax.aio.Admin(kafka.bootstrap) as a:
+                return (await a.describe_groups([group]))[group]
+
+        adesc = asyncio.run(describe_aio())
+        assert adesc.type == protocol and set(adesc.members[0].assignment) == tps
+        # Offsets of a live group cannot be moved from outside: the error says why.
+        moved = admin.alter_group_offsets(group, {kpax.TopicPartition(t, 0): 0})
+        err = moved.errors[kpax.TopicPartition(t, 0)]
+        assert isinstance(err, UnknownMemberIdError)
+        assert group in str(err) and "active members" in str(err)
+        consumer.commit({kpax.TopicPartition(t, 0): kpax.OffsetAndMetadata(0)})
+    finally:
+        consumer.close()
+
+    def empty():
+        d = admin.describe_groups([group])[group]
+        return d if d.is_empty else None
+
+    after = eventually(empty, timeout=30)
+    assert after.type == protocol and after.state == "Empty" and after.members == ()
+    listing = {g.group_id: g for g in admin.list_groups()}[group]
+    assert listing.type == protocol
+    assert admin.alter_group_offsets(group, {kpax.TopicPartition(t, 0): 0}).ok
+    assert admin.delete_groups([group]).ok
+
+
+def test_describe_consumer_group_with_a_classic_member(admin, kafka, topic):
+    """A classic-protocol member joining a KIP-848 group stays in a consumer
+    group: described with ConsumerGroupDescribe, ``upgraded`` tells them apart."""
+    t = topic(partitions=2)
+    group = _name("grp")
+    new = kpax.Consumer(kafka.bootstrap, group_id=group, group_protocol="consumer")
+    old = kpax.Consumer(kafka.bootstrap, group_id=group, group_protocol="classic")
+    try:
+        new.subscribe([t])
+        _poll_until_assigned(new, {kpax.TopicPartition(t, 0), kpax.TopicPartition(t, 1)})
+        old.subscribe([t])
+        deadline = time.monotonic() + 45
+        while not (old.assignment() and len(new.assignment()) == 1):
+            assert time.monotonic() < deadline, "the classic member got no partition"
+            new.poll(0.05)
+            old.poll(0.05)
+
+        def split():
+            d = admin.describe_groups([group])[group]
+            ok = d.state == "Stable" and len(d.members) == 2
+            return d if ok and all(len(m.assignment) == 1 for m in d.members) else None
+
+        desc = eventually(split, timeout=30)
+        assert desc.type == "consumer"
+        by_kind = {m.upgraded: m for m in desc.members}
+        assert set(by_kind[True].assignment) == new.assignment()
+        assert set(by_kind[False].assignment) == old.assignment()
+        assert by_kind[False].subscribed_topics == (t,)
+    finally:
+        old.close()
+        new.close()
+
+
+def test_describe_unknown_group_names_it(admin):
+    group = _name("nogroup")
+    err = admin.describe_groups([group]).errors[group]
+    assert isinstance(err, GroupIdNotFoundError)
+    assert group in str(err) and "broker" in str(err)
 
 
 def test_scram_users(admin, kafka):

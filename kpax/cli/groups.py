@@ -1,7 +1,10 @@
 """`kpax groups list|describe|delete`.
 
-Role: consumer group administration on kpax.Admin; describe shows state,
-members with their partitions, and committed offsets with lag.
+Role: consumer group administration on kpax.Admin; list shows each group's
+type (classic or consumer); describe shows the kind of group (classic, or
+consumer for KIP-848 groups), its state and assignor, members with their
+partitions (for consumer groups also member epochs, subscriptions and, while
+they reconcile, target assignments), and committed offsets with lag.
 
 Imports: the public kpax API, kpax.cli.*, the standard library.
 """
@@ -12,6 +15,7 @@ import argparse
 from typing import Any
 
 import kpax
+from kpax.admin import GroupDescription, MemberDescription
 from kpax.cli import common
 from kpax.cli.output import emit, note, table
 from kpax.cli.settings import Settings
@@ -68,40 +72,25 @@ def _describe(adm: kpax.Admin, args: argparse.Namespace, settings: Settings) -> 
                     "member": owner.get(tp),
                 }
             )
-        members: list[dict[str, Any]] = [
-            {
-                "member_id": m.member_id,
-                "client_id": m.client_id,
-                "host": m.client_host,
-                "instance_id": m.group_instance_id,
-                "assignment": [f"{tp.topic}-{tp.partition}" for tp in m.assignment],
-            }
-            for m in g.members
-        ]
+        members = [_member_doc(m) for m in g.members]
         docs.append(
             {
                 "group": gid,
                 "state": g.state,
                 "type": g.type,
+                "protocol_type": g.protocol_type,
                 "protocol": g.protocol,
+                "assignor": g.assignor or None,
                 "coordinator": g.coordinator,
+                "group_epoch": g.group_epoch,
+                "assignment_epoch": g.assignment_epoch,
                 "members": members,
                 "offsets": offs,
             }
         )
-        out.append(
-            f"group {gid}: state {g.state}, type {g.type}, coordinator {g.coordinator}, "
-            f"{len(members)} member(s)"
-        )
+        out.append(f"group {gid}: {_summary(g)}, {len(members)} member(s)")
         if members:
-            rows = [
-                [m["member_id"], m["client_id"], m["host"], " ".join(m["assignment"])]
-                for m in members
-            ]
-            out += [
-                "  " + ln
-                for ln in table(["MEMBER", "CLIENT", "HOST", "PARTITIONS"], rows).splitlines()
-            ]
+            out += ["  " + ln for ln in _members_table(g, members).splitlines()]
         if offs:
             rows = [
                 [o["topic"], o["partition"], o["committed"], o["latest"], o["lag"]] for o in offs
@@ -114,3 +103,75 @@ def _describe(adm: kpax.Admin, args: argparse.Namespace, settings: Settings) -> 
             ]
     emit(docs, "\n".join(out), args.output)
     return 0
+
+
+def _tps(tps: tuple[kpax.TopicPartition, ...] | None) -> list[str] | None:
+    return None if tps is None else [f"{tp.topic}-{tp.partition}" for tp in tps]
+
+
+def _kind(g: GroupDescription) -> str:
+    """What kind of group this is, in words."""
+    if g.type == "consumer":
+        return "consumer group (KIP-848)"
+    if g.type != "classic":
+        return f"{g.type} group"
+    if g.protocol_type == "consumer":
+        return "classic consumer group"
+    if not g.protocol_type:
+        return "classic group (offsets only, no group management)"
+    return f"classic group, protocol type {g.protocol_type!r}"
+
+
+def _summary(g: GroupDescription) -> str:
+    parts = [_kind(g), f"state {g.state}"]
+    if g.assignor:
+        parts.append(f"assignor {g.assignor}")
+    elif g.protocol:
+        parts.append(f"protocol {g.protocol}")
+    if g.group_epoch is not None:
+        parts.append(f"epoch {g.group_epoch}")
+    parts.append(f"coordinator {g.coordinator}")
+    return ", ".join(parts)
+
+
+def _member_doc(m: MemberDescription) -> dict[str, Any]:
+    return {
+        "member_id": m.member_id,
+        "client_id": m.client_id,
+        "host": m.client_host,
+        "instance_id": m.group_instance_id,
+        "rack": m.rack,
+        "member_epoch": m.member_epoch,
+        "upgraded": m.upgraded,
+        "subscribed_topics": None if m.subscribed_topics is None else list(m.subscribed_topics),
+        "subscribed_topic_regex": m.subscribed_topic_regex,
+        "assignment": _tps(m.assignment),
+        "target_assignment": _tps(m.target_assignment),
+    }
+
+
+def _members_table(g: GroupDescription, members: list[dict[str, Any]]) -> str:
+    """MEMBER CLIENT HOST [INSTANCE] [EPOCH] TOPICS PARTITIONS [TARGET]: the
+    optional columns only where some member has a value (TARGET while a
+    consumer group's member still reconciles towards its target assignment)."""
+
+    def words(v: list[str] | None) -> str | None:
+        return None if v is None else " ".join(v)
+
+    cols: list[tuple[str, Any]] = [
+        ("MEMBER", lambda m: m["member_id"]),
+        ("CLIENT", lambda m: m["client_id"]),
+        ("HOST", lambda m: m["host"]),
+    ]
+    if any(m["instance_id"] for m in members):
+        cols.append(("INSTANCE", lambda m: m["instance_id"]))
+    if g.type == "consumer":
+        cols.append(("EPOCH", lambda m: m["member_epoch"]))
+    cols.append(("TOPICS", lambda m: m["subscribed_topic_regex"] or words(m["subscribed_topics"])))
+    cols.append(("PARTITIONS", lambda m: words(m["assignment"])))
+    if any(
+        m["target_assignment"] is not None and m["target_assignment"] != m["assignment"]
+        for m in members
+    ):
+        cols.append(("TARGET", lambda m: words(m["target_assignment"])))
+    return table([c for c, _ in cols], [[f(m) for _, f in cols] for m in members])

@@ -2,7 +2,9 @@
 
 Role: per partition the earliest and latest offsets, a group's committed
 offset and lag, the offset at a time; and moving a group's committed offsets
-(refused while the group has active members; ``--dry-run`` shows the plan).
+(classic and consumer (KIP-848) groups; refused while the group has active
+members, or is in any state but Empty or Dead, as the coordinator would
+refuse the commit; ``--dry-run`` shows the plan).
 
 Imports: the public kpax API, kpax.cli.*, the standard library.
 """
@@ -81,10 +83,14 @@ def rollback(args: argparse.Namespace, settings: Settings) -> int:
         if args.group in desc.errors:
             raise desc.errors[args.group]
         group = desc[args.group]
-        if group.members:
+        if not group.is_empty:
+            # Coordinators refuse outside commits while a group has members
+            # (UNKNOWN_MEMBER_ID), classic and consumer (KIP-848) groups alike;
+            # kafka-consumer-groups --reset-offsets refuses the same way.
             raise CommandError(
-                f"group {args.group!r} has {len(group.members)} active member(s) (state "
-                f"{group.state}): stop its consumers before moving its offsets"
+                f"{group.type} group {args.group!r} has {len(group.members)} active "
+                f"member(s) (state {group.state}): stop its consumers before moving "
+                "its offsets"
             )
         current = adm.list_group_offsets(args.group, tps, timeout=settings.timeout)
         earliest, latest = common.earliest_latest(adm, tps, settings.timeout)

@@ -25,6 +25,7 @@ import pytest
 
 import kpax
 from kpax.testing.base import KafkaCluster
+from tests.wait import eventually
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -285,6 +286,79 @@ def test_follow_rollback_refused_and_ctrl_c(kafka: KafkaCluster, topic: Any, k: 
             time.sleep(0.2)
     ok(k("rollback", "--group", group, t, "--to", "1"))
     assert ok(k("consume", t, "--group", group)).out == b"b\nc\n"
+
+
+@pytest.mark.parametrize("protocol", ["consumer", "classic"])
+def test_groups_describe_and_rollback_of_both_protocols(
+    kafka: KafkaCluster, topic: Any, k: Any, protocol: str
+) -> None:
+    """`groups list|describe` say which kind a group is; `rollback` refuses a live
+    group and moves the offsets of an empty one: classic and KIP-848 groups alike."""
+    t = topic(2)
+    stdin = "".join(json.dumps({"value": f"v{i}", "partition": i % 2}) + "\n" for i in range(10))
+    ok(k("produce", t, "--format", "json", stdin=stdin.encode()))
+    group = f"g-{protocol}-{t}"
+    tps = {kpax.TopicPartition(t, 0), kpax.TopicPartition(t, 1)}
+    conf: dict[str, Any] = {
+        "group_id": group,
+        "group_protocol": protocol,
+        "auto_offset_reset": "earliest",
+        "enable_auto_commit": False,
+    }
+    admin = kpax.Admin(kafka.bootstrap)
+    consumer = kpax.Consumer(kafka.bootstrap, **conf)
+    try:
+        consumer.subscribe([t])
+        got: list[kpax.ConsumerRecord] = []
+        deadline = time.monotonic() + 45
+        while len(got) < 10 or consumer.assignment() != tps:
+            assert time.monotonic() < deadline, f"read {len(got)}, own {consumer.assignment()}"
+            got.extend(consumer.poll(0.1))
+        consumer.commit()
+
+        def assigned() -> bool:
+            g = admin.describe_groups([group])[group]
+            return g.state == "Stable" and [set(m.assignment) for m in g.members] == [tps]
+
+        eventually(assigned, timeout=30)
+        desc = ok(k("groups", "describe", group, "-o", "json")).json()[0]
+        assert desc["type"] == protocol and desc["state"] == "Stable"
+        (member,) = desc["members"]
+        assert sorted(member["assignment"]) == [f"{t}-0", f"{t}-1"]
+        assert member["subscribed_topics"] == [t] and member["client_id"] == "kpax"
+        assert (member["member_epoch"] is not None) == (protocol == "consumer")
+        assert {o["partition"]: o["lag"] for o in desc["offsets"]} == {0: 0, 1: 0}
+        human = ok(k("groups", "describe", group)).text
+        kind = "consumer group (KIP-848)" if protocol == "consumer" else "classic consumer group"
+        assert f"group {group}: {kind}, state Stable" in human and "PARTITIONS" in human
+        listed = {g["group"]: g for g in ok(k("groups", "list", "-o", "json")).json()}
+        assert listed[group]["type"] == protocol
+        row = next(ln.split() for ln in ok(k("groups", "list")).text.splitlines() if group in ln)
+        assert row == [group, "Stable", protocol]
+        # the coordinator refuses commits from outside a live group: so does rollback
+        r = k("rollback", "--group", group, t, "--to", "earliest")
+        one_line_error(r, 1, f"{protocol} group {group!r}", "1 active member", "stop its consumers")
+    finally:
+        consumer.close()
+    try:
+        eventually(lambda: admin.describe_groups([group])[group].is_empty, timeout=30)
+        r = ok(k("rollback", "--group", group, t, "--to", "earliest"))
+        assert "moved" in r.text
+        moved = admin.list_group_offsets(group)
+        assert {tp: om.offset for tp, om in moved.items()} == dict.fromkeys(tps, 0)
+        assert admin.describe_groups([group])[group].type == protocol
+        assert ok(k("offsets", t, "--group", group, "-o", "json")).json()["total_lag"] == 10
+        # a member of the same kind starts again from the moved offsets
+        with kpax.Consumer(kafka.bootstrap, **conf) as again:
+            again.subscribe([t])
+            reread: list[kpax.ConsumerRecord] = []
+            deadline = time.monotonic() + 45
+            while len(reread) < 10:
+                assert time.monotonic() < deadline, f"re-read {len(reread)} of 10"
+                reread.extend(again.poll(0.1))
+        assert sorted(r.value for r in reread) == sorted(f"v{i}".encode() for i in range(10))
+    finally:
+        admin.close()
 
 
 def test_topics_and_meta(k: Any, kafka: KafkaCluster) -> None:

@@ -2,10 +2,12 @@
 
 Benchmarks (each also runs as ``python -m bench.<module>``):
 ``proto`` (record batches vs kafka-python and aiokafka), ``messages`` (Produce
-and Fetch message codecs), ``producer``, ``consumer`` (vs kafka-python,
-aiokafka, confluent-kafka and the Java tools), ``cli`` (the ``kpax`` command vs
-kcat), ``spark`` (the PySpark source vs Spark's built-in Kafka source).
-``all`` runs them one after another with their default options.
+and Fetch message codecs), ``producer``, ``consumer`` (throughput, commit
+latency and commit-after-each-poll; vs kafka-python, aiokafka,
+confluent-kafka, franz-go and the Java tools), ``cli`` (the ``kpax`` command
+vs kcat), ``spark`` (the PySpark source vs Spark's built-in Kafka source).
+``all`` runs them one after another with their default options. See
+bench/README.md.
 
 Imports: bench.* (lazily, so a benchmark's peer libraries load only when it runs).
 """

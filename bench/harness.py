@@ -460,14 +460,18 @@ def write_results(
     header: str = "",
     peers: Sequence[str] | None = None,
     scenarios: Sequence[str] | None = None,
+    chart: bool = True,
 ) -> list[Path]:
-    """Write bench/results/<name>.md (header + table), <name>.json and <name>.png."""
+    """Write bench/results/<name>.md (header + table), <name>.json and (``chart``)
+    <name>.png, the records/s of ``scenarios``."""
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     md = RESULTS_DIR / f"{name}.md"
     md.write_text(f"# {title}\n\n{header}\n\n{markdown}", encoding="utf-8")
     js = RESULTS_DIR / f"{name}.json"
     js.write_text(json.dumps(list(results), indent=1) + "\n", encoding="utf-8")
     _partial_path(name).unlink(missing_ok=True)
+    if not chart:
+        return [md, js]
     png = render_chart(
         results, RESULTS_DIR / f"{name}.png", title=title, peers=peers, scenarios=scenarios
     )

@@ -740,6 +740,7 @@ def driver_main(a: argparse.Namespace) -> int:
                     _report(sc, peer, rnd, res)
                     runs[peer].append(res)
             results.extend(best_rate(runs[p]) for p in peers)
+            h.delete_topic(bootstrap, topic)
         for sc in commit_scenarios:
             records = max(1000, a.commits) if sc == COMMIT_LATENCY else a.commit_records
             topic = h.make_topic(bootstrap, 1, prefix="bench-commit")
@@ -751,6 +752,7 @@ def driver_main(a: argparse.Namespace) -> int:
                     res = run_commit(a, peer, sc, topic, records)
                     _report(sc, peer, rnd, res)
                     runs[peer].append(res)
+            h.delete_topic(bootstrap, topic)
             for peer in commit_peers:
                 if sc == COMMIT_LATENCY:
                     commit_results.append(pooled_latency(peer, runs[peer]))

@@ -11,6 +11,7 @@ Stable API (the consumer benchmark reuses it)::
 
     with h.broker() as bootstrap:                     # KPAX_TEST_BOOTSTRAP, else a local broker
         topic = h.make_topic(bootstrap, partitions=6)   # fresh random topic, all partitions led
+        h.delete_topic(bootstrap, topic)                # at the end (best effort)
         res = h.run_peer(
             [sys.executable, "-m", "bench.producer", "--peer", "kafka-python", ...],
             peer="kafka-python", scenario="1p acks=1 none", records=N, timeout=300,
@@ -72,6 +73,7 @@ __all__ = [
     "RESULTS_DIR",
     "Result",
     "broker",
+    "delete_topic",
     "emit",
     "franz_binary",
     "java_classpath",
@@ -136,6 +138,18 @@ def make_topic(
             if time.monotonic() > deadline:
                 raise TimeoutError(f"topic {name} has no leader for every partition")
             time.sleep(0.1)
+
+
+def delete_topic(bootstrap: str, name: str) -> None:
+    """Delete a benchmark's topic (best effort: a failure is only printed), so that runs
+    against a shared broker do not leave their records behind."""
+    import kpax
+
+    try:
+        with kpax.Admin(bootstrap) as admin:
+            admin.delete_topics([name], timeout=30).raise_for_errors()
+    except Exception as exc:
+        print(f"could not delete topic {name}: {exc}", file=sys.stderr)
 
 
 # ------------------------------------------------------------------ peers

@@ -286,9 +286,22 @@ def franz_argv(a: argparse.Namespace, topic: str, acks: str, compression: str) -
 
 
 def run_one(a: argparse.Namespace, peer: str, sc: str) -> h.Result:
+    """One run of ``peer`` on a fresh topic, deleted afterwards."""
     parts, acks, comp = parse_scenario(sc)
     try:
         topic = h.make_topic(a.bootstrap, parts, prefix="bench-producer")
+    except Exception as exc:  # a failed setup is a failed run, not a dead benchmark
+        return h.make_result(peer, sc, records=a.records, error=repr(exc))
+    try:
+        return _run_on(a, peer, sc, topic, acks, comp)
+    finally:
+        h.delete_topic(a.bootstrap, topic)
+
+
+def _run_on(
+    a: argparse.Namespace, peer: str, sc: str, topic: str, acks: str, comp: str
+) -> h.Result:
+    try:
         if peer == "java":
             argv = java_argv(a, topic, "-1" if acks == "all" else acks, comp)
             return h.run_peer(argv, peer=peer, scenario=sc, records=a.records,

@@ -22,8 +22,27 @@ breaks, every request in flight fails at once with a retriable
 :class:`kpax.broker.broker.Broker`.
 
 Receiving uses ``asyncio.BufferedProtocol``: small responses are cut from a
-fixed scratch buffer; a large one (a Fetch response) is read straight into a
-buffer of its exact size, so its record bytes are never copied again.
+fixed scratch buffer; a large one (a Fetch response) gets a buffer of its own
+that the socket fills directly, so its record bytes are never copied again.
+That buffer never holds more than what has arrived plus 1 MiB: it starts at
+``min(size, 1 MiB)`` and grows by 1 MiB as bytes come in (a ``bytearray``
+resize, which for large buffers the C library does by remapping pages, not by
+copying). A 4-byte size prefix is untrusted: a bogus one (a TLS alert read as
+a size is 350 MB) costs at most 1 MiB, and a large frame gets its buffer only
+after its correlation id has been checked against the oldest request in
+flight.
+
+Wrong listener: the first bytes a PLAINTEXT or SASL_PLAINTEXT connection reads
+are checked for a TLS record header (``0x14``-``0x17``, ``0x03``, ``0x00``-``0x04``),
+which a TLS listener sends back (an alert) to a Kafka request; that fails the
+connection at once with an :class:`AuthenticationError` saying it looks like
+a TLS listener and which ``security_protocol`` to use. A TLS handshake cut off
+by the peer, a SaslHandshake refused with ILLEGAL_SASL_STATE, and a connection
+closed right after ApiVersions while SASL is off (what a SASL listener does to
+a client that does not authenticate) name the likely mismatch too. A bad size,
+a wrong correlation id or a connection cut in the middle of a response is
+named in the error that every request in flight fails with, and in the error
+of any later request on the closed connection.
 
 Imports: kpax.proto, kpax.broker.*, the standard library.
 """
@@ -47,6 +66,7 @@ from kpax.broker.sasl import (
     SaslMechanism,
     ScramMechanism,
 )
+from kpax.proto.error_codes import IllegalSaslStateError, UnsupportedVersionError
 from kpax.proto.errors import (
     AuthenticationError,
     KafkaConnectionError,
@@ -68,8 +88,11 @@ log = logging.getLogger("kpax.broker")
 
 _SIZE = struct.Struct(">i")
 _SCRATCH = 256 * 1024
-_UNSUPPORTED_VERSION = 35
-_SASL_AUTH_FAILED = 58
+#: A large frame's buffer holds at most this much more than has arrived.
+_GROW = 1024 * 1024
+_ZEROS = memoryview(bytes(_GROW))
+#: TLS record content types: change_cipher_spec, alert, handshake, application_data.
+_TLS_RECORDS = {20: "change_cipher_spec", 21: "alert", 22: "handshake", 23: "application_data"}
 
 R = TypeVar("R")
 
@@ -136,6 +159,9 @@ class BrokerConnection(asyncio.BufferedProtocol):
         self._frame: bytearray | None = None
         self._frame_view: memoryview | None = None
         self._frame_pos = 0
+        self._frame_size = 0  # what the size prefix announced (len(_frame) grows to it)
+        self._responses = 0  # responses matched so far
+        self._past_api_versions = False  # answered anything but ApiVersions
 
     # ------------------------------------------------------------ naming
 
@@ -190,9 +216,18 @@ class BrokerConnection(asyncio.BufferedProtocol):
                 f"TLS handshake with {conn.describe()} failed: {exc.reason or exc}"
             ) from None
         except OSError as exc:
-            raise KafkaConnectionError(
-                f"cannot connect to {conn.describe()}: {_os_reason(exc)}"
-            ) from None
+            reason = _os_reason(exc)
+            if options.uses_tls and isinstance(
+                exc, (ConnectionResetError, ConnectionAbortedError, BrokenPipeError)
+            ):
+                # A Kafka plaintext listener reads the ClientHello as a huge
+                # size prefix and drops the connection.
+                plain = "SASL_PLAINTEXT" if options.uses_sasl else "PLAINTEXT"
+                reason = (
+                    f"the connection was cut during the TLS handshake ({reason}), as a "
+                    f"plaintext listener does: if this is one, use security_protocol={plain}"
+                )
+            raise KafkaConnectionError(f"cannot connect to {conn.describe()}: {reason}") from None
         try:
             await conn._negotiate_versions()
             if options.uses_sasl:
@@ -211,12 +246,14 @@ class BrokerConnection(asyncio.BufferedProtocol):
             try:
                 resp: ApiVersionsResponse = await self.request(request, version=version)
             except ProtocolError:
-                if version == 0:
-                    raise
+                if version == 0 or self._closed is not None:
+                    raise  # a broken stream, not a version it failed to parse
                 # A broker that does not know our version answers in v0 format.
                 version = 0
                 continue
-            if resp.error_code == _UNSUPPORTED_VERSION:
+            if resp.error_code and issubclass(
+                error_for_code(resp.error_code), UnsupportedVersionError
+            ):
                 ranges = {k.api_key: k.max_version for k in resp.api_keys}
                 broker_max = ranges.get(ApiVersionsRequest.API_KEY, 0)
                 version = min(broker_max, ApiVersionsRequest.MAX_VERSION)
@@ -251,6 +288,13 @@ class BrokerConnection(asyncio.BufferedProtocol):
         who = self.options.sasl_username or "(token)"
         hs = await self.request(SaslHandshakeRequest(mechanism=mechanism.name), bypass_gate=True)
         if hs.error_code:
+            if issubclass(error_for_code(hs.error_code), IllegalSaslStateError):
+                # What a broker answers to SaslHandshake on a listener without SASL.
+                plain = "SSL" if self.options.uses_tls else "PLAINTEXT"
+                raise AuthenticationError(
+                    f"{self.describe()} refused the SASL handshake (ILLEGAL_SASL_STATE): "
+                    f"this listener does not expect SASL: use security_protocol={plain}"
+                )
             enabled = ", ".join(hs.mechanisms) or "none"
             raise AuthenticationError(
                 f"SASL mechanism {mechanism.name} is not enabled on {self.describe()} "
@@ -373,9 +417,13 @@ class BrokerConnection(asyncio.BufferedProtocol):
     def _timed_out(self, entry: _InFlight, timeout: float) -> None:
         if entry.future.done():
             return
+        progress = ""
+        if self._in_flight and self._in_flight[0] is entry:
+            progress = self._partial_response()
         entry.future.set_exception(
             KafkaTimeoutError(
-                f"{entry.request_name} request to {self.describe()} timed out after {timeout:g}s"
+                f"{entry.request_name} request to {self.describe()} timed out after "
+                f"{timeout:g}s{progress}"
             )
         )
         # The broker may still answer later; the Java client drops the connection.
@@ -390,11 +438,32 @@ class BrokerConnection(asyncio.BufferedProtocol):
     # ------------------------------------------------------------ receiving
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        if self._frame_view is not None:
-            return self._frame_view[self._frame_pos :]
+        view = self._frame_view
+        if view is not None:
+            if self._frame_pos == len(view):
+                view = self._grow_frame()
+            return view[self._frame_pos :]
         if self._end == _SCRATCH:
             self._compact()
         return self._scratch_view[self._end :]
+
+    def _grow_frame(self) -> memoryview:
+        """Room for the next bytes of a large frame: at most ``_GROW`` beyond
+        what has arrived. Called from :meth:`get_buffer`, when the transport
+        holds no view of the buffer any more, so the bytearray can be resized
+        in place (large buffers grow by page remapping, without a copy)."""
+        frame, view = self._frame, self._frame_view
+        assert frame is not None and view is not None
+        more = min(_GROW, self._frame_size - len(frame))
+        view.release()
+        try:
+            frame += _ZEROS[:more]
+        except BufferError:  # a view is still held somewhere: grow by copying
+            grown = bytearray(len(frame) + more)
+            grown[: len(frame)] = frame
+            frame = self._frame = grown
+        view = self._frame_view = memoryview(frame)
+        return view
 
     def _compact(self) -> None:
         n = self._end - self._start
@@ -404,9 +473,12 @@ class BrokerConnection(asyncio.BufferedProtocol):
 
     def buffer_updated(self, nbytes: int) -> None:
         self.last_activity = time.monotonic()
+        if self._closed is not None:  # bytes after close (a TLS shutdown) are dropped
+            self._start = self._end = 0
+            return
         if self._frame is not None:
             self._frame_pos += nbytes
-            if self._frame_pos == len(self._frame):
+            if self._frame_pos == self._frame_size:
                 frame = self._frame
                 self._frame = self._frame_view = None
                 self._deliver(frame)
@@ -417,24 +489,37 @@ class BrokerConnection(asyncio.BufferedProtocol):
     def _parse_scratch(self) -> None:
         buf = self._scratch
         while self._closed is None:
-            avail = self._end - self._start
+            start = self._start
+            avail = self._end - start
             if avail < 4:
                 break
-            (size,) = _SIZE.unpack_from(buf, self._start)
+            if self._responses == 0 and not self.options.uses_tls:
+                record = _tls_record(buf, start)
+                if record is not None:
+                    self._tls_listener(record)
+                    return
+            (size,) = _SIZE.unpack_from(buf, start)
             if size < 4 or size > self.options.max_response_size:
-                self._protocol_error(f"bad response size {size}")
+                self._bad_size(size, bytes(buf[start : start + 4]))
                 return
             if avail - 4 >= size:
-                begin = self._start + 4
+                begin = start + 4
                 self._start = begin + size
                 self._deliver(bytes(buf[begin : self._start]))
                 continue
             if size + 4 > _SCRATCH:
-                # A large frame: give it its own buffer, filled directly by the socket.
-                frame = bytearray(size)
+                # A large frame gets its own buffer, filled directly by the socket --
+                # once its correlation id shows it answers the oldest request.
+                if avail < 8:
+                    break
+                (correlation_id,) = _SIZE.unpack_from(buf, start + 4)
+                if not self._matches_oldest(correlation_id):
+                    return
                 have = avail - 4
-                frame[:have] = buf[self._start + 4 : self._end]
-                self._frame, self._frame_view, self._frame_pos = frame, memoryview(frame), have
+                frame = bytearray(min(size, _GROW))  # > have: have < _SCRATCH and < size
+                frame[:have] = buf[start + 4 : self._end]
+                self._frame, self._frame_view = frame, memoryview(frame)
+                self._frame_pos, self._frame_size = have, size
                 self._start = self._end = 0
                 return
             break
@@ -443,19 +528,66 @@ class BrokerConnection(asyncio.BufferedProtocol):
         elif self._start > _SCRATCH // 2:
             self._compact()
 
-    def _deliver(self, frame: bytes | bytearray) -> None:
-        if len(frame) < 4:
-            self._protocol_error("response shorter than its correlation id")
-            return
-        (correlation_id,) = _SIZE.unpack_from(frame, 0)
-        if not self._in_flight or self._in_flight[0].correlation_id != correlation_id:
-            expected = self._in_flight[0].correlation_id if self._in_flight else None
-            self._protocol_error(
-                f"response correlation id {correlation_id} does not match the oldest "
-                f"request in flight ({expected})"
+    def _tls_listener(self, record: str) -> None:
+        tls = "SASL_SSL" if self.options.uses_sasl else "SSL"
+        self.close(
+            AuthenticationError(
+                f"{self.describe()} answered with a TLS {record} record, not a Kafka "
+                f"response: this looks like a TLS listener: use security_protocol={tls}"
+            ),
+            abort=True,
+        )
+
+    def _bad_size(self, size: int, prefix: bytes) -> None:
+        if size < 0:
+            why = "negative"
+        elif size < 4:
+            why = "shorter than a correlation id"
+        else:
+            why = f"above max_response_size ({self.options.max_response_size})"
+        hint = "; is this a Kafka listener?" if self._responses == 0 else ""
+        self._protocol_error(
+            f"bad response size {size} (size prefix {prefix.hex(' ')}): {why}{hint}"
+        )
+
+    def _matches_oldest(self, correlation_id: int) -> bool:
+        """True when ``correlation_id`` is the oldest request's; else the
+        connection is closed with a protocol error naming both."""
+        if self._in_flight and self._in_flight[0].correlation_id == correlation_id:
+            return True
+        if self._in_flight:
+            oldest = self._in_flight[0]
+            expected = (
+                f"{oldest.request_name} v{oldest.version}, correlation id {oldest.correlation_id}"
             )
+        else:
+            expected = "none in flight"
+        self._protocol_error(
+            f"response correlation id {correlation_id} does not match the oldest "
+            f"request in flight ({expected})"
+        )
+        return False
+
+    def _partial_response(self) -> str:
+        """`` after 1024 of 419430400 bytes of a response`` while one is being read."""
+        if self._frame is not None:
+            return f" after {self._frame_pos} of {self._frame_size} bytes of a response"
+        avail = self._end - self._start
+        if avail >= 4:
+            (size,) = _SIZE.unpack_from(self._scratch, self._start)
+            return f" after {avail - 4} of {size} bytes of a response"
+        if avail:
+            return f" after {avail} of the 4 bytes of a response size"
+        return ""
+
+    def _deliver(self, frame: bytes | bytearray) -> None:
+        (correlation_id,) = _SIZE.unpack_from(frame, 0)  # size >= 4 was checked
+        if not self._matches_oldest(correlation_id):
             return
         entry = self._in_flight.popleft()
+        self._responses += 1
+        if entry.api_key != ApiVersionsRequest.API_KEY:
+            self._past_api_versions = True
         if not self._in_flight:
             self._drained.set()
         if entry.timer is not None:
@@ -492,14 +624,43 @@ class BrokerConnection(asyncio.BufferedProtocol):
         self._transport = transport
 
     def connection_lost(self, exc: Exception | None) -> None:
-        reason = f": {_os_reason(exc)}" if isinstance(exc, OSError) else ""
-        self.close(KafkaConnectionError(f"connection to {self.describe()} lost{reason}"))
+        if self._closed is None:
+            reason = f": {_os_reason(exc)}" if isinstance(exc, OSError) else ""
+            self.close(
+                KafkaConnectionError(
+                    f"connection to {self.describe()} lost{self._partial_response()}"
+                    f"{reason}{self._sasl_hint()}"
+                )
+            )
         self._transport = None
         self._closed_event.set()
 
     def eof_received(self) -> bool | None:
-        self.close(KafkaConnectionError(f"{self.describe()} closed the connection"))
+        self.close(
+            KafkaConnectionError(
+                f"{self.describe()} closed the connection{self._partial_response()}"
+                f"{self._sasl_hint()}"
+            )
+        )
         return None
+
+    def _sasl_hint(self) -> str:
+        """A SASL listener answers ApiVersions, then drops a client that sends
+        anything but SaslHandshake: say so when that is what happened."""
+        if (
+            self.options.uses_sasl
+            or self._past_api_versions
+            or not self.api_versions
+            or not self._in_flight
+            or self._in_flight[0].api_key == ApiVersionsRequest.API_KEY
+        ):
+            return ""
+        sasl = "SASL_SSL" if self.options.uses_tls else "SASL_PLAINTEXT"
+        return (
+            f" after answering only ApiVersions, as a SASL listener does with a client "
+            f"that does not authenticate: if this is one, use security_protocol={sasl} "
+            f"and a sasl_mechanism"
+        )
 
     def pause_writing(self) -> None:
         self._write_ready.clear()
@@ -513,7 +674,9 @@ class BrokerConnection(asyncio.BufferedProtocol):
         exc = self._closed
         if isinstance(exc, KafkaConnectionError):
             return KafkaConnectionError(exc.message)
-        return KafkaConnectionError(f"connection to {self.describe()} is closed")
+        # Closed by a protocol or authentication error: keep that reason.
+        reason = exc.message if isinstance(exc, KafkaError) else repr(exc)
+        return KafkaConnectionError(f"connection to {self.describe()} is closed: {reason}")
 
     def close(self, exc: BaseException | None = None, *, abort: bool = False) -> None:
         """Close now; every request in flight fails with ``exc`` (a retriable
@@ -523,6 +686,7 @@ class BrokerConnection(asyncio.BufferedProtocol):
         if self._closed is not None:
             return
         self._closed = exc or KafkaConnectionError(f"connection to {self.describe()} closed")
+        self._frame = self._frame_view = None  # a half-read response is dropped
         if self._reauth_timer is not None:
             self._reauth_timer.cancel()
         if self._transport is not None:
@@ -561,6 +725,15 @@ def describe_broker(node_id: int | None, address: str) -> str:
     if node_id is None or node_id < 0:
         return f"broker {address}"
     return f"broker {node_id} ({address})"
+
+
+def _tls_record(buf: bytearray, offset: int) -> str | None:
+    """The TLS record type when ``buf[offset:]`` starts like a TLS record header
+    (content type, version 3.0-3.4), else None."""
+    record = _TLS_RECORDS.get(buf[offset])
+    if record is not None and buf[offset + 1] == 3 and buf[offset + 2] <= 4:
+        return record
+    return None
 
 
 def _os_reason(exc: BaseException) -> str:

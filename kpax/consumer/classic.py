@@ -24,6 +24,7 @@ Imports: kpax.cluster, kpax.proto, kpax.structs, kpax.consumer.*.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from typing import Any
@@ -69,6 +70,10 @@ class ClassicGroup(GroupBase):
         self._task: asyncio.Task[Any] | None = None
         self._heartbeat: asyncio.Task[Any] | None = None
         self.rebalances = 0
+        #: Partition counts of the topics the last assignment was made from
+        #: (this member's subscription; the leader's: the whole group's).
+        self._assigned_counts: dict[str, int] = {}
+        self._watched: set[str] = set()
 
     # ------------------------------------------------------------ public
 
@@ -79,6 +84,45 @@ class ClassicGroup(GroupBase):
         if self._task is None:
             self.start()
             self._task = self.spawn(self._run())
+            self.spawn(self._watch_metadata())
+
+    def _counts(self, topics: set[str]) -> dict[str, int]:
+        out = {}
+        for t in topics:
+            info = self.cluster.snapshot.topics.get(t)
+            if info is not None and info.partitions:
+                out[t] = len(info.partitions)
+        return out
+
+    async def _watch_metadata(self) -> None:
+        """Rejoin when a watched topic appears, disappears or gains partitions (as
+        the Java consumer does): a subscription may name topics that do not exist
+        yet. Missing topics are looked up every ``retry_backoff_max_ms`` (at
+        least 1 s); the others are checked against every metadata refresh."""
+        interval = max(self._backoff[1] / 1000, 1.0)
+        while not self._closed:
+            await asyncio.sleep(interval)
+            if not self.stable.is_set() or self.need_join:
+                continue
+            watched = set(self.subscription) | self._watched
+            counts = self._counts(watched)
+            if len(counts) < len(watched):
+                missing = sorted(watched - set(counts))
+                try:
+                    await self.cluster.refresh(missing)
+                except KafkaError as exc:
+                    log.debug("group %s: metadata for %s: %s", self.group_id, missing, exc)
+                    continue
+                counts = self._counts(watched)
+            if counts != self._assigned_counts and self.stable.is_set():
+                log.info(
+                    "group %s: subscribed topics changed (%s -> %s): rejoining",
+                    self.group_id,
+                    self._assigned_counts,
+                    counts,
+                )
+                self.need_join = True
+                self._wake.set()
 
     def on_generation_error(self, code: int) -> None:
         if code in (_ILLEGAL_GENERATION, _UNKNOWN_MEMBER_ID):
@@ -160,8 +204,13 @@ class ClassicGroup(GroupBase):
         generation = resp.generation_id
         protocol = resp.protocol_name
         assignments: list[Any] = []
+        self._watched = set()
         if resp.leader == resp.member_id and not resp.skip_assignment:
             assignments = await self._lead(protocol, resp.members, generation)
+        else:
+            with contextlib.suppress(KafkaError):
+                await self.cluster.refresh(self.subscription)
+        self._assigned_counts = self._counts(set(self.subscription) | self._watched)
         sreq = SyncGroupRequest(
             group_id=self.group_id,
             generation_id=generation,
@@ -227,11 +276,8 @@ class ClassicGroup(GroupBase):
             subs[m.member_id] = sub
             topics.update(sub.topics)
         await self.cluster.refresh(topics)
-        counts: dict[str, int] = {}
-        for t in topics:
-            info = self.cluster.snapshot.topics.get(t)
-            if info is not None and info.partitions:
-                counts[t] = len(info.partitions)
+        self._watched = topics  # the leader watches every member's topics
+        counts = self._counts(topics)
         result = assignor.assign(counts, subs)
         return [
             SyncGroupRequest.SyncGroupRequestAssignment(

@@ -240,7 +240,9 @@ class AsyncConsumer:
         return set(self.states)
 
     async def subscribe(self, topics: Iterable[str], listener: Any = None) -> None:
-        """Join the group (``group_id``) and read the partitions it assigns."""
+        """Join the group (``group_id``) and read the partitions it assigns.
+        Returns at once, as the Java consumer's does: a topic that does not exist
+        yet is picked up when it appears (the group rebalances then)."""
         self._check()
         if self.group is None:
             raise IllegalStateError("subscribe() needs a group_id (or use assign())")
@@ -252,9 +254,9 @@ class AsyncConsumer:
         if not names:
             await self.unsubscribe()
             return
-        # Unknown topics are an error here, not an endless wait.
         for t in names:
-            await self.cluster.topic(t, timeout=self._api_timeout)
+            if not isinstance(t, str) or not t:
+                raise TypeError(f"subscribe() takes topic names, not {t!r}")
         self.listener = listener
         self._subscribed = names
         await self.group.subscribe(names)
@@ -470,6 +472,13 @@ class AsyncConsumer:
                 )
                 for tp, om in offsets.items()
             }
+            for tp, om in final.items():
+                if not isinstance(om.offset, int) or isinstance(om.offset, bool) or om.offset < 0:
+                    # (as the Java consumer: a negative offset would reset the group's
+                    # position to "no committed offset" on the broker)
+                    raise ValueError(
+                        f"cannot commit offset {om.offset!r} for {tp}: an offset is an int >= 0"
+                    )
         if self._subscribed and not self.group.in_group():
             raise CommitFailedError(
                 f"cannot commit for group {self.group.group_id!r}: this member is not in the "

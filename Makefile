@@ -9,7 +9,7 @@ SPECS  ?= ../shared/kafka-message-specs
 
 all: test
 
-$(STAMP): pyproject.toml setup.py kpax/proto/_speedups.c
+$(STAMP): pyproject.toml setup.py kpax/proto/_speedups.c kpax/producer/_sendpath.c
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'

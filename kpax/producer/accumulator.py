@@ -38,6 +38,7 @@ from itertools import repeat
 from typing import Final
 
 from kpax.producer.batch import ProducerBatch, RecordFuture
+from kpax.producer.fastpath import QueueBase, new_lock
 from kpax.producer.partitioner import UniformStickyPartitioner, _StickyState
 from kpax.proto.records import Header
 
@@ -65,14 +66,13 @@ def record_size(key: bytes | None, value: bytes | None, headers: Sequence[Header
 FULL: Final = None
 
 
-class PartitionQueue:
+class PartitionQueue(QueueBase):
     """One partition's open batch, ready batches (retries first) and sequence state."""
 
     __slots__ = (
         "acked",
         "in_flight",
         "next_sequence",
-        "open",
         "partition",
         "ready",
         "serial",
@@ -116,7 +116,7 @@ class Accumulator:
         partitioner: object,
         wake: Callable[[], None],
     ) -> None:
-        self.lock = threading.Lock()
+        self.lock = new_lock()  # C's when the C send path is built (it takes it too)
         self.batch_size = batch_size
         self.linger = linger_ms / 1000
         self.compression = None if compression in (None, "none") else compression

@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable, Generator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from kpax.producer.fastpath import BatchBase, FutureBase
 from kpax.proto.errors import KafkaError, KafkaTimeoutError
 from kpax.proto.records import Header
 from kpax.structs import RecordMetadata
@@ -40,8 +41,10 @@ Callback = Callable[[RecordMetadata | None, BaseException | None], Any]
 __all__ = ["BulkFuture", "Callback", "ProducerBatch", "RecordFuture"]
 
 
-class ProducerBatch:
-    """One partition's batch (see the module docstring)."""
+class ProducerBatch(BatchBase):
+    """One partition's batch (see the module docstring). Its columns
+    (values, keys, timestamps, headers, size) live in :class:`BatchBase`, a C
+    struct when the C send path is built."""
 
     __slots__ = (
         "_callbacks",
@@ -56,8 +59,6 @@ class ProducerBatch:
         "data",
         "done",
         "error",
-        "headers",
-        "keys",
         "last_error",
         "log_append_time",
         "partition",
@@ -67,11 +68,8 @@ class ProducerBatch:
         "retry_at",
         "seal_error",
         "serial",
-        "size",
-        "timestamps",
         "topic",
         "unknown_outcome",
-        "values",
     )
 
     def __init__(
@@ -211,16 +209,14 @@ def _run_callback(fn: Callback, meta: RecordMetadata | None, error: BaseExceptio
         logging.getLogger("kpax.producer").exception("producer callback %r raised", fn)
 
 
-class RecordFuture:
+class RecordFuture(FutureBase):
     """The outcome of one ``send``: :meth:`result` blocks (sync face), ``await``
-    works in asyncio; :meth:`add_callback` registers ``fn(metadata, error)``."""
+    works in asyncio; :meth:`add_callback` registers ``fn(metadata, error)``.
+    ``RecordFuture(batch, index, timestamp)``: its three fields live in
+    :class:`FutureBase` (a C struct when the C send path is built)."""
 
-    __slots__ = ("_batch", "_index", "_timestamp")
-
-    def __init__(self, batch: ProducerBatch, index: int, timestamp: int) -> None:
-        self._batch = batch
-        self._index = index
-        self._timestamp = timestamp
+    __slots__ = ()
+    _batch: ProducerBatch
 
     def done(self) -> bool:
         return self._batch.done

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from itertools import accumulate
 from typing import Any
 
@@ -30,6 +30,7 @@ from kpax.broker.options import connection_options
 from kpax.cluster.cluster import Cluster
 from kpax.producer.accumulator import Accumulator, Column, Segment, fit, record_size
 from kpax.producer.batch import BulkFuture, Callback, ProducerBatch, RecordFuture
+from kpax.producer.fastpath import sendpath
 from kpax.producer.idempotence import ProducerIdentity
 from kpax.producer.options import resolve_producer_config
 from kpax.producer.partitioner import (
@@ -225,6 +226,12 @@ class AsyncProducer:
         self._memory_event: asyncio.Event | None = None
         self.closed = False
         self._started = False
+        #: The C send path's appenders (kpax.producer.fastpath), disabled at close.
+        self._appenders: list[Any] = []
+        fast = self.new_appender(None)
+        self._try_append: Callable[..., RecordFuture | None] | None = (
+            fast.try_append if fast is not None else None
+        )
 
     # ------------------------------------------------------------ lifecycle
 
@@ -241,6 +248,30 @@ class AsyncProducer:
         self._started = True
         return self
 
+    def new_appender(self, slow: Callable[..., Any] | None) -> Any:
+        """A C appender for this producer's per-record path (``slow``: the Python
+        ``send`` it hands other cases to), or None where the C path is not built
+        or does not apply: serializers, a custom partitioner, transactions (those
+        records take the Python path, with the same results)."""
+        if (
+            sendpath is None
+            or self._key_ser is not None
+            or self._value_ser is not None
+            or not self._default_partitioner
+            or self.txn is not None
+        ):
+            return None
+        appender = sendpath.Appender(
+            self.accumulator, self.num_partitions, RecordFuture, self._max_record, slow
+        )
+        appender.enabled = not self.closed
+        self._appenders.append(appender)
+        return appender
+
+    def _disable_appenders(self) -> None:
+        for a in self._appenders:
+            a.enabled = False
+
     def _sender_ended(self, task: asyncio.Task[None]) -> None:
         """The sender task ended. Only ``close`` ends it normally; if anything
         else did, the producer fails closed: every pending record fails with
@@ -252,6 +283,7 @@ class AsyncProducer:
         err = ClientClosedError(f"the producer's sender stopped unexpectedly: {exc!r}")
         err.__cause__ = exc
         self.closed = True
+        self._disable_appenders()
         self.sender.stopped = True
         with self.accumulator.lock:
             left = list(self.accumulator.incomplete)
@@ -319,6 +351,7 @@ class AsyncProducer:
         if self.closed:
             return
         self.closed = True
+        self._disable_appenders()
         acc = self.accumulator
         if self._started:
             with acc.lock:
@@ -669,6 +702,13 @@ class AsyncProducer:
         """Buffer a record; returns its future (``await`` it for RecordMetadata).
         Waits (up to ``max_block_ms``) only for a new topic's metadata or for
         buffer memory."""
+        fast = self._try_append
+        if fast is not None:
+            fut = fast(topic, value, key, partition, timestamp, headers)
+            if fut is not None:
+                if callback is not None:
+                    fut.add_callback(callback)
+                return fut
         if not self._started:
             await self.start()
         n = self.num_partitions.get(topic)

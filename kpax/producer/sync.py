@@ -53,6 +53,12 @@ class Producer:
             self._thread.run(self._core.close(0), 5.0)
             self._thread.stop()
             raise
+        # The C send path (kpax.producer.fastpath): this instance's ``send`` is
+        # the C appender's, which hands anything but the common record to the
+        # Python ``send`` below -- same arguments, same results.
+        fast = self._core.new_appender(Producer.send.__get__(self))
+        if fast is not None:
+            self.__dict__["send"] = fast.send
 
     @property
     def aio(self) -> AsyncProducer:

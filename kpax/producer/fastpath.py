@@ -1,0 +1,76 @@
+"""The optional C send path, loaded once: ``sendpath`` is the module or None.
+
+Role: kpax.producer._sendpath (built from _sendpath.c when kpax is installed
+with a C compiler at hand) runs the producer's per-record path -- argument
+checks, partition choice, append to the open batch, the record's future -- in
+C for the common record, and hands every other case to the pure-Python path,
+which stays the reference. ``KPAX_PURE_PYTHON=1`` (read once, at import, by
+kpax.proto.accel) turns it off along with the record loops.
+
+Imports: kpax.proto.accel, the standard library; kpax.producer._sendpath when present.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from kpax.proto.accel import PURE_PYTHON_REQUESTED
+
+__all__ = ["BatchBase", "FutureBase", "QueueBase", "new_lock", "sendpath"]
+
+sendpath: ModuleType | None = None
+if not PURE_PYTHON_REQUESTED:
+    try:
+        from kpax.producer import _sendpath as sendpath
+    except ImportError:  # built without a compiler: the pure-Python path
+        sendpath = None
+
+#: The accumulator's lock: the C one when the C path is there (C takes it
+#: without calling Python), else threading.Lock.
+new_lock: Callable[[], Any] = sendpath.Lock if sendpath is not None else threading.Lock
+
+
+class _PyBatchBase:
+    """The columns of a producer batch (pure Python; C: _sendpath.BatchBase)."""
+
+    __slots__ = ("headers", "keys", "size", "timestamps", "values")
+
+    values: list[bytes | None]
+    keys: list[bytes | None]
+    timestamps: list[int]
+    headers: list[Any] | None
+    size: int
+
+
+class _PyQueueBase:
+    """The open batch of a partition queue (pure Python; C: _sendpath.QueueBase)."""
+
+    __slots__ = ("open",)
+
+    open: Any
+
+
+class _PyFutureBase:
+    """A record's place (pure Python; C: _sendpath.FutureBase)."""
+
+    __slots__ = ("_batch", "_index", "_timestamp")
+
+    def __init__(self, batch: Any, index: int, timestamp: int) -> None:
+        self._batch = batch
+        self._index = index
+        self._timestamp = timestamp
+
+
+# Base classes of ProducerBatch, PartitionQueue and RecordFuture: C structs when
+# the C path is built (it reads and writes their fields directly).
+if TYPE_CHECKING or sendpath is None:
+    BatchBase = _PyBatchBase
+    QueueBase = _PyQueueBase
+    FutureBase = _PyFutureBase
+else:
+    BatchBase = sendpath.BatchBase
+    QueueBase = sendpath.QueueBase
+    FutureBase = sendpath.FutureBase

@@ -1,0 +1,199 @@
+"""The producer's C send path (kpax.producer._sendpath) against the pure-Python
+path it stands in for: the same records in the same batches, byte for byte,
+whatever the input; every case it does not take goes to the Python path
+unchanged. No broker: two unstarted producers fed the same calls."""
+
+from __future__ import annotations
+
+import gc
+import random
+import sys
+import threading
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kpax.producer.batch import RecordFuture
+from kpax.producer.client import AsyncProducer
+from kpax.producer.fastpath import sendpath
+from kpax.producer.partitioner import _murmur2_unsigned
+
+pytestmark = pytest.mark.skipif(sendpath is None, reason="the C send path is not built")
+
+TOPIC = "t"
+
+
+def _producer(**kw: Any) -> AsyncProducer:
+    cfg: dict[str, Any] = {
+        "batch_size": 2048,
+        "linger_ms": 1000,
+        "enable_idempotence": False,
+        "buffer_memory": 1 << 30,
+    }
+    cfg.update(kw)
+    p = AsyncProducer("127.0.0.1:9", **cfg)  # never started: no I/O
+    p.num_partitions[TOPIC] = 6
+    p.partitioner._rng = random.Random(7)
+    return p
+
+
+def _send_c(p: AsyncProducer, args: tuple[Any, ...], taken: list[int]) -> RecordFuture:
+    assert p._try_append is not None
+    fut = p._try_append(*args)
+    if fut is None:  # what send() does: the Python path
+        fut = p._append(*args, p.num_partitions[args[0]])
+    else:
+        taken[0] += 1
+    assert fut is not None
+    return fut
+
+
+def _send_py(p: AsyncProducer, args: tuple[Any, ...]) -> RecordFuture:
+    fut = p._append(*args, p.num_partitions[args[0]])
+    assert fut is not None
+    return fut
+
+
+def _state(p: AsyncProducer) -> dict[int, list[Any]]:
+    """Every batch of every partition: sealed bytes, or the open columns."""
+    out: dict[int, list[Any]] = {}
+    for part, pq in sorted(p.accumulator.queues.get(TOPIC, {}).items()):
+        rows: list[Any] = [b.data for b in pq.ready]
+        if pq.open is not None:
+            b = pq.open
+            rows.append((list(b.values), list(b.keys), list(b.timestamps), b.headers, b.size))
+        out[part] = rows
+    return out
+
+
+def _compare(calls: list[tuple[Any, ...]]) -> int:
+    """Feed both paths; return how many records the C path took itself."""
+    c, py = _producer(), _producer()
+    py._try_append = None
+    taken = [0]
+    for args in calls:
+        fc = _send_c(c, args, taken)
+        fp = _send_py(py, args)
+        assert (fc._batch.partition, fc._index, fc._timestamp) == (
+            fp._batch.partition,
+            fp._index,
+            fp._timestamp,
+        ), args
+    assert _state(c) == _state(py)
+    c.accumulator.drain_open(1e18)
+    py.accumulator.drain_open(1e18)
+    assert _state(c) == _state(py)
+    return taken[0]
+
+
+record = st.tuples(
+    st.none() | st.binary(max_size=300),  # value
+    st.none() | st.binary(max_size=40),  # key
+    st.none() | st.integers(0, 5),  # partition
+    st.integers(0, 2**63 - 1) | st.just(-1),  # timestamp
+    st.none() | st.just([]) | st.just([("h", b"v")]),  # headers
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(record, max_size=400))
+def test_c_and_python_paths_build_identical_batches(records):
+    _compare([(TOPIC, v, k, p, ts, h) for v, k, p, ts, h in records])
+
+
+def test_many_keyless_and_keyed_records_identical_batches():
+    rnd = random.Random(3)
+    calls = []
+    for i in range(20_000):
+        key = None if i % 3 else b"k%d" % rnd.randrange(500)
+        value = rnd.randbytes(rnd.randrange(0, 200))
+        calls.append((TOPIC, value, key, None, 1_700_000_000_000 + i, None))
+    assert _compare(calls) > 15_000  # the C path took most; new batches went to Python
+
+
+def test_the_c_path_takes_the_common_record_and_leaves_the_rest():
+    p = _producer()
+    ta = p._try_append
+    assert ta is not None
+    _send_py(p, (TOPIC, b"first", None, 0, 1, None))  # opens partition 0's batch
+    _send_py(p, (TOPIC, b"first", b"k", None, 1, None))
+    assert ta(TOPIC, b"v", None, 0, 5, None) is not None
+    assert ta(TOPIC, b"v", None, 0, None, []) is not None  # default timestamp, no headers
+    kp = (_murmur2_unsigned(b"k") & 0x7FFFFFFF) % 6
+    fut = ta(TOPIC, b"v", b"k", None, 5, None)
+    assert fut is not None and fut._batch.partition == kp
+    for args in [
+        (TOPIC, "str value", None, 0, 5, None),  # not bytes: the Python path encodes it
+        (TOPIC, bytearray(b"v"), None, 0, 5, None),
+        (TOPIC, b"v", None, 0, 5, [("h", b"v")]),  # headers
+        (TOPIC, b"v", None, 0, 1.5, None),  # a bad timestamp: Python raises naming it
+        (TOPIC, b"v", None, 0, -2, None),
+        (TOPIC, b"v", None, 0, 2**63, None),
+        (TOPIC, b"v", None, 6, 5, None),  # no such partition
+        (TOPIC, b"v", None, True, 5, None),
+        ("other", b"v", None, 0, 5, None),  # topic not known yet
+        (TOPIC, b"v", None, 3, 5, None),  # no open batch there yet
+        (TOPIC, b"x" * (1 << 21), None, 0, 5, None),  # larger than a batch / max_request
+    ]:
+        assert ta(*args) is None, args
+    p.closed = True
+    p._disable_appenders()
+    assert ta(TOPIC, b"v", None, 0, 5, None) is None
+
+
+def test_producers_that_need_python_get_no_c_path():
+    assert _producer(value_serializer=lambda v: v)._try_append is None
+    assert _producer(partitioner=lambda t, k, v, n: 0)._try_append is None
+    assert _producer(transactional_id="x", enable_idempotence=True)._try_append is None
+
+
+def test_lock_is_a_plain_lock():
+    lock = sendpath.Lock()
+    assert lock.acquire() and lock.locked()
+    assert not lock.acquire(blocking=False)
+    assert not lock.acquire(timeout=0.01)
+    lock.release()
+    with pytest.raises(RuntimeError):
+        lock.release()
+    with lock:
+        assert lock.locked()
+    assert not lock.locked()
+    counter = [0]
+
+    def work() -> None:
+        for _ in range(20_000):
+            with lock:
+                counter[0] += 1
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert counter[0] == 80_000
+
+
+def test_murmur2_matches_the_python_reference():
+    rnd = random.Random(5)
+    for n in range(70):
+        data = rnd.randbytes(n)
+        assert sendpath.murmur2(data) == _murmur2_unsigned(data)
+
+
+def test_no_references_leak_from_the_c_path():
+    p = _producer(batch_size=1 << 20)
+    _send_py(p, (TOPIC, b"x", None, 0, 1, None))
+    value = b"v" * 50
+    ts = 1_700_000_000_000
+    before = sys.getrefcount(value)
+    for _ in range(10_000):
+        fut = p._try_append(TOPIC, value, None, 0, ts, None)
+        assert fut is not None
+    del fut
+    batch = p.accumulator.queues[TOPIC][0].open
+    assert sys.getrefcount(value) == before + 10_000  # held by the batch only
+    batch.values = []
+    gc.collect()
+    assert sys.getrefcount(value) == before

@@ -14,12 +14,14 @@ from __future__ import annotations
 import argparse
 import gc
 import logging
+import re
 import signal
 import sys
 import textwrap
 from collections.abc import Sequence
 
 from kpax.cli.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, CliError
+from kpax.cli.settings import DEFAULT_TIMEOUT, MAX_TIMEOUT, check_timeout
 
 _FMT = argparse.RawDescriptionHelpFormatter
 
@@ -147,6 +149,19 @@ examples:
 """
 
 
+def seconds(text: str) -> float:
+    """``--timeout``'s type: a finite number of seconds in (0, MAX_TIMEOUT]
+    (argparse turns the error into a usage error, exit 2)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    try:
+        return check_timeout(value, text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _global_options(p: argparse.ArgumentParser, sub: bool = False) -> None:
     """The connection options; on subcommands too (so they may follow it),
     there with suppressed defaults so the main parser's values stand."""
@@ -181,10 +196,12 @@ def _global_options(p: argparse.ArgumentParser, sub: bool = False) -> None:
     )
     g.add_argument(
         "--timeout",
-        type=float,
-        default=30.0,
+        type=seconds,
+        # on a subcommand: no default, or it would undo `kpax --timeout 3 meta`
+        default=argparse.SUPPRESS if sub else DEFAULT_TIMEOUT,
         metavar="SECONDS",
-        help="bound on connecting and each admin call (default 30)",
+        help=f"bound on connecting, each admin call and the final delivery of produce "
+        f"(default {DEFAULT_TIMEOUT:g}, at most {MAX_TIMEOUT:g})",
     )
     p.add_argument("--debug", action="store_true", help="tracebacks and kpax's debug logs")
     if sub:
@@ -390,6 +407,24 @@ def _dispatch(args: argparse.Namespace) -> int:
     return groups.run(args, conf)
 
 
+#: Options whose value may be a relative time such as ``-1h``.
+_TIME_OPTIONS = frozenset({"--from", "--to", "--time"})
+_RELATIVE_TIME = re.compile(r"^-\d+(?:\.\d+)?(?:ms|s|m|h|d|w)$")
+
+
+def _attach_relative_times(argv: Sequence[str]) -> list[str]:
+    """``--from -1h`` as ``--from=-1h``: argparse takes a value that starts with
+    '-' only when it looks like a negative number (``-5``), so the documented
+    ``--from -1h`` would be "expected one argument"."""
+    out: list[str] = []
+    for arg in argv:
+        if out and out[-1] in _TIME_OPTIONS and _RELATIVE_TIME.match(arg) and "--" not in out:
+            out[-1] = f"{out[-1]}={arg}"
+        else:
+            out.append(arg)
+    return out
+
+
 def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
     return textwrap.shorten(text, 600, placeholder=" ...")
@@ -401,6 +436,7 @@ def _terminate(signum: int, frame: object) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    argv = _attach_relative_times(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)  # exits 2 with a usage line on bad arguments
     prog = f"kpax {args.command}"
     if args.debug:

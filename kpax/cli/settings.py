@@ -137,6 +137,23 @@ def _normalise(raw: dict[str, Any], where: str) -> dict[str, Any]:
     return out
 
 
+DEFAULT_TIMEOUT = 30.0
+#: One day: ``--timeout`` bounds waits (connecting, admin calls, delivery at the
+#: end of produce), not how long a run lasts (``--follow`` runs until stopped).
+MAX_TIMEOUT = 86_400.0
+
+
+def check_timeout(value: float, text: str | None = None) -> float:
+    """``value`` if it is a finite number of seconds in (0, MAX_TIMEOUT], else
+    ValueError (nan, inf, 0, negative, or absurdly large)."""
+    if not 0 < value <= MAX_TIMEOUT:  # also false for nan
+        given = text if text is not None else f"{value:g}"
+        raise ValueError(
+            f"{given!r} is not a number of seconds above 0 and at most {MAX_TIMEOUT:g}"
+        )
+    return value
+
+
 @dataclass
 class Settings:
     """Connection options every client gets, the ``-X`` extras for the command's
@@ -144,7 +161,7 @@ class Settings:
 
     conn: dict[str, Any]
     extra: dict[str, Any] = field(default_factory=dict)
-    timeout: float = 30.0
+    timeout: float = DEFAULT_TIMEOUT
 
     @property
     def bootstrap(self) -> str:
@@ -184,8 +201,10 @@ def client_config(args: Any) -> Settings:
         if k in conf:
             conf[k] = str(conf[k]).lower()
     conf.setdefault("client_id", "kpax-cli")
-    if args.timeout <= 0:
-        raise UsageError(f"bad --timeout {args.timeout}: must be > 0 seconds")
+    try:
+        check_timeout(args.timeout)
+    except ValueError as exc:
+        raise UsageError(f"bad --timeout: {exc}") from None
     conf.setdefault("request_timeout_ms", min(int(args.timeout * 1000), 30000))
     extra: dict[str, Any] = {}
     for item in args.extra or []:

@@ -27,6 +27,10 @@ __all__ = ["EARLIEST", "LATEST", "end_offsets_for_epochs", "list_offsets"]
 EARLIEST = -2
 LATEST = -1
 
+_MAX_TIMESTAMP = 2**63 - 1
+#: The lowest special ListOffsets timestamp (-5: latest tiered offset, KIP-1005).
+_MIN_SPEC = -5
+
 #: Errors after which the leader is looked up again and the call retried.
 LEADER_ERRORS = frozenset({3, 5, 6, 9, 56, 74, 75, 78, 100, 103})
 
@@ -108,8 +112,17 @@ async def list_offsets(
 ) -> dict[TopicPartition, tuple[int, int, int]]:
     """``{tp: timestamp | EARLIEST | LATEST}`` -> ``{tp: (offset, timestamp, leader_epoch)}``.
 
-    A timestamp with no record at or after it gives offset -1.
+    A timestamp with no record at or after it gives offset -1. A timestamp
+    outside Kafka's int64 (or below the special values, -5) is a ValueError
+    naming the partition, before anything is sent: such a request cannot be
+    encoded, and retrying it as if a leader had moved would only time out.
     """
+    for tp, ts in specs.items():
+        if not _MIN_SPEC <= ts <= _MAX_TIMESTAMP:
+            raise ValueError(
+                f"listing offsets for {tp}: timestamp {ts} out of range (milliseconds "
+                f"since the epoch, 0 to 2**63-1, or {EARLIEST} earliest / {LATEST} latest)"
+            )
 
     async def send(broker: Any, parts: list[TopicPartition]) -> dict[TopicPartition, Any]:
         topics: dict[str, list[Any]] = defaultdict(list)

@@ -230,3 +230,53 @@ def test_usage_errors_exit_2(
     assert args.bootstrap_server == "h:2" and args.timeout == 30.0
     assert main(["-b", "h:1", "consume", "t", "--from", "sometime"]) == 2
     assert "bad --from value 'sometime'" in capsys.readouterr().err
+
+
+def test_timeouts_before_or_after_the_command_and_their_range(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    parser = build_parser()
+    for argv in (["--timeout", "3", "meta"], ["meta", "--timeout", "3"]):
+        assert parser.parse_args(argv).timeout == 3.0, argv
+    assert parser.parse_args(["--timeout", "3", "topics", "list"]).timeout == 3.0
+    assert parser.parse_args(["--timeout", "3", "meta", "--timeout", "4"]).timeout == 4.0
+    assert parser.parse_args(["meta"]).timeout == 30.0
+    for value in ("nan", "inf", "1e12", "0", "-1", "86400.5", "soon"):
+        for argv in ([f"--timeout={value}", "meta"], ["offsets", "t", f"--timeout={value}"]):
+            with pytest.raises(SystemExit) as exc:
+                main(argv)
+            assert exc.value.code == 2, argv
+            err = capsys.readouterr().err
+            assert "usage:" in err and "argument --timeout" in err and value in err, err
+    with pytest.raises(UsageError, match="--timeout"):
+        settings.client_config(_args(bootstrap_server="h:1", timeout=float("nan")))
+
+
+def test_relative_times_after_an_option() -> None:
+    from kpax.cli.main import _attach_relative_times
+
+    assert _attach_relative_times(["consume", "t", "--from", "-1h", "--to", "-5m"]) == [
+        "consume",
+        "t",
+        "--from=-1h",
+        "--to=-5m",
+    ]
+    assert _attach_relative_times(["offsets", "t", "--time", "-1.5d"])[-1] == "--time=-1.5d"
+    # -N (records before the end) parses as it is; other flags are left alone
+    assert _attach_relative_times(["consume", "t", "--from", "-5"])[-2:] == ["--from", "-5"]
+    assert _attach_relative_times(["consume", "t", "--from", "-q"])[-2:] == ["--from", "-q"]
+    args = build_parser().parse_args(_attach_relative_times(["consume", "t", "--from", "-2h"]))
+    assert args.from_ == "-2h"
+
+
+def test_times_out_of_kafkas_range() -> None:
+    assert parse_time("1900-01-01") == 0  # before the epoch: the epoch
+    assert parse_time("0001-01-01T00:00:00Z") == 0
+    assert parse_time("0001-01-01") == 0  # no zone, local time unknown that far back
+    assert parse_time("-100000w", now_ms=NOW) == 0
+    assert parse_time("-" + "9" * 400 + "d", now_ms=NOW) == 0
+    assert parse_time("9999-12-31T23:59:59Z") == 253_402_300_799_000
+    assert parse_time("@9223372036854775807") == 2**63 - 1
+    with pytest.raises(UsageError, match="2\\*\\*63-1"):
+        parse_time("@9223372036854775808", what="--from value")
+    assert Spec("time", 2**63 - 1).describe() == "time @9223372036854775807"

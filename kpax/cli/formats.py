@@ -15,7 +15,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import IO, Any
 
@@ -26,6 +26,12 @@ _VALUE = attrgetter("value")
 Headers = list[tuple[str, bytes | None]]
 
 
+#: The largest record timestamp (Kafka's int64) and partition number (int32).
+MAX_TIMESTAMP = 2**63 - 1
+MAX_PARTITION = 2**31 - 1
+_LIMITS = {"2**63-1": MAX_TIMESTAMP, "2**31-1": MAX_PARTITION}
+
+
 @dataclass
 class InRecord:
     value: bytes | None
@@ -33,6 +39,8 @@ class InRecord:
     headers: Headers | None = None
     partition: int | None = None
     timestamp: int | None = None
+    #: Where the record came from ("line 3", "msgpack item 7"), for error messages.
+    where: str = field(default="", compare=False)
 
 
 class BadInput(CommandError):
@@ -123,7 +131,13 @@ def _in_bytes(v: Any, field: str, where: str) -> bytes | None:
             return base64.b64decode(v["base64"], validate=True)
         except (ValueError, TypeError):
             raise BadInput(f"{where}: {field} has invalid base64") from None
-    return json.dumps(v, separators=(",", ":")).encode("utf-8")
+    try:
+        return json.dumps(v, separators=(",", ":")).encode("utf-8")
+    except (TypeError, ValueError, RecursionError):  # msgpack ext types, nested bytes...
+        raise BadInput(
+            f"{where}: {field} of type {type(v).__name__} has no JSON text "
+            "(give bytes, a string, or JSON data)"
+        ) from None
 
 
 def _in_headers(h: Any, where: str) -> Headers | None:
@@ -144,7 +158,30 @@ def _in_headers(h: Any, where: str) -> Headers | None:
 _FIELDS = {"key", "value", "headers", "partition", "timestamp", "topic", "offset"}
 
 
-def from_mapping(obj: Any, where: str) -> InRecord:
+def _in_int(v: Any, name: str, top: str, what: str, where: str) -> int | None:
+    """An integer field in 0..eval(top) (None if absent); else BadInput naming the field."""
+    if v is None:
+        return None
+    if type(v) is not int:  # not bool, float (1.7e12), str ("5") or a msgpack Timestamp
+        raise BadInput(
+            f"{where}: {name} must be an integer ({what}), got {type(v).__name__} {_short(v)}"
+        )
+    if not 0 <= v <= _LIMITS[top]:
+        raise BadInput(f"{where}: {name} {_short(v)} is out of range ({what}, 0 to {top})")
+    return v
+
+
+def _short(v: Any) -> str:
+    return _clip(repr(v), 40)
+
+
+def _clip(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def from_mapping(obj: Any, where: str, partitions: int | None = None) -> InRecord:
+    """A record from a JSON object / msgpack map; ``partitions``: the topic's
+    partition count, to refuse a ``partition`` it does not have."""
     if not isinstance(obj, dict):
         raise BadInput(
             f"{where}: expected an object with key/value/headers, got {type(obj).__name__}"
@@ -152,20 +189,27 @@ def from_mapping(obj: Any, where: str) -> InRecord:
     unknown = set(obj) - _FIELDS
     if unknown:
         raise BadInput(f"{where}: unknown field(s) {', '.join(sorted(map(str, unknown)))}")
-    part, ts = obj.get("partition"), obj.get("timestamp")
-    for name, v in (("partition", part), ("timestamp", ts)):
-        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
-            raise BadInput(f"{where}: {name} must be a non-negative integer, got {v!r}")
+    part = _in_int(obj.get("partition"), "partition", "2**31-1", "a partition number", where)
+    ts = _in_int(
+        obj.get("timestamp"), "timestamp", "2**63-1", "milliseconds since the epoch", where
+    )
+    if part is not None and partitions is not None and part >= partitions:
+        raise BadInput(
+            f"{where}: the topic has no partition {part} (partitions 0..{partitions - 1})"
+        )
     return InRecord(
         value=_in_bytes(obj.get("value"), "value", where),
         key=_in_bytes(obj.get("key"), "key", where),
         headers=_in_headers(obj.get("headers"), where),
         partition=part,
         timestamp=ts,
+        where=where,
     )
 
 
-def read_json(stream: IO[bytes], errors: list[str], skip_bad: bool) -> Iterator[InRecord]:
+def read_json(
+    stream: IO[bytes], errors: list[str], skip_bad: bool, partitions: int | None = None
+) -> Iterator[InRecord]:
     """Records from JSON lines; blank lines are skipped. A bad line raises
     BadInput naming its number, or is recorded in *errors* with ``skip_bad``."""
     for n, line in enumerate(stream, 1):
@@ -175,9 +219,9 @@ def read_json(stream: IO[bytes], errors: list[str], skip_bad: bool) -> Iterator[
         try:
             try:
                 obj = json.loads(line)
-            except (ValueError, UnicodeDecodeError) as exc:
-                raise BadInput(f"{where}: malformed JSON ({exc})") from None
-            rec = from_mapping(obj, where)
+            except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+                raise BadInput(f"{where}: malformed JSON ({_clip(str(exc))})") from None
+            rec = from_mapping(obj, where, partitions)
         except BadInput as exc:
             if not skip_bad:
                 raise
@@ -186,26 +230,49 @@ def read_json(stream: IO[bytes], errors: list[str], skip_bad: bool) -> Iterator[
         yield rec
 
 
-def read_msgpack(stream: IO[bytes], errors: list[str], skip_bad: bool) -> Iterator[InRecord]:
-    """Records from a msgpack stream of maps (or of bare bytes/str values)."""
+def read_msgpack(
+    stream: IO[bytes], errors: list[str], skip_bad: bool, partitions: int | None = None
+) -> Iterator[InRecord]:
+    """Records from a msgpack stream of maps (or of bare bytes/str values).
+
+    A map that is not a valid record is skipped with ``skip_bad``; bytes that
+    are not msgpack, or an input that ends inside an item (truncated), stop
+    the run naming the item: the stream cannot be resynchronised."""
     mp = _msgpack()
-    unpacker = mp.Unpacker(stream, raw=False)
-    n = 0
+    unpacker = mp.Unpacker(raw=False)
+    read = getattr(stream, "read1", stream.read)
+    fed = consumed = n = 0
     while True:
-        n += 1
-        where = f"msgpack item {n}"
-        try:
-            obj = next(unpacker)
-        except StopIteration:
+        data = read(1 << 20)
+        if not data:
+            if consumed < fed:
+                raise BadInput(
+                    f"msgpack item {n + 1}: truncated (the input ends {fed - consumed:,} "
+                    "bytes into it)"
+                )
             return
-        except (ValueError, mp.exceptions.ExtraData, mp.exceptions.FormatError) as exc:
-            raise BadInput(f"{where}: malformed msgpack ({exc})") from None
         try:
-            if isinstance(obj, (bytes, str)):
-                yield InRecord(value=_in_bytes(obj, "value", where))
-            else:
-                yield from_mapping(obj, where)
-        except BadInput as exc:
-            if not skip_bad:
-                raise
-            errors.append(str(exc))
+            unpacker.feed(data)
+        except mp.exceptions.BufferFull:
+            raise BadInput(f"msgpack item {n + 1}: larger than msgpack's buffer limit") from None
+        fed += len(data)
+        while True:
+            where = f"msgpack item {n + 1}"
+            try:
+                obj = unpacker.unpack()
+            except mp.exceptions.OutOfData:
+                break  # the item continues in the next block (or is truncated)
+            except (ValueError, TypeError, mp.exceptions.UnpackException) as exc:
+                why = _clip(str(exc)) or type(exc).__name__
+                raise BadInput(f"{where}: malformed msgpack ({why})") from None
+            n += 1
+            consumed = unpacker.tell()
+            try:
+                if isinstance(obj, (bytes, str)):
+                    yield InRecord(value=_in_bytes(obj, "value", where), where=where)
+                else:
+                    yield from_mapping(obj, where, partitions)
+            except BadInput as exc:
+                if not skip_bad:
+                    raise
+                errors.append(str(exc))

@@ -183,9 +183,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     elif args.format == "raw":
         records = iter(())  # _send_raw reads the stream itself
     elif args.format == "json":
-        records = formats.read_json(stream, bad, args.skip_bad)
+        records = formats.read_json(stream, bad, args.skip_bad, len(parts))
     else:
-        records = formats.read_msgpack(stream, bad, args.skip_bad)
+        records = formats.read_msgpack(stream, bad, args.skip_bad, len(parts))
     try:
         with kpax.Producer(**conf) as producer:
             return _send_all(producer, args, records, fixed_key, key_sep, bad, settings)

@@ -280,3 +280,52 @@ def test_times_out_of_kafkas_range() -> None:
     with pytest.raises(UsageError, match="2\\*\\*63-1"):
         parse_time("@9223372036854775808", what="--from value")
     assert Spec("time", 2**63 - 1).describe() == "time @9223372036854775807"
+
+
+def test_input_fields_out_of_range_are_per_item_errors() -> None:
+    import msgpack
+
+    docs = [
+        {"value": "ok", "partition": 2, "timestamp": 2**63 - 1},
+        {"value": "v", "partition": 3},
+        {"value": "v", "partition": 2**31},
+        {"value": "v", "timestamp": 1.7e12},
+        {"value": "v", "timestamp": "1700000000000"},
+        {"value": "v", "timestamp": 2**63},
+        {"value": "v", "timestamp": False},
+    ]
+    bad: list[str] = []
+    data = b"".join(json.dumps(d).encode() + b"\n" for d in docs)
+    recs = list(formats.read_json(io.BytesIO(data), bad, skip_bad=True, partitions=3))
+    assert [(r.partition, r.timestamp, r.where) for r in recs] == [(2, 2**63 - 1, "line 1")]
+    assert [m.split(":")[0] for m in bad] == [f"line {n}" for n in range(2, 8)]
+    assert "no partition 3 (partitions 0..2)" in bad[0] and "2**31-1" in bad[1]
+    assert "got float" in bad[2] and "got str" in bad[3] and "2**63-1" in bad[4]
+    assert "got bool" in bad[5]
+    bad = []
+    packed = b"".join(msgpack.packb(d) for d in docs) + msgpack.packb(
+        {"value": msgpack.ExtType(1, b"x")}
+    )
+    recs = list(formats.read_msgpack(io.BytesIO(packed), bad, skip_bad=True, partitions=3))
+    assert [r.where for r in recs] == ["msgpack item 1"]
+    assert [m.split(":")[0] for m in bad] == [f"msgpack item {n}" for n in range(2, 9)]
+    assert "ExtType" in bad[-1]
+
+
+def test_msgpack_items_across_blocks_and_cut_short() -> None:
+    import msgpack
+
+    big = b"x" * (3 << 20)  # spans several 1 MiB reads
+    items = [msgpack.packb({"value": b"a"}), msgpack.packb({"value": big}), msgpack.packb("z")]
+    data = b"".join(items)
+    recs = list(formats.read_msgpack(io.BytesIO(data), [], skip_bad=False))
+    assert [r.value for r in recs] == [b"a", big, b"z"]
+    for cut in (1, 1 << 20, len(items[1]) - 1):
+        stream = io.BytesIO(items[0] + items[1][:cut])
+        got: list[formats.InRecord] = []
+        with pytest.raises(CommandError, match="msgpack item 2: truncated"):
+            for rec in formats.read_msgpack(stream, [], skip_bad=True):
+                got.append(rec)
+        assert [r.value for r in got] == [b"a"]
+    with pytest.raises(CommandError, match="msgpack item 2: malformed msgpack"):
+        list(formats.read_msgpack(io.BytesIO(items[0] + b"\xc1"), [], skip_bad=True))

@@ -51,7 +51,10 @@ PRODUCE_HELP = """\
 Write records to TOPIC: one per input line from stdin or --file (raw), one
 JSON object per line (json: key, value, headers, partition, timestamp), a
 msgpack stream of such maps (msgpack), or a single --value. JSON bytes that
-are not text are written {"base64": "..."}. A summary goes to stderr.
+are not text are written {"base64": "..."}. At the end of the input (or on
+Ctrl-C) the records read get --timeout seconds to be acknowledged; the
+summary on stderr counts them after that: acknowledged, failed, and of
+unknown outcome (possibly written: check before sending them again).
 
 examples:
   seq 100000 | kpax produce orders

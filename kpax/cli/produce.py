@@ -1,9 +1,13 @@
 """`kpax produce TOPIC`: records from stdin, a file or ``--value`` into a topic.
 
 Role: read input in the chosen format (raw lines, JSON lines, msgpack), send
-each record with kpax.Producer, flush, and report records, bytes and rate on
-stderr. Delivery failures are counted and the first one reported (exit 1);
-Ctrl-C flushes what was sent (bounded by ``--timeout``) and says how much.
+each record with kpax.Producer, close it, and report records, bytes and rate
+on stderr. The end of the input, a bad record or Ctrl-C stops reading; the
+producer then gets ``--timeout`` seconds (from the Ctrl-C, if any) to deliver
+what it was given (``close(timeout)``; a second Ctrl-C stops the wait), and
+only then are records counted: acknowledged, failed (the first error said),
+and of unknown outcome (not acknowledged in time, so possibly written).
+Anything but all acknowledged exits 1 (130 after Ctrl-C).
 
 Imports: the public kpax API, kpax.cli.*, the standard library.
 """
@@ -11,6 +15,7 @@ Imports: the public kpax API, kpax.cli.*, the standard library.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 from collections import deque
@@ -19,22 +24,26 @@ from typing import IO, Any
 
 import kpax
 from kpax.cli import common, formats
-from kpax.cli.errors import CommandError, UsageError
+from kpax.cli.errors import EXIT_INTERRUPTED, CommandError, UsageError
 from kpax.cli.output import Progress, note, rate_summary
 from kpax.cli.settings import Settings
+from kpax.errors import MessageTooLargeError
 
 _PRUNE_EVERY = 8192
 
 
 class _Delivery:
     """Tracks futures (one per record, or one per ``send_many`` block) until done,
-    oldest first; counts failed records and keeps the first error."""
+    oldest first; counts records acknowledged, failed (the broker or the client
+    refused them) and of unknown outcome (not acknowledged when the producer
+    closed or timed out: they may have been written), and keeps the first error."""
 
     def __init__(self) -> None:
         self.pending: deque[kpax.RecordFuture | kpax.BulkFuture] = deque()
         #: Records covered by the futures still pending.
         self.pending_records = 0
         self.failed = 0
+        self.unknown = 0
         self.first_error: BaseException | None = None
 
     def add(self, fut: kpax.RecordFuture | kpax.BulkFuture) -> None:
@@ -60,10 +69,73 @@ class _Delivery:
             self.pending_records -= 1
             failed = int(f.failed())
         if failed:
-            self.failed += failed
-            if self.first_error is None:
-                self.first_error = f.exception(0)
+            err = f.exception(0)
+            if isinstance(err, _UNKNOWN_OUTCOME):
+                self.unknown += failed
+            else:
+                self.failed += failed
+                if self.first_error is None:
+                    self.first_error = err
         return False
+
+    def outcome(self, count: int) -> tuple[int, int]:
+        """(acknowledged, unknown) of ``count`` records handed to the producer, once
+        it is closed: futures still pending (an abandoned close) are unknown."""
+        self.prune(everything=True)
+        unknown = self.unknown + self.pending_records
+        return count - self.failed - unknown, unknown
+
+
+#: Failures after which a record may still have been written: the producer
+#: closed before an acknowledgement came, or a timeout (delivery_timeout_ms, or
+#: buffer memory full in the middle of a ``send_many``). The count is
+#: conservative: some of these were never sent.
+_UNKNOWN_OUTCOME = (kpax.ClientClosedError, kpax.KafkaTimeoutError)
+
+
+class _Interrupt:
+    """SIGINT/SIGTERM while a run reads and sends records.
+
+    While input is read (``armed``) the signal raises KeyboardInterrupt at once
+    (a read on an open pipe would block). While records are handed to the
+    producer it is only noted and raised by :meth:`check` after the call: an
+    interrupt inside ``send``/``send_many`` could leave records buffered (so
+    sent) without a future, never counted. ``at`` is when the first came.
+    """
+
+    def __init__(self) -> None:
+        self.armed = True
+        self.pending = False
+        self.at: float | None = None
+        self._saved: dict[int, Any] = {}
+
+    def __call__(self, signum: int, frame: object) -> None:
+        if self.at is None:
+            self.at = time.monotonic()
+        if self.armed:
+            raise KeyboardInterrupt
+        self.pending = True
+
+    def check(self) -> None:
+        """Raise the interrupt noted while records were handed over, if any."""
+        if self.pending:
+            self.pending = False
+            raise KeyboardInterrupt
+
+    def reading(self) -> None:
+        """Input is read next: a signal from now on raises at once (one noted
+        before raises now)."""
+        self.armed = True
+        self.check()
+
+    def __enter__(self) -> _Interrupt:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._saved[sig] = signal.signal(sig, self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._saved.items():
+            signal.signal(sig, handler)
 
 
 def _split_keys(
@@ -85,6 +157,14 @@ def _split_keys(
     return values, keys
 
 
+class _Run:
+    """What a produce run handed to the producer: records, bytes."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.nbytes = 0
+
+
 def _send_raw(  # noqa: PLR0917
     args: argparse.Namespace,
     producer: kpax.Producer,
@@ -92,7 +172,9 @@ def _send_raw(  # noqa: PLR0917
     progress: Progress,
     fixed_key: bytes | None,
     key_sep: bytes | None,
-) -> tuple[int, int]:
+    run: _Run,
+    intr: _Interrupt,
+) -> None:
     """The fast path: raw lines, read in blocks, split in C, each block handed
     to ``send_many`` (no Python object per record)."""
     stream = args.stream
@@ -100,41 +182,48 @@ def _send_raw(  # noqa: PLR0917
     topic, part = args.topic, args.partition
     headers = args.fixed_headers
     send_many = producer.send_many
-    count = nbytes = 0
     rest = b""
-    try:
-        while True:
+    while True:
+        intr.reading()
+        try:
             block = read(1 << 20)
-            if block:
-                data = rest + block if rest else block
-                lines = data.split(b"\n")
-                rest = lines.pop()
-                size = len(data) - len(rest) - len(lines)  # the lines' bytes
-            elif rest:  # a last line without a newline
-                lines, rest, size = [rest], b"", len(rest)
-            else:
-                break
-            if not lines:
-                continue
-            keys: list[bytes | None] | None
-            if key_sep is not None:
-                values, keys = _split_keys(lines, key_sep, fixed_key)
-            else:
-                values = lines
-                keys = None if fixed_key is None else [fixed_key] * len(lines)
-            track.add(send_many(topic, values, keys, partition=part, headers=headers))
-            count += len(values)
-            if keys is not None and key_sep is not None:  # separators are not sent
-                size = sum(map(len, values)) + sum(len(k) for k in keys if k is not None)
-            elif fixed_key is not None:
-                size += len(fixed_key) * len(values)
-            nbytes += size
-            track.prune()
-            progress.update(count)
-    except KeyboardInterrupt:
-        args.sent_before_interrupt = count
-        raise
-    return count, nbytes
+        finally:
+            intr.armed = False
+        if block:
+            data = rest + block if rest else block
+            lines = data.split(b"\n")
+            rest = lines.pop()
+            size = len(data) - len(rest) - len(lines)  # the lines' bytes
+        elif rest:  # a last line without a newline
+            lines, rest, size = [rest], b"", len(rest)
+        else:
+            break
+        if not lines:
+            continue
+        keys: list[bytes | None] | None
+        if key_sep is not None:
+            values, keys = _split_keys(lines, key_sep, fixed_key)
+        else:
+            values = lines
+            keys = None if fixed_key is None else [fixed_key] * len(lines)
+        try:
+            fut = send_many(topic, values, keys, partition=part, headers=headers)
+        except kpax.KafkaTimeoutError:
+            # buffer memory stayed full: part of the block may be buffered (and
+            # sent) without a future; count all of it as of unknown outcome
+            run.count += len(values)
+            track.unknown += len(values)
+            raise
+        track.add(fut)
+        run.count += len(values)
+        if keys is not None and key_sep is not None:  # separators are not sent
+            size = sum(map(len, values)) + sum(len(k) for k in keys if k is not None)
+        elif fixed_key is not None:
+            size += len(fixed_key) * len(values)
+        run.nbytes += size
+        track.prune()
+        progress.update(run.count)
+        intr.check()
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
@@ -187,8 +276,11 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     else:
         records = formats.read_msgpack(stream, bad, args.skip_bad, len(parts))
     try:
-        with kpax.Producer(**conf) as producer:
+        producer = kpax.Producer(**conf)
+        try:
             return _send_all(producer, args, records, fixed_key, key_sep, bad, settings)
+        finally:
+            producer.close(0)  # closed by _send_all unless it failed: do not wait then
     finally:
         if args.file:
             stream.close()
@@ -203,71 +295,121 @@ def _send_all(  # noqa: PLR0917
     bad: list[str],
     settings: Settings,
 ) -> int:
-    topic = args.topic
-    send = producer.send
+    """Send every record, then close the producer within ``--timeout`` and report
+    what the broker acknowledged (counted after the close, never before)."""
     track = _Delivery()
-    count = nbytes = 0
+    run = _Run()
     progress = Progress("producing", enabled=None if not args.quiet else False)
     start = time.monotonic()
-    interrupted = False
-    try:
+    stopped: BaseException | None = None  # what ended the run early
+    with _Interrupt() as intr:
         try:
             if args.format == "raw" and args.value is None:
-                count, nbytes = _send_raw(args, producer, track, progress, fixed_key, key_sep)
-            for rec in records:
-                key = rec.key if rec.key is not None else fixed_key
-                part = rec.partition if rec.partition is not None else args.partition
-                track.add(
-                    send(
-                        topic,
-                        rec.value,
-                        key,
-                        partition=part,
-                        timestamp=rec.timestamp,
-                        headers=rec.headers,
-                    )
-                )
-                count += 1
-                nbytes += len(rec.value or b"") + len(key or b"")
-                if count % _PRUNE_EVERY == 0:
-                    track.prune()
-                    progress.update(count)
-        except KeyboardInterrupt:
-            interrupted = True
-            count = max(count, getattr(args, "sent_before_interrupt", 0))
-        except formats.BadInput as exc:
-            # stop at the bad record, deliver what came before it
-            producer.flush(settings.timeout)
-            track.prune(everything=True)
-            progress.done()
-            note(f"kpax produce: {exc}; {count - track.failed:,} earlier records produced")
-            return 1
+                _send_raw(args, producer, track, progress, fixed_key, key_sep, run, intr)
+            else:
+                _send_records(args, producer, track, progress, records, fixed_key, bad, run, intr)
+        except KeyboardInterrupt as exc:
+            stopped = exc
+        except (formats.BadInput, kpax.KafkaError) as exc:
+            stopped = exc  # deliver what came before it, then report
+        # Deliver what was handed over, within --timeout of the end of the input
+        # (or of the Ctrl-C); a (second) Ctrl-C stops waiting.
+        intr.armed = True
+        deadline = (intr.at if intr.at is not None else time.monotonic()) + settings.timeout
+        waited = f"within --timeout {settings.timeout:g}s"
         try:
-            producer.flush(settings.timeout)
-        except kpax.KafkaTimeoutError:
-            pass
-        except KeyboardInterrupt:
-            interrupted = True
-    finally:
-        progress.done()
-    track.prune(everything=True)
-    elapsed = time.monotonic() - start
-    ok = count - track.failed - track.pending_records
+            intr.check()
+            producer.close(max(0.0, deadline - time.monotonic()))
+        except KeyboardInterrupt as exc:
+            stopped = stopped or exc
+            waited = "when Ctrl-C stopped the wait"
+        finally:
+            progress.done()
+    acked, unknown = track.outcome(run.count)
+    return _report(args, run, track, (acked, unknown, waited), bad, stopped, start)
+
+
+def _send_records(  # noqa: PLR0917
+    args: argparse.Namespace,
+    producer: kpax.Producer,
+    track: _Delivery,
+    progress: Progress,
+    records: Iterator[formats.InRecord],
+    fixed_key: bytes | None,
+    bad: list[str],
+    run: _Run,
+    intr: _Interrupt,
+) -> None:
+    """JSON / msgpack records (or one ``--value``), one ``send`` each. A record
+    the producer refuses (a bad partition or timestamp, too large) is bad input:
+    skipped with ``--skip-bad``, else the run stops at it."""
+    topic = args.topic
+    send = producer.send
+    it = iter(records)
+    while True:
+        intr.reading()
+        try:
+            rec = next(it)
+        except StopIteration:
+            return
+        finally:
+            intr.armed = False
+        key = rec.key if rec.key is not None else fixed_key
+        part = rec.partition if rec.partition is not None else args.partition
+        try:
+            fut = send(
+                topic, rec.value, key, partition=part, timestamp=rec.timestamp, headers=rec.headers
+            )
+        except (TypeError, ValueError, MessageTooLargeError) as exc:
+            msg = f"{rec.where or 'record'}: {exc}"
+            if not args.skip_bad:
+                raise formats.BadInput(msg) from None
+            bad.append(msg)
+            intr.check()
+            continue
+        track.add(fut)
+        run.count += 1
+        run.nbytes += len(rec.value or b"") + len(key or b"")
+        if run.count % _PRUNE_EVERY == 0:
+            track.prune()
+            progress.update(run.count)
+        intr.check()
+
+
+def _report(  # noqa: PLR0917
+    args: argparse.Namespace,
+    run: _Run,
+    track: _Delivery,
+    outcome_: tuple[int, int, str],
+    bad: list[str],
+    stopped: BaseException | None,
+    start: float,
+) -> int:
+    """The summary (exit 0), or the outcome in the interrupt note (130) or the
+    error (1): acknowledged of handed over, failed, unknown."""
+    topic = args.topic
+    acked, unknown, waited = outcome_
     for msg in bad[:5]:
         note(f"kpax produce: skipped {msg}")
     if len(bad) > 5:
         note(f"kpax produce: skipped {len(bad) - 5} more bad records")
-    if interrupted:
-        note(f"kpax produce: interrupted: {ok:,} of {count:,} records delivered to {topic!r}")
-        return 130
-    if track.failed or track.pending_records:
-        err = track.first_error or (
-            f"{track.pending_records:,} not acknowledged in {settings.timeout:g}s"
+    outcome = f"{acked:,} of {run.count:,} records acknowledged by {topic!r}"
+    if track.failed:
+        outcome += f"; {track.failed:,} failed: {track.first_error}"
+    if unknown:
+        outcome += (
+            f"; {unknown:,} not acknowledged {waited}: outcome unknown "
+            "(they may have been written: check the topic before sending them again)"
         )
-        raise CommandError(
-            f"produce to {topic!r}: {track.failed + track.pending_records:,} of {count:,} "
-            f"records failed: {err}"
-        )
+    if isinstance(stopped, KeyboardInterrupt):
+        note(f"kpax produce: interrupted: {outcome}")
+        return EXIT_INTERRUPTED
+    if stopped is not None:
+        # one line: what stopped the run, then what became of the records before it
+        raise CommandError(f"{stopped}; {outcome}")
+    if track.failed or unknown:
+        raise CommandError(f"produce to {topic!r}: {outcome}")
     if not args.quiet:
-        note(rate_summary("produced", count, nbytes, elapsed, f"to {topic!r}"))
+        elapsed = time.monotonic() - start
+        note(rate_summary("produced", run.count, run.nbytes, elapsed, f"to {topic!r}"))
     return 0

@@ -533,7 +533,7 @@ def test_produce_ctrl_c_delivers_what_was_read_and_closed_pipe(
         proc.send_signal(signal.SIGINT)  # stdin still open: the run is waiting for more
         rc = proc.wait(timeout=20)
         err = proc.stderr.read().decode() if proc.stderr else ""
-        assert rc == 130 and "interrupted: 100 of 100 records delivered" in err, err
+        assert rc == 130 and "interrupted: 100 of 100 records acknowledged" in err, err
         assert "Traceback" not in err
     finally:
         if proc.poll() is None:

@@ -1,21 +1,72 @@
 """The `kpax` command under hostile and careless use (real broker, the command as
-a subprocess): timeouts given before the subcommand or absurd, and times
-before 1970 or far in the future.
+a subprocess): Ctrl-C while the broker does not answer, summaries that must
+match what the topic holds, timeouts given before the subcommand or absurd,
+malformed JSON/msgpack items, and times before 1970 or far in the future.
+
+The Ctrl-C test pauses (SIGSTOP) a broker of its own from ``kafka_factory``;
+with ``KPAX_TEST_BOOTSTRAP`` (a cluster the tests cannot pause) it is skipped.
 """
 
 from __future__ import annotations
 
+import fcntl
+import json
+import re
+import signal
 import socket
+import struct
+import subprocess
+import termios
+import threading
 import time
-from typing import Any
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
 
 import pytest
 
 import kpax
 from kpax.testing.base import KafkaCluster
-from tests.integration.test_cli import ok, one_line_error, run_kpax
+from kpax.testing.pytest_plugin import create_topic
+from tests.integration.test_cli import cli_env, kpax_cmd, ok, one_line_error, run_kpax
 
 pytestmark = pytest.mark.timeout(180)
+
+_OUTCOME = re.compile(r"([\d,]+) of ([\d,]+) records acknowledged")
+_UNKNOWN = re.compile(r"([\d,]+) not acknowledged (?:within|when)")
+
+
+def _num(text: str) -> int:
+    return int(text.replace(",", ""))
+
+
+def _outcome(err: str) -> tuple[int, int, int]:
+    """(acknowledged, handed to the producer, unknown outcome) from a summary line."""
+    m = _OUTCOME.search(err)
+    assert m, f"no outcome in {err!r}"
+    u = _UNKNOWN.search(err)
+    return _num(m.group(1)), _num(m.group(2)), _num(u.group(1)) if u else 0
+
+
+def _unread(pipe: IO[bytes]) -> int:
+    """Bytes written to *pipe* that its reader has not read yet."""
+    buf = fcntl.ioctl(pipe.fileno(), termios.FIONREAD, b"\0\0\0\0")
+    return int(struct.unpack("i", buf)[0])
+
+
+def _wait_for(what: str, check: Callable[[], bool], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def _records_in(bootstrap: str, topic: str) -> int:
+    with kpax.Admin(bootstrap) as admin:
+        parts = admin.describe_topics([topic])[topic].partitions
+        tps = [kpax.TopicPartition(topic, p.partition) for p in parts]
+        latest = admin.list_offsets(dict.fromkeys(tps, "latest"))
+        return sum(latest[tp].offset for tp in tps)
 
 
 @pytest.fixture
@@ -24,6 +75,131 @@ def k(kafka: KafkaCluster) -> Any:
         return run_kpax(kafka.bootstrap, *args, **kw)
 
     return call
+
+
+def test_ctrl_c_with_a_paused_broker_exits_within_timeout(
+    kafka_factory: Callable[..., KafkaCluster],
+) -> None:
+    """Two runs write to their topics; the broker is paused (nothing answers) and
+    each gets more input, then Ctrl-C: the first (--timeout 5) exits after about
+    5 s, the second (--timeout 120) at a second Ctrl-C. Both summaries bound what
+    the topic holds once the broker resumes."""
+    cluster = kafka_factory()
+    if cluster.backend == "existing":
+        pytest.skip("needs a broker the test can pause (not KPAX_TEST_BOOTSTRAP)")
+    node = next(iter(cluster.brokers))
+    runs = []
+    for timeout in ("5", "120"):
+        t = create_topic(cluster)
+        proc = subprocess.Popen(
+            kpax_cmd("produce", t, "--timeout", timeout),
+            stdin=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=cli_env(cluster.bootstrap),
+        )
+        runs.append((t, proc))
+    paused = False
+    results = []
+    try:
+        for _, proc in runs:
+            assert proc.stdin is not None
+            proc.stdin.write(b"".join(b"a%d\n" % i for i in range(1000)))
+            proc.stdin.flush()
+        for t, _ in runs:
+            _wait_for("the first records", lambda t=t: _records_in(cluster.bootstrap, t) == 1000)
+        cluster.pause_broker(node)
+        paused = True
+        for _, proc in runs:
+            assert proc.stdin is not None
+            stdin = proc.stdin
+            stdin.write(b"".join(b"b%d\n" % i for i in range(100_000)))
+            stdin.flush()
+            _wait_for("the command to read its input", lambda s=stdin: _unread(s) == 0)
+        # --timeout 5: one Ctrl-C (stdin still open; nothing can be acknowledged)
+        t, proc = runs[0]
+        started = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        rc = proc.wait(timeout=60)  # before the fix: delivery_timeout_ms, 120 s
+        results.append((t, rc, time.monotonic() - started))
+        # --timeout 120: Ctrl-C, then again until it exits (a second one ends the wait)
+        t, proc = runs[1]
+        started = time.monotonic()
+        while True:
+            proc.send_signal(signal.SIGINT)
+            try:
+                rc = proc.wait(timeout=0.5)
+                break
+            except subprocess.TimeoutExpired:
+                assert time.monotonic() - started < 60, "repeated Ctrl-C did not end the run"
+        results.append((t, rc, time.monotonic() - started))
+    finally:
+        for _, proc in runs:
+            if proc.poll() is None:
+                proc.kill()
+        if paused:
+            cluster.resume_broker(node)
+    for (t, rc, elapsed), (_, proc), limit in zip(results, runs, (5 + 10, 10), strict=True):
+        assert proc.stderr is not None
+        err = proc.stderr.read().decode()
+        assert rc == 130, err
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+        # --timeout (or the second Ctrl-C), plus closing the producer on a busy machine
+        assert elapsed < limit, f"exit {elapsed:.1f}s after Ctrl-C: {err}"
+        acked, count, unknown = _outcome(err)
+        assert 1000 <= count <= 101_000 and acked + unknown == count, err
+        assert unknown >= count - 1000 and "outcome unknown" in err
+        # whatever the resumed broker still writes, the summary bounds it
+        held = _records_in(cluster.bootstrap, t)
+        assert acked <= held <= acked + unknown, (held, err)
+    assert "when Ctrl-C stopped the wait" in err
+
+
+def test_summary_counts_what_the_topic_holds(
+    kafka: KafkaCluster, k: Any, topic: Any, tmp_path: Path
+) -> None:
+    """After a run with many records, and after a Ctrl-C in the middle of one:
+    the summary's acknowledged count is what the topic holds."""
+    t = topic(3)
+    n = 500_000
+    src = tmp_path / "many.txt"
+    src.write_bytes(b"".join(b"k%d record %d\n" % (i % 97, i) for i in range(n)))
+    r = ok(k("produce", t, "--file", str(src), "-K", " "))
+    assert f"produced {n:,} records" in r.err
+    assert _records_in(kafka.bootstrap, t) == n
+
+    t2 = topic(3)
+    proc = subprocess.Popen(
+        kpax_cmd("produce", t2),
+        stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=cli_env(kafka.bootstrap),
+    )
+    assert proc.stdin is not None and proc.stderr is not None
+    stdin = proc.stdin
+
+    def feed() -> None:  # an endless input, interrupted in the middle
+        block = b"".join(b"line %d\n" % i for i in range(10_000))
+        try:
+            while True:
+                stdin.write(block)
+        except (OSError, ValueError):  # the command exited (broken pipe)
+            pass
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    try:
+        _wait_for("records in the topic", lambda: _records_in(kafka.bootstrap, t2) >= 50_000)
+        proc.send_signal(signal.SIGINT)
+        rc = proc.wait(timeout=60)
+        err = proc.stderr.read().decode()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    writer.join(10)
+    assert rc == 130 and "Traceback" not in err, err
+    acked, count, unknown = _outcome(err)
+    assert unknown == 0 and acked == count >= 50_000, err
+    assert _records_in(kafka.bootstrap, t2) == acked
 
 
 def test_global_timeout_and_bad_timeouts() -> None:
@@ -51,6 +227,61 @@ def test_global_timeout_and_bad_timeouts() -> None:
             r = run_kpax("127.0.0.1:1", *args)
             assert r.rc == 2, (args, r.rc, r.err)
             assert "usage:" in r.err and "--timeout" in r.err and "Traceback" not in r.err
+
+
+def test_bad_json_and_msgpack_items(kafka: KafkaCluster, k: Any, topic: Any) -> None:
+    import msgpack
+
+    t = topic(2)
+    # a partition the topic does not have, timestamps that are not int64
+    # milliseconds, a value too large: per-item errors that --skip-bad skips
+    lines = [
+        {"value": "ok1", "partition": 1, "timestamp": 1_700_000_000_000},
+        {"value": "p", "partition": 2},
+        {"value": "f", "timestamp": 1.7e12},
+        {"value": "s", "timestamp": "1700000000000"},
+        {"value": "big", "timestamp": 2**63},
+        {"value": "b", "timestamp": True},
+        {"value": "x" * 2_000_000},
+        {"value": "ok2", "partition": 0},
+    ]
+    stdin = b"".join(json.dumps(d).encode() + b"\n" for d in lines)
+    one_line_error(k("produce", t, "--format", "json", stdin=stdin), 1, "line 2", "no partition 2")
+    r = ok(k("produce", t, "--format", "json", "--skip-bad", stdin=stdin))
+    assert "produced 2 records" in r.err and "Traceback" not in r.err, r.err
+    for where in ("line 2:", "line 3:", "line 4:", "line 5:", "line 6:"):
+        assert f"skipped {where}" in r.err, r.err
+    assert "skipped 1 more bad records" in r.err  # line 7, too large
+    got = ok(k("consume", t, "--format", "json")).lines()
+    assert sorted(d["value"] for d in got) == ["ok1", "ok1", "ok2"]
+    assert {d["timestamp"] for d in got if d["value"] == "ok1"} == {1_700_000_000_000}
+    for bad_ts in (1.5, "5", 2**64 - 1):
+        one_line_error(
+            k("produce", t, "--format", "json", stdin=json.dumps({"timestamp": bad_ts}).encode()),
+            1,
+            "line 1",
+            "timestamp",
+        )
+
+    # msgpack: an item cut short at the end is an error naming it (it was dropped, exit 0)
+    t2 = topic(1)
+    items = [msgpack.packb({"value": b"m%d" % i}) for i in range(3)]
+    r = k("produce", t2, "--format", "msgpack", stdin=b"".join(items)[:-2])
+    one_line_error(r, 1, "msgpack item 3", "truncated")
+    assert "2 of 2 records acknowledged" in r.err
+    assert ok(k("consume", t2)).out == b"m0\nm1\n"
+    r = k("produce", t2, "--format", "msgpack", "--skip-bad", stdin=items[0] + items[1][:3])
+    one_line_error(r, 1, "msgpack item 2", "truncated")
+    bad = msgpack.packb({"value": b"x", "timestamp": 1.5}) + msgpack.packb(
+        {"value": b"y", "partition": 7}
+    )
+    r = ok(k("produce", t2, "--format", "msgpack", "--skip-bad", stdin=bad + items[2]))
+    assert (
+        "msgpack item 1: timestamp" in r.err
+        and "msgpack item 2: the topic has no partition 7" in r.err
+    )
+    one_line_error(k("produce", t2, "--format", "msgpack", stdin=bad), 1, "msgpack item 1")
+    assert ok(k("consume", t2)).out == b"m0\nm1\nm0\nm2\n"  # m0: before the cut item
 
 
 def test_times_before_1970_far_future_and_relative(kafka: KafkaCluster, k: Any, topic: Any) -> None:

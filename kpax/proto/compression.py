@@ -25,7 +25,8 @@ Decompression bombs: every decoder enforces ``max_size`` while it produces
 output (snappy checks each block's declared length before decoding, lz4 bounds
 each block to the frame's block size, gzip and zstd read in bounded steps), so
 a small bad batch cannot allocate more than about ``max_size`` plus one block.
-Exceeding it, or any malformed input, raises CorruptRecordError naming the codec.
+Exceeding it raises DecompressionLimitError (a CorruptRecordError), any malformed
+input CorruptRecordError, both naming the codec.
 
 Imports: the standard library, cramjam, zstandard and kpax.proto.errors.
 """
@@ -38,7 +39,12 @@ from typing import Any, Final
 
 import cramjam
 
-from kpax.proto.errors import ConfigError, CorruptRecordError, UnsupportedCodecError
+from kpax.proto.errors import (
+    ConfigError,
+    CorruptRecordError,
+    DecompressionLimitError,
+    UnsupportedCodecError,
+)
 
 __all__ = [
     "CODEC_GZIP",
@@ -63,7 +69,8 @@ CODEC_ZSTD: Final = 4
 CODEC_NAMES: Final[tuple[str, ...]] = ("none", "gzip", "snappy", "lz4", "zstd")
 _IDS: Final[dict[str, int]] = {name: i for i, name in enumerate(CODEC_NAMES)}
 
-#: Default cap on the decompressed size of one batch (64 MiB).
+#: Default cap on the decompressed size of one batch (64 MiB) for direct callers of
+#: this layer; the consumer passes its own (``max_decompressed_batch_bytes``).
 DEFAULT_MAX_DECOMPRESSED_SIZE: Final = 64 * 1024 * 1024
 
 GZIP_LEVEL: Final = 6
@@ -171,8 +178,8 @@ def compress(codec: int, data: bytes, *, magic: int = 2) -> bytes:
 # ---------------------------------------------------------------- decompress
 
 
-def _too_big(codec: str, max_size: int) -> CorruptRecordError:
-    return CorruptRecordError(
+def _too_big(codec: str, max_size: int) -> DecompressionLimitError:
+    return DecompressionLimitError(
         f"{codec} data decompresses to more than the cap of {max_size} bytes "
         "(corrupt batch or decompression bomb)"
     )
@@ -366,8 +373,8 @@ def decompress(
 ) -> bytes:
     """Decompress ``data`` of codec id ``codec``; at most ``max_size`` bytes of output.
 
-    Raises CorruptRecordError for corrupt data, an unknown codec id or output above
-    ``max_size``.
+    Raises CorruptRecordError for corrupt data or an unknown codec id, and
+    DecompressionLimitError (a CorruptRecordError) for output above ``max_size``.
     """
     data = bytes(data)
     if codec == CODEC_NONE:

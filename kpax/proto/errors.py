@@ -46,9 +46,30 @@ class ProtocolError(KafkaError):
     length, unknown tag layout, correlation id mismatch...)."""
 
 
-class CorruptRecordError(KafkaError):
+class RecordPosition:
+    """Where a record error is, as far as known (None otherwise).
+
+    ``topic_partition`` and ``offset`` are set by the consumer: the partition and
+    its position (the first offset it did not return). ``next_offset`` is the
+    first offset after the bad data, so ``consumer.seek(e.topic_partition,
+    e.next_offset)`` skips it. The record decoder sets ``offset`` and
+    ``next_offset`` of a bad batch from its header (which, for a batch failing its
+    CRC, may be damaged too)."""
+
+    topic_partition: tuple[str, int] | None = None
+    offset: int | None = None
+    next_offset: int | None = None
+
+
+class CorruptRecordError(RecordPosition, KafkaError):
     """A record batch or message set failed to decode: bad CRC, bad lengths,
     unknown magic or codec, or a decompressed size above the cap."""
+
+
+class DecompressionLimitError(CorruptRecordError):
+    """A compressed batch decompresses to more than the allowed size (the
+    consumer's ``max_decompressed_batch_bytes``): a corrupt batch, a
+    decompression bomb, or a large batch that needs a higher limit."""
 
 
 class UnsupportedCodecError(KafkaError):
@@ -79,8 +100,9 @@ class ConfigError(KafkaError, ValueError):
     """A configuration option is unknown or has a bad value."""
 
 
-class SerializationError(KafkaError):
-    """A key or value could not be (de)serialized."""
+class SerializationError(RecordPosition, KafkaError):
+    """A key or value could not be (de)serialized (the consumer sets the
+    :class:`RecordPosition` of a record its deserializer failed on)."""
 
 
 class IllegalStateError(KafkaError):

@@ -159,7 +159,7 @@ class _Message:
 class LegacyBatch:
     """One shallow v0/v1 message: a single record, or a compressed wrapper of many."""
 
-    __slots__ = ("_max_size", "_msg", "_rows", "_validate")
+    __slots__ = ("_max_size", "_msg", "_rows", "_validate", "decompressed_size")
 
     producer_id = -1
     producer_epoch = -1
@@ -181,6 +181,8 @@ class LegacyBatch:
         self._validate = validate_crc
         self._max_size = max_size
         self._rows: list[RecordTuple] | None = None
+        #: Bytes the wrapper's value decompressed to (0 until decoded, or uncompressed).
+        self.decompressed_size = 0
 
     @property
     def magic(self) -> int:
@@ -253,7 +255,10 @@ class LegacyBatch:
         try:
             inner = decompress(codec, msg.value, max_size=self._max_size, magic=msg.magic)
         except CorruptRecordError as e:
-            raise CorruptRecordError(f"message at offset {msg.offset}: {e.message}") from None
+            err = type(e)(f"message at offset {msg.offset}: {e.message}")
+            err.next_offset = msg.offset + 1
+            raise err from None
+        self.decompressed_size = len(inner)
         msgs: list[_Message] = []
         pos = 0
         n = len(inner)

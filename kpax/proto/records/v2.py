@@ -437,6 +437,7 @@ class RecordBatchV2:
         "batch_length",
         "count",
         "crc",
+        "decompressed_size",
         "last_offset_delta",
         "max_timestamp",
         "partition_leader_epoch",
@@ -478,6 +479,8 @@ class RecordBatchV2:
         self._start = pos + HEADER_SIZE
         self._end = pos + 12 + self.batch_length
         self._max_size = max_size
+        #: Bytes the records section decompressed to (0 until decoded, or uncompressed).
+        self.decompressed_size = 0
         if self.count < 0:
             raise CorruptRecordError(
                 f"batch at offset {self.base_offset} (byte {pos}) has a negative record count"
@@ -533,10 +536,19 @@ class RecordBatchV2:
     def validate_crc(self) -> None:
         actual = self.compute_crc()
         if actual != self.crc:
-            raise CorruptRecordError(
-                f"batch at offset {self.base_offset} fails its CRC-32C check "
-                f"(stored {self.crc:#010x}, computed {actual:#010x})"
+            raise self._error(
+                CorruptRecordError(
+                    f"fails its CRC-32C check (stored {self.crc:#010x}, computed {actual:#010x})"
+                ),
+                sep=" ",
             )
+
+    def _error(self, e: CorruptRecordError, sep: str = ": ") -> CorruptRecordError:
+        """``e`` (of the same class) naming this batch, with its offset range."""
+        err = type(e)(f"batch at offset {self.base_offset}{sep}{e.message}")
+        err.offset = self.base_offset
+        err.next_offset = self.next_offset
+        return err
 
     # -- records
     def _section(self) -> tuple[bytes, int, int]:
@@ -549,7 +561,8 @@ class RecordBatchV2:
                 codec, memoryview(self._buf)[self._start : self._end], max_size=self._max_size
             )
         except CorruptRecordError as e:
-            raise CorruptRecordError(f"batch at offset {self.base_offset}: {e.message}") from None
+            raise self._error(e) from None
+        self.decompressed_size = len(buf)
         return buf, 0, len(buf)
 
     def tuples(self) -> list[RecordTuple]:
@@ -568,18 +581,21 @@ class RecordBatchV2:
         every record the batch's max timestamp (as Java does)."""
         buf, start, end = self._section()
         ts = self.max_timestamp if self.attributes & ATTR_TIMESTAMP_TYPE else None
-        return parse_rows(
-            buf,
-            start,
-            end,
-            self.count,
-            self.base_offset,
-            self.base_timestamp,
-            template,
-            slots,
-            ts,
-            min_offset,
-        )
+        try:
+            return parse_rows(
+                buf,
+                start,
+                end,
+                self.count,
+                self.base_offset,
+                self.base_timestamp,
+                template,
+                slots,
+                ts,
+                min_offset,
+            )
+        except CorruptRecordError as e:
+            raise self._error(e) from None
 
     def columns(
         self,

@@ -9,6 +9,12 @@ a ``threading.Condition`` wakes a blocked sync taker, an ``asyncio.Event``
 wakes an async one. Taking advances the partition's ``position`` and tells
 the fetcher (``on_drained``) when a partition has room for another fetch.
 
+A partition's error (queued by the fetcher after the records before it) is
+raised when the taker reaches it, and then again at every take, before any
+record, for as long as the partition stays failed with it (as the Java
+client does): until a seek clears it, or the partition is unassigned. While
+the partition is paused its error is not raised, so the others can be read.
+
 Also runs rebalance-listener calls that must happen on the application's
 thread (see :meth:`FetchBuffer.call_in_app`).
 
@@ -73,6 +79,8 @@ class FetchBuffer:
         #: Called (on the taking thread) when a partition's buffered count drops.
         self.on_drained: Callable[[PartitionState], None] = lambda s: None
         self._closed = False
+        #: Partitions whose error was raised and stands (taking thread only).
+        self._failed: dict[PartitionState, BaseException] = {}
 
     # ------------------------------------------------------------ loop side
 
@@ -109,6 +117,7 @@ class FetchBuffer:
             if isinstance(item, _AppCall) and not item.future.done():
                 item.future.cancel()
         self._items.clear()
+        self._failed.clear()
 
     def __len__(self) -> int:
         return len(self._items)
@@ -118,8 +127,11 @@ class FetchBuffer:
     def take(self, max_records: int) -> list[ConsumerRecord]:
         """Up to ``max_records`` records (maybe none), without waiting.
 
-        Raises an error the fetcher queued; runs queued listener calls.
+        Raises an error the fetcher queued, and again at every later take while its
+        partition stays failed; runs queued listener calls.
         """
+        if self._failed:
+            self._raise_failed()
         items = self._items
         out: list[ConsumerRecord] = []
         while items and len(out) < max_records:
@@ -132,9 +144,13 @@ class FetchBuffer:
                     self._run_app_call(item)
                     continue
                 state, exc = item
-                if state is None or (state.assigned and state.error is exc):
-                    # The partition stays stopped (state.error) until a seek.
+                if state is None:
                     raise exc
+                if state.assigned and state.error is exc:
+                    # The partition stays stopped (state.error) until a seek.
+                    self._failed[state] = exc
+                    if not state.paused:
+                        raise exc.with_traceback(None)
                 continue
             state = item.state
             with self._lock:
@@ -173,6 +189,8 @@ class FetchBuffer:
 
     def take_chunk(self) -> list[ConsumerRecord] | None:
         """Records of the next whole chunk (for iteration), or None if empty."""
+        if self._failed:
+            self._raise_failed()
         items = self._items
         while items:
             item = items[0]
@@ -203,6 +221,17 @@ class FetchBuffer:
                 state.position_epoch = item.next_epoch
         self.on_drained(state)
         return recs
+
+    def _raise_failed(self) -> None:
+        """Raise the error of the first partition still failed and not paused."""
+        first: BaseException | None = None
+        for state, exc in list(self._failed.items()):
+            if not state.assigned or state.error is not exc:
+                del self._failed[state]  # seeked or unassigned since
+            elif first is None and not state.paused:
+                first = exc
+        if first is not None:
+            raise first.with_traceback(None)  # raised again and again: no growing traceback
 
     def run_app_calls(self) -> None:
         """Run listener calls waiting at the head of the buffer (no records taken)."""

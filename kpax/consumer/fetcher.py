@@ -25,6 +25,15 @@ position with OffsetForLeaderEpoch; a diverging epoch in the response
 (Fetch v12+) is log truncation (KIP-320): with a reset policy the position
 moves back to the divergence point, with "none" a LogTruncationError.
 
+Bad records (a batch failing its CRC or any other check, one decompressing to
+more than ``max_decompressed_batch_bytes``, a failing deserializer) stop their
+partition where they start: the records before them are delivered, then the
+error (the same class, naming the partition, the offset and where the batch
+ends), which the buffer raises again at every poll until the application
+seeks (as the Java client does). Each partition's records and error reach the
+buffer in the order of the Fetch response, so the records of partitions
+before it are never held back by it.
+
 Positions still unknown (new assignment, reset) are resolved here too: from
 the committed offsets (``committed_lookup``, given by the group code) or by
 ListOffsets.
@@ -48,9 +57,16 @@ from kpax.cluster.cluster import Cluster
 from kpax.consumer.buffer import Chunk, FetchBuffer
 from kpax.consumer.errors import LogTruncationError, NoOffsetForPartitionError
 from kpax.consumer.offsets import EARLIEST, LATEST, end_offsets_for_epochs, list_offsets
+from kpax.consumer.options import max_decompressed_batch_bytes
 from kpax.consumer.record import ConsumerRecord
 from kpax.consumer.state import PartitionState
-from kpax.proto.errors import KafkaError, SerializationError, error_for_code
+from kpax.proto.errors import (
+    CorruptRecordError,
+    DecompressionLimitError,
+    KafkaError,
+    SerializationError,
+    error_for_code,
+)
 from kpax.proto.messages import FetchRequest
 from kpax.proto.records import decode_batches
 from kpax.proto.records.control import ControlRecord
@@ -112,6 +128,7 @@ class Fetcher:
         self.key_deserializer = config["key_deserializer"]
         self.value_deserializer = config["value_deserializer"]
         self.check_crcs: bool = config["check_crcs"]
+        self.max_decompressed = max_decompressed_batch_bytes(config)
         self.committed_lookup: CommittedLookup | None = None
         self._backoff = (config["retry_backoff_ms"], config["retry_backoff_max_ms"])
         self._timeout = config["request_timeout_ms"] / 1000
@@ -527,12 +544,23 @@ class Fetcher:
                 batches: list[Any] = []
                 err: KafkaError | None = None
                 try:
-                    batches.extend(decode_batches(data, validate_crc=self.check_crcs))
+                    batches.extend(
+                        decode_batches(
+                            data,
+                            validate_crc=self.check_crcs,
+                            max_decompressed_size=self.max_decompressed,
+                        )
+                    )
                 except KafkaError as exc:
-                    err = exc
+                    # Bad bytes after `batches`: stop fetching the partition now; the
+                    # error follows its records (see _decode), in response order.
+                    at = max(offset, batches[-1].next_offset) if batches else offset
+                    err = st.error = self._record_error(st, exc, at)
                 if not batches:
                     if err is not None:
-                        self._fail(st, err)
+                        pending.append(
+                            (st, gen, name, p.partition_index, batches, offset, None, err)
+                        )
                     continue
                 last = batches[-1]
                 nxt = last.next_offset
@@ -611,9 +639,17 @@ class Fetcher:
         aborted_list: Any,
         error: KafkaError | None = None,
     ) -> None:
-        """Decode framed batches into one chunk (its buffer slot is reserved);
-        ``error`` (bad bytes after these batches) is raised after their records."""
+        """Decode framed batches into one chunk (its buffer slot is reserved when there
+        are batches); ``error`` (bad bytes after these batches) follows their records.
+        A batch that fails to decode, or a record whose deserializer fails, ends the
+        chunk there with an error at its offset. Once the batches decoded hold more
+        than ``max_decompressed_batch_bytes`` decompressed, the chunk ends and the rest
+        is fetched again later: a fetch full of small decompression bombs costs about
+        one cap, not one per batch."""
         out: list[ConsumerRecord] = []
+        budget = self.max_decompressed
+        decompressed = 0
+        previous: Any = None
         next_offset = fetch_offset
         next_epoch = st.fetch_epoch
         read_committed = self.read_committed
@@ -634,6 +670,16 @@ class Fetcher:
                 nxt = batch.next_offset
                 if nxt <= fetch_offset:
                     continue
+                if previous is not None:
+                    decompressed += previous.decompressed_size
+                    if decompressed > budget:  # enough for one chunk: fetch the rest again
+                        if st.gen == gen:
+                            st.fetch_position, st.fetch_epoch = next_offset, next_epoch
+                            if error is not None and st.error is error:
+                                st.error = None  # found again if still there
+                        error = None
+                        break
+                previous = batch
                 if batch.magic < 2:  # legacy message set: no epochs, transactions or control
                     epoch = -1
                 else:
@@ -671,8 +717,13 @@ class Fetcher:
                 if rows[0][0] < fetch_offset:
                     rows = [r for r in rows if r[0] >= fetch_offset]
                 offsets, timestamps, keys, values, headers = zip(*rows, strict=True)
+                failed: tuple[int, SerializationError] | None = None
                 if kd is not None or vd is not None:
-                    keys, values = self._deserialize(topic, partition, offsets, keys, values)
+                    keys, values, failed = self._deserialize(
+                        topic, partition, offsets, keys, values
+                    )
+                    if failed is not None:  # the records before the failing one only
+                        offsets = offsets[: failed[0]]
                 out.extend(
                     map(
                         _make,
@@ -689,37 +740,96 @@ class Fetcher:
                         ),
                     )
                 )
+                if failed is not None:
+                    index, serr = failed
+                    next_offset, next_epoch = rows[index][0], epoch
+                    error = self._record_error(st, serr, next_offset, next_offset + 1)
+                    break
                 next_offset, next_epoch = nxt, epoch
         except KafkaError as exc:
-            error = exc
+            # `batch` failed to decode: the chunk ends before it
+            error = self._record_error(st, exc, next_offset)
         finally:
             if paused:
                 gc.enable()
         # Deliver what decoded; an error comes when the position reaches it.
-        self.buffer.put(Chunk(st, out, next_offset, next_epoch, gen))
+        if batches:
+            self.buffer.put(Chunk(st, out, next_offset, next_epoch, gen))
         if error is not None:
-            st.fetch_position = -1  # drop whatever the next fetch brings
-            self._fail(st, error)
+            if st.gen == gen and st.assigned:
+                st.fetch_position = -1  # drop whatever the next fetch brings
+                self._fail(st, error)
+            elif st.error is error:  # paused meanwhile: found again when fetched again
+                st.error = None
 
     def _deserialize(
         self, topic: str, partition: int, offsets: Any, keys: Any, values: Any
-    ) -> tuple[Any, Any]:
+    ) -> tuple[Any, Any, tuple[int, SerializationError] | None]:
+        """Deserialized keys and values; on a failure, those of the records before the
+        first failing one, with its index and the error naming its offset."""
         kd = self.key_deserializer
         vd = self.value_deserializer
-        which = "key"
-        i = 0
         try:
             if kd is not None:
                 keys = [None if k is None else kd(k) for k in keys]
-            which = "value"
             if vd is not None:
-                out = []
-                for i, v in enumerate(values):  # noqa: B007
-                    out.append(None if v is None else vd(v))
-                values = out
-        except Exception as exc:
-            raise SerializationError(
-                f"{which} deserializer failed on {topic}-{partition} "
-                f"(batch starting at offset {offsets[0] if offsets else -1}, record {i}): {exc}"
-            ) from exc
-        return keys, values
+                values = [None if v is None else vd(v) for v in values]
+        except Exception:  # find the first failing record, in offset order, below
+            pass
+        else:
+            return keys, values, None
+        out_keys: list[Any] = []
+        out_values: list[Any] = []
+        for i, (k, v) in enumerate(zip(keys, values, strict=True)):
+            which = "key"
+            try:
+                dk = k if kd is None or k is None else kd(k)
+                which = "value"
+                dv = v if vd is None or v is None else vd(v)
+            except Exception as exc:  # any deserializer failure
+                err = SerializationError(
+                    f"{which} deserializer failed on {topic}-{partition} at offset "
+                    f"{offsets[i]}: {exc!r}"
+                )
+                err.__cause__ = exc
+                return out_keys, out_values, (i, err)
+            out_keys.append(dk)
+            out_values.append(dv)
+        return out_keys, out_values, None  # it failed once only: take this pass's results
+
+    def _record_error(
+        self, st: PartitionState, exc: KafkaError, offset: int, next_offset: int | None = None
+    ) -> KafkaError:
+        """``exc`` as the application gets it: bad data at ``offset`` (where the
+        partition's position stops), naming the partition, the offset and how to
+        skip it. ``next_offset`` (the end of the bad batch from its header) is
+        used when it is plausible, else the record at ``offset`` is what is skipped."""
+        if not isinstance(exc, (CorruptRecordError, SerializationError)):
+            return exc
+        tp = st.tp
+        hw = st.high_watermark
+        nxt = next_offset if next_offset is not None else exc.next_offset
+        if nxt is None or nxt <= offset or (hw >= 0 and nxt > hw):
+            nxt = offset + 1
+        detail = exc.message
+        if isinstance(exc, DecompressionLimitError):
+            detail += (
+                f"; this consumer's max_decompressed_batch_bytes is {self.max_decompressed}: "
+                "raise it to read a batch this large"
+            )
+        skips = (
+            f"the record at offset {offset}"
+            if nxt == offset + 1
+            else f"offsets {offset} to {nxt - 1} (the rest of the batch)"
+        )
+        if not isinstance(exc, SerializationError):  # which names them already
+            detail = f"partition {tp}, offset {offset}: {detail}"
+        err = type(exc)(
+            f"{detail}. poll() raises this until the partition's position moves: "
+            f"seek(TopicPartition({tp.topic!r}, {tp.partition}), {nxt}) skips {skips}"
+        )
+        err.topic_partition = tp
+        err.offset = offset
+        err.next_offset = nxt
+        err.__cause__ = exc.__cause__  # a deserializer's own exception
+        return err

@@ -1,6 +1,10 @@
 """Consumer configuration: the Java client's option names in snake_case, Java defaults.
 
-Imports: kpax.broker.options, kpax.config.
+kpax adds ``fetch_buffer_chunks`` and ``max_decompressed_batch_bytes`` (the most
+one compressed batch may decompress to; None: :func:`max_decompressed_batch_bytes`
+picks ``max(2 * fetch_max_bytes, 64 MiB)``, see docs/consumer.md for why).
+
+Imports: kpax.broker.options, kpax.config, kpax.proto.compression.
 """
 
 from __future__ import annotations
@@ -9,8 +13,9 @@ from typing import Any
 
 from kpax.broker.options import COMMON_OPTIONS
 from kpax.config import Option, boolean, non_negative_int, one_of, optional_str, positive_int
+from kpax.proto.compression import DEFAULT_MAX_DECOMPRESSED_SIZE
 
-__all__ = ["CONSUMER_OPTIONS"]
+__all__ = ["CONSUMER_OPTIONS", "max_decompressed_batch_bytes"]
 
 
 def _callable_or_none(value: Any) -> Any:
@@ -54,4 +59,19 @@ CONSUMER_OPTIONS: dict[str, Option] = {
     "key_deserializer": Option(None, _callable_or_none),
     "value_deserializer": Option(None, _callable_or_none),
     "fetch_buffer_chunks": Option(2, positive_int, "decoded fetches buffered per partition"),
+    "max_decompressed_batch_bytes": Option(
+        None,
+        positive_int,
+        "most bytes one compressed batch may decompress to (None: max(2 * fetch_max_bytes, "
+        "64 MiB))",
+    ),
 }
+
+
+def max_decompressed_batch_bytes(config: dict[str, Any]) -> int:
+    """The decompression cap of a resolved consumer config: the option, or by default
+    twice ``fetch_max_bytes`` (100 MiB with Java's 50 MiB), at least 64 MiB."""
+    value: int | None = config["max_decompressed_batch_bytes"]
+    if value is not None:
+        return value
+    return max(2 * int(config["fetch_max_bytes"]), DEFAULT_MAX_DECOMPRESSED_SIZE)

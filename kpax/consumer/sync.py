@@ -144,7 +144,12 @@ class Consumer:
     # ------------------------------------------------------------ poll
 
     def poll(self, timeout: float = 0.0, max_records: int | None = None) -> list[ConsumerRecord]:
-        """Records ready now, else waits up to ``timeout`` seconds for some."""
+        """Records ready now, else waits up to ``timeout`` seconds for some.
+
+        A partition's error (a bad batch or record, an offset out of range with
+        ``auto_offset_reset="none"``...) is raised after the records before it, then
+        by every call (not while that partition is paused) until it is seeked
+        (``seek(e.topic_partition, e.next_offset)`` skips a bad batch) or unassigned."""
         if self._closed:
             raise ClientClosedError("the consumer is closed")
         self._core._poll_tick()

@@ -314,11 +314,11 @@ def _send_all(  # noqa: PLR0917
             stopped = exc  # deliver what came before it, then report
         # Deliver what was handed over, within --timeout of the end of the input
         # (or of the Ctrl-C); a (second) Ctrl-C stops waiting.
-        intr.armed = True
         deadline = (intr.at if intr.at is not None else time.monotonic()) + settings.timeout
         waited = f"within --timeout {settings.timeout:g}s"
         try:
-            intr.check()
+            intr.armed = True
+            intr.pending = False  # one noted while send() refused: not a second Ctrl-C
             producer.close(max(0.0, deadline - time.monotonic()))
         except KeyboardInterrupt as exc:
             stopped = stopped or exc

@@ -576,7 +576,12 @@ class AsyncAdmin:
                     )
                 wanted[TopicPartition(*tp)] = OFFSET_SPECS[spec]
             else:
-                wanted[TopicPartition(*tp)] = int(spec)
+                if isinstance(spec, bool) or not isinstance(spec, int) or not 0 <= spec < 2**63:
+                    raise ValueError(
+                        f"offset spec {spec!r} for {tp}: a timestamp is an int of ms "
+                        "since the epoch, from 0 to 2**63-1"
+                    )
+                wanted[TopicPartition(*tp)] = spec
         level = 1 if isolation_level == "read_committed" else 0
 
         return await self._per_leader(
@@ -599,10 +604,16 @@ class AsyncAdmin:
 
         async def attempt(items: list[TopicPartition]) -> Outcome[TopicPartition]:
             groups, out = await self._by_leader(items)
-            for part in await asyncio.gather(
-                *(on_leader(b, tps) for b, tps in groups.values()), return_exceptions=True
+            calls = list(groups.values())
+            for (_, tps), part in zip(
+                calls,
+                await asyncio.gather(*(on_leader(b, t) for b, t in calls), return_exceptions=True),
+                strict=True,
             ):
                 if isinstance(part, KafkaError):
+                    if not part.retriable:  # e.g. a request that cannot be encoded
+                        for tp in tps:
+                            out[tp] = part
                     continue  # the whole request failed (connection): its partitions retry
                 if isinstance(part, BaseException):
                     raise part

@@ -157,6 +157,9 @@ def test_list_offsets_and_delete_records(admin, kafka):
     assert admin.list_offsets({tp0: "earliest"})[tp0].offset == 6
     with pytest.raises(ValueError, match="offset spec"):
         admin.list_offsets({tp0: "yesterday"})
+    for bad in (2**63, -5, 1.5, True):  # refused at once, not a NOT_LEADER after the timeout
+        with pytest.raises(ValueError, match=r"offset spec.*2\*\*63-1"):
+            admin.list_offsets({tp0: bad})
     unknown = kpax.TopicPartition("no-such-topic-xyz", 0)
     started = time.monotonic()
     assert isinstance(

@@ -386,6 +386,7 @@ class AsyncProducer:
                     f"the producer was closed ({limit}) before {n} record(s) were "
                     f"acknowledged; they {what}"
                 )
+                err.outcome_unknown = group is unknown
                 for b in group:
                     self.sender.complete(b, -1, -1, err)
         if self._task is not None:
@@ -639,11 +640,23 @@ class AsyncProducer:
             plan.next += 1
         return True
 
-    def _memory_full(self, topic: str) -> KafkaTimeoutError:
-        return KafkaTimeoutError(
+    def _memory_full(self, topic: str, plan: _BulkPlan | None = None) -> KafkaTimeoutError:
+        """The error of a send that waited ``max_block_ms`` for buffer memory. For
+        a ``send_many`` that buffered some of its records first, ``err.partial``
+        is the BulkFuture of those (they are sent; the others are not)."""
+        err = KafkaTimeoutError(
             f"buffer_memory={self.config['buffer_memory']} full for {self._max_block:g}s "
             f"(max_block_ms): cannot buffer a record for topic {topic!r}"
         )
+        err.partial = None  # type: ignore[attr-defined]
+        if plan is not None and plan.segments:
+            count = sum(hi - lo for _, _, _, lo, hi in plan.segments)
+            err.partial = BulkFuture(topic, count, plan.timestamp, plan.segments)  # type: ignore[attr-defined]
+            err.message += (
+                f"; {count} record(s) of this send_many were buffered before and will be "
+                "sent: err.partial is their BulkFuture, the rest were not sent"
+            )
+        return err
 
     async def send_many(
         self,
@@ -675,7 +688,7 @@ class AsyncProducer:
             while True:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise self._memory_full(topic)
+                    raise self._memory_full(topic, plan)
                 self._memory_event.clear()
                 try:
                     await asyncio.wait_for(self._memory_event.wait(), remaining)

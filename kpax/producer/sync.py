@@ -115,7 +115,7 @@ class Producer:
             while True:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise core._memory_full(topic)
+                    raise core._memory_full(topic, plan)
                 acc.wait_for_memory(min(remaining, 0.05))
                 if core._fill(plan, n):
                     break

@@ -110,7 +110,11 @@ class IllegalStateError(KafkaError):
 
 
 class ClientClosedError(IllegalStateError):
-    """The client has been closed."""
+    """The client has been closed. ``outcome_unknown``: for records a closing
+    producer failed, True when they had been sent without an answer (they may
+    have been written), False when they were never sent."""
+
+    outcome_unknown: bool = False
 
 
 class InvalidMessageError(KafkaError, ValueError):

@@ -205,8 +205,9 @@ def test_close_zero_fails_buffered_records_clearly(kafka, topic):
     p.close(0)
     assert time.monotonic() - t0 < 3
     for f in futs:
-        with pytest.raises(ClientClosedError, match=r"before 10 record.*never sent"):
+        with pytest.raises(ClientClosedError, match=r"before 10 record.*never sent") as info:
             f.result(1)
+        assert not info.value.outcome_unknown
     with pytest.raises(ClientClosedError):
         p.send(t, b"late")
 

@@ -178,8 +178,9 @@ def test_close_timeout_says_which_records_have_an_unknown_outcome(kafka_factory)
             assert time.monotonic() < deadline
             time.sleep(0.01)
         p.close(0.5)
-        with pytest.raises(ClientClosedError, match="outcome is unknown"):
+        with pytest.raises(ClientClosedError, match="outcome is unknown") as info:
             sent.result(5)
+        assert info.value.outcome_unknown
     finally:
         cluster.resume_broker(1)
         p.close(5)

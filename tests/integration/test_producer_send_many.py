@@ -238,6 +238,34 @@ def test_full_buffer_times_out_after_max_block(kafka: Any, topic: Any) -> None:
         p.close(0)
 
 
+def test_full_buffer_after_a_partial_fill_hands_back_what_was_buffered(
+    kafka_factory: Any,
+) -> None:
+    """Records a send_many buffered before it timed out on memory are sent:
+    the error carries their BulkFuture, so a caller can count them (and not
+    send them twice). The broker is paused, so nothing frees memory."""
+    cluster = kafka_factory(1)
+    t = f"partial-{uuid.uuid4().hex[:8]}"
+    p = kpax.Producer(
+        cluster.bootstrap, buffer_memory=2 * 20100 + 100, max_block_ms=800, linger_ms=0
+    )
+    try:
+        p.send(t, b"v").result(30)
+        cluster.pause_broker(1)
+        with pytest.raises(KafkaTimeoutError, match=r"2 record.*buffered") as info:
+            p.send_many(t, [b"x" * 20000] * 5)
+        partial = info.value.partial  # type: ignore[attr-defined]
+        assert partial is not None and partial.count == 2
+        cluster.resume_broker(1)
+        assert partial.result(60) == 2
+    finally:
+        cluster.resume_broker(1)
+        p.close(10)
+    with kpax.Consumer(cluster.bootstrap) as c:
+        tp = kpax.TopicPartition(t, 0)
+        assert c.end_offsets([tp])[tp] == 3
+
+
 def test_unknown_topic_and_closed_producer(kafka: Any) -> None:
     p = kpax.Producer(kafka.bootstrap, max_block_ms=1000, allow_auto_create_topics=False)
     t0 = time.monotonic()

@@ -36,7 +36,13 @@ def test_sync_send_is_the_c_appender_and_falls_back_with_the_same_arguments(kafk
         got: list[Any] = []
         futs = [
             p.send(t, b"a", partition=1, timestamp=1_700_000_000_000),
-            p.send(t, bytearray(b"ba"), key=b"k", headers={"h": b"v"}, callback=lambda m, e: got.append(m)),
+            p.send(
+                t,
+                bytearray(b"ba"),
+                key=b"k",
+                headers={"h": b"v"},
+                callback=lambda m, e: got.append(m),
+            ),
             p.send(t, value=b"kw", key=b"kk", partition=0),
             p.send(t, b"c", None, partition=0, callback=lambda m, e: got.append(m)),
         ]

@@ -1,60 +1,73 @@
 """kpax — a fast, modular Kafka wire-protocol client for Python.
 
 The sync face lives here (``kpax.Producer``, ``kpax.Consumer``, ``kpax.Admin``);
-the asyncio face in :mod:`kpax.aio`. See docs/ and DESIGN.md for the layer map.
+the asyncio face in :mod:`kpax.aio`. See docs/ and docs/architecture.md for the layer map.
+
+``import kpax`` is cheap: the names below are imported on first use (PEP 562
+``__getattr__``), so that importing a light submodule (``kpax.testing.pytest_plugin``,
+loaded by every pytest run where kpax is installed; ``kpax --version``) does not load
+the client, asyncio and the generated protocol code. ``from kpax import Producer``
+and ``kpax.Producer`` work as before; a name is looked up once, then cached here.
 """
 
-from kpax import aio
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from kpax._version import __version__
-from kpax.admin import (
-    AclBinding,
-    AclBindingFilter,
-    AclOperation,
-    AclPermissionType,
-    Admin,
-    AlterConfigOp,
-    AlterConfigOpType,
-    ConfigResource,
-    ConfigResourceType,
-    PatternType,
-    ResourceType,
-)
-from kpax.consumer import (
-    CommitFailedError,
-    Consumer,
-    ConsumerRebalanceListener,
-    ConsumerRecord,
-)
-from kpax.errors import (
-    AuthenticationError,
-    AuthorizationError,
-    BrokerResponseError,
-    ClientClosedError,
-    ConfigError,
-    CorruptRecordError,
-    DecompressionLimitError,
-    IllegalStateError,
-    KafkaConnectionError,
-    KafkaError,
-    KafkaTimeoutError,
-    NoBrokersAvailableError,
-    ProducerFencedError,
-    ProtocolError,
-    SerializationError,
-    TransactionAbortedError,
-    UnsupportedApiError,
-    UnsupportedCodecError,
-)
-from kpax.producer import BulkFuture, Producer, RecordFuture
-from kpax.structs import (
-    BatchResult,
-    ConsumerGroupMetadata,
-    NewTopic,
-    OffsetAndMetadata,
-    OffsetAndTimestamp,
-    RecordMetadata,
-    TopicPartition,
-)
+
+if TYPE_CHECKING:
+    from kpax import aio
+    from kpax.admin import (
+        AclBinding,
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        Admin,
+        AlterConfigOp,
+        AlterConfigOpType,
+        ConfigResource,
+        ConfigResourceType,
+        PatternType,
+        ResourceType,
+    )
+    from kpax.consumer import (
+        CommitFailedError,
+        Consumer,
+        ConsumerRebalanceListener,
+        ConsumerRecord,
+    )
+    from kpax.errors import (
+        AuthenticationError,
+        AuthorizationError,
+        BrokerResponseError,
+        ClientClosedError,
+        ConfigError,
+        CorruptRecordError,
+        DecompressionLimitError,
+        IllegalStateError,
+        KafkaConnectionError,
+        KafkaError,
+        KafkaTimeoutError,
+        NoBrokersAvailableError,
+        ProducerFencedError,
+        ProtocolError,
+        SerializationError,
+        TransactionAbortedError,
+        UnsupportedApiError,
+        UnsupportedCodecError,
+    )
+    from kpax.producer import BulkFuture, Producer, RecordFuture
+    from kpax.structs import (
+        BatchResult,
+        ConsumerGroupMetadata,
+        NewTopic,
+        OffsetAndMetadata,
+        OffsetAndTimestamp,
+        RecordMetadata,
+        TopicPartition,
+    )
 
 __all__ = [
     "ProducerFencedError",
@@ -103,3 +116,78 @@ __all__ = [
     "UnsupportedCodecError",
     "__version__",
 ]
+
+# name -> module it is imported from on first use ("kpax.aio" is the subpackage itself)
+_LAZY: dict[str, str] = {
+    "aio": "kpax.aio",
+    **dict.fromkeys(
+        (
+            "AclBinding",
+            "AclBindingFilter",
+            "AclOperation",
+            "AclPermissionType",
+            "Admin",
+            "AlterConfigOp",
+            "AlterConfigOpType",
+            "ConfigResource",
+            "ConfigResourceType",
+            "PatternType",
+            "ResourceType",
+        ),
+        "kpax.admin",
+    ),
+    **dict.fromkeys(
+        ("CommitFailedError", "Consumer", "ConsumerRebalanceListener", "ConsumerRecord"),
+        "kpax.consumer",
+    ),
+    **dict.fromkeys(
+        (
+            "AuthenticationError",
+            "AuthorizationError",
+            "BrokerResponseError",
+            "ClientClosedError",
+            "ConfigError",
+            "CorruptRecordError",
+            "DecompressionLimitError",
+            "IllegalStateError",
+            "KafkaConnectionError",
+            "KafkaError",
+            "KafkaTimeoutError",
+            "NoBrokersAvailableError",
+            "ProducerFencedError",
+            "ProtocolError",
+            "SerializationError",
+            "TransactionAbortedError",
+            "UnsupportedApiError",
+            "UnsupportedCodecError",
+        ),
+        "kpax.errors",
+    ),
+    **dict.fromkeys(("BulkFuture", "Producer", "RecordFuture"), "kpax.producer"),
+    **dict.fromkeys(
+        (
+            "BatchResult",
+            "ConsumerGroupMetadata",
+            "NewTopic",
+            "OffsetAndMetadata",
+            "OffsetAndTimestamp",
+            "RecordMetadata",
+            "TopicPartition",
+        ),
+        "kpax.structs",
+    ),
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kpax' has no attribute {name!r}")
+    imported = importlib.import_module(module)
+    value = imported if module == f"kpax.{name}" else getattr(imported, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -1,6 +1,6 @@
 """kpax.aio — the asyncio face: ``kpax.aio.Producer``, ``Consumer``, ``Admin``.
 
-Imports: kpax.admin (and kpax.producer, kpax.consumer as they land).
+Imports: kpax.admin, kpax.producer, kpax.consumer.
 """
 
 from kpax.admin.client import AsyncAdmin as Admin

@@ -58,7 +58,7 @@ class Consumer:
         consumer_timeout_ms: float | None = None,
         **config: Any,
     ) -> None:
-        # kpax.Consumer("host:9092", ...) as DESIGN.md shows; a first positional
+        # kpax.Consumer("host:9092", ...) as the README shows; a first positional
         # argument containing ":" is the bootstrap list, the rest are topics.
         names = list(topics)
         if bootstrap_servers is None and names and (":" in names[0] or "," in names[0]):

@@ -453,9 +453,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     thresholds = gc.get_threshold()
     gc.freeze()
     gc.set_threshold(200_000, 20, 50)
-    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGPIPE, signal.SIGINT, signal.SIGTERM)}
-    if args.command not in ("consume", "tail"):
-        signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `kpax meta | head` ends quietly
+    # SIGPIPE does not exist on Windows: there a closed pipe is only a BrokenPipeError.
+    sigpipe: signal.Signals | None = getattr(signal, "SIGPIPE", None)
+    handled = tuple(s for s in (sigpipe, signal.SIGINT, signal.SIGTERM) if s is not None)
+    saved = {sig: signal.getsignal(sig) for sig in handled}
+    if sigpipe is not None and args.command not in ("consume", "tail"):
+        signal.signal(sigpipe, signal.SIG_DFL)  # `kpax meta | head` ends quietly
     # Ctrl-C, and `kill` (TERM), also for a job started in the background with
     # SIGINT ignored: a clean stop (flush, commit, leave the group).
     signal.signal(signal.SIGINT, signal.default_int_handler)

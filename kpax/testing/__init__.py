@@ -24,15 +24,25 @@ Public API::
     ensure_jars(version=None) -> Path;  classpath(version=None) -> str  (java -cp)
     DEFAULT_KAFKA_VERSION;  KafkaStartError;  wire.api_versions(address, ...)
 
+``import kpax.testing`` is cheap: these names are imported on first use (PEP 562
+``__getattr__``), so the pytest plugin (kpax.testing.pytest_plugin, loaded by
+every pytest run where kpax is installed) does not load the broker machinery.
+
 Imports: kpax.testing.* only.
 """
 
-from kpax.testing.backends import docker_available, select_backend, start_kafka
-from kpax.testing.base import DEFAULT_SASL_USERS, ExistingCluster, KafkaCluster
-from kpax.testing.errors import KafkaStartError
-from kpax.testing.jars import DEFAULT_KAFKA_VERSION, classpath, ensure_jars
-from kpax.testing.local import LocalCluster
-from kpax.testing.wire import ApiVersionsResult, api_versions
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kpax.testing.backends import docker_available, select_backend, start_kafka
+    from kpax.testing.base import DEFAULT_SASL_USERS, ExistingCluster, KafkaCluster
+    from kpax.testing.errors import KafkaStartError
+    from kpax.testing.jars import DEFAULT_KAFKA_VERSION, classpath, ensure_jars
+    from kpax.testing.local import LocalCluster
+    from kpax.testing.wire import ApiVersionsResult, api_versions
 
 __all__ = [
     "DEFAULT_KAFKA_VERSION",
@@ -49,3 +59,26 @@ __all__ = [
     "select_backend",
     "start_kafka",
 ]
+
+# name -> module it is imported from on first use
+_LAZY: dict[str, str] = {
+    **dict.fromkeys(("docker_available", "select_backend", "start_kafka"), "kpax.testing.backends"),
+    **dict.fromkeys(("DEFAULT_SASL_USERS", "ExistingCluster", "KafkaCluster"), "kpax.testing.base"),
+    "KafkaStartError": "kpax.testing.errors",
+    **dict.fromkeys(("DEFAULT_KAFKA_VERSION", "classpath", "ensure_jars"), "kpax.testing.jars"),
+    "LocalCluster": "kpax.testing.local",
+    **dict.fromkeys(("ApiVersionsResult", "api_versions"), "kpax.testing.wire"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kpax.testing' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

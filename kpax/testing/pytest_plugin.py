@@ -20,21 +20,24 @@ Fixtures:
 When a test that used a broker fails, the last lines of each broker's log are
 added to its report ("kafka broker log" section).
 
-Imports: pytest, kpax.testing; kpax (the client, for ``kpax.Admin``) lazily inside ``topic``.
+Imports: pytest and the standard library at import time; kpax.testing's
+backends and kpax (the client, for ``kpax.Admin``) lazily inside the fixtures.
+Registered through the ``pytest11`` entry point, this module is imported by every
+pytest run wherever kpax is installed, on any OS: it must stay cheap (a few ms)
+and import nothing platform-specific (tests/unit/test_import_portable.py checks).
 """
 
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable, Generator, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from kpax.testing.backends import start_kafka
-from kpax.testing.base import KafkaCluster
-from kpax.testing.local import LocalCluster
+if TYPE_CHECKING:
+    from kpax.testing.base import KafkaCluster
+    from kpax.testing.local import LocalCluster
 
 __all__ = ["TopicFactory"]
 
@@ -62,6 +65,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def kafka() -> Iterator[KafkaCluster]:
     """The session's broker: PLAINTEXT + SASL_PLAINTEXT + SSL, auto-create topics on."""
+    from kpax.testing.backends import start_kafka
+
     cluster = start_kafka(1, sasl=True, ssl=True)
     _clusters["kafka"].append(cluster)
     try:
@@ -74,6 +79,8 @@ def kafka() -> Iterator[KafkaCluster]:
 @pytest.fixture(scope="session")
 def kafka_cluster3() -> Iterator[LocalCluster]:
     """Three local brokers (node ids 1..3), for failure tests."""
+    from kpax.testing.local import LocalCluster
+
     cluster = LocalCluster(3).start()
     _clusters["kafka_cluster3"].append(cluster)
     try:
@@ -95,6 +102,8 @@ def kafka_factory() -> Iterator[Callable[..., KafkaCluster]]:
         ssl: bool = False,
         config: dict[str, Any] | None = None,
     ) -> KafkaCluster:
+        from kpax.testing.backends import start_kafka
+
         cluster = start_kafka(brokers, sasl=sasl, ssl=ssl, config=config)
         made.append(cluster)
         _clusters["kafka_factory"].append(cluster)
@@ -119,6 +128,8 @@ def create_topic(
 ) -> str:
     """Create a topic with ``kpax.Admin`` (random name unless given) and wait
     until every partition has a leader."""
+    import uuid
+
     import kpax  # the client under test; imported here so kpax.testing stays importable alone
 
     name = name or f"t-{uuid.uuid4().hex[:12]}"

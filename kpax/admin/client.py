@@ -7,7 +7,7 @@ retry retriable failures with backoff until ``default_api_timeout_ms``, and
 return per-item results (:class:`~kpax.structs.BatchResult`): one failing
 topic does not hide the others' outcome.
 
-Imports: kpax.cluster, kpax.broker, kpax.proto, kpax.config, kpax.structs,
+Imports: kpax.cluster, kpax.broker, kpax.proto, kpax.config, kpax.metrics, kpax.structs,
 kpax.admin.*, the standard library.
 """
 
@@ -49,6 +49,7 @@ from kpax.broker.broker import Broker
 from kpax.broker.options import COMMON_OPTIONS, connection_options
 from kpax.cluster.cluster import GROUP, Cluster
 from kpax.config import Option, positive_int, resolve
+from kpax.metrics import ConnectionMetrics, Metrics, metrics_enabled
 from kpax.proto.error_codes import (
     GroupIdNotFoundError,
     UnknownMemberIdError,
@@ -139,9 +140,12 @@ class AsyncAdmin:
         if bootstrap_servers is not None:
             config["bootstrap_servers"] = bootstrap_servers
         self.config = resolve("admin", ADMIN_OPTIONS, config)
+        #: Counters behind :meth:`metrics` (kpax.metrics; None when switched off).
+        self._metrics = Metrics() if metrics_enabled() else None
+        self._conn_metrics = ConnectionMetrics(self._metrics) if self._metrics else None
         self.cluster = Cluster(
             self.config["bootstrap_servers"],
-            connection_options(self.config),
+            connection_options(self.config, self._conn_metrics),
             metadata_max_age_ms=self.config["metadata_max_age_ms"],
             retry_backoff_ms=self.config["retry_backoff_ms"],
             retry_backoff_max_ms=self.config["retry_backoff_max_ms"],
@@ -155,6 +159,15 @@ class AsyncAdmin:
 
     async def close(self) -> None:
         await self.cluster.close()
+
+    def metrics(self) -> dict[str, float]:
+        """The Java admin client's metrics that apply, as ``{name: value}``
+        (requests, responses, bytes, ``request-latency-avg``, ``connection-count``...;
+        see docs/observability.md). Safe to call from any thread."""
+        out: dict[str, float] = {}
+        if self._metrics is not None and self._conn_metrics is not None:
+            self._conn_metrics.snapshot(out, self._metrics.clock())
+        return out
 
     async def __aenter__(self) -> AsyncAdmin:
         return await self.start()

@@ -66,6 +66,11 @@ class Admin:
         limit = (timeout if timeout is not None else self._admin._timeout) + self._margin
         return self._thread.run(coro, limit, what="admin call")
 
+    def metrics(self) -> dict[str, float]:
+        """``{metric-name: value}``: see :meth:`AsyncAdmin.metrics` and
+        docs/observability.md."""
+        return self._admin.metrics()
+
     def close(self) -> None:
         if self._closed:
             return

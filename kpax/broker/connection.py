@@ -98,7 +98,7 @@ R = TypeVar("R")
 
 
 class _InFlight:
-    __slots__ = ("api_key", "correlation_id", "future", "request_name", "timer", "version")
+    __slots__ = ("api_key", "correlation_id", "future", "request_name", "sent", "timer", "version")
 
     def __init__(
         self,
@@ -114,6 +114,7 @@ class _InFlight:
         self.request_name = request_name
         self.future = future
         self.timer: asyncio.TimerHandle | None = None
+        self.sent = 0.0  # time.monotonic() when written (request-latency)
 
 
 class BrokerConnection(asyncio.BufferedProtocol):
@@ -162,6 +163,9 @@ class BrokerConnection(asyncio.BufferedProtocol):
         self._frame_size = 0  # what the size prefix announced (len(_frame) grows to it)
         self._responses = 0  # responses matched so far
         self._past_api_versions = False  # answered anything but ApiVersions
+        #: The client's connection metrics (None: not counted); counted once opened.
+        self._metrics = options.metrics
+        self._counted = False
 
     # ------------------------------------------------------------ naming
 
@@ -396,6 +400,9 @@ class BrokerConnection(asyncio.BufferedProtocol):
             data = encode_request(request, version, correlation_id, self.options.client_id)
             transport = self._transport
             assert transport is not None
+            metrics = self._metrics
+            if metrics is not None:
+                metrics.request_sent(len(data))
             if not expect_response:
                 transport.write(data)
                 self.last_activity = time.monotonic()
@@ -409,7 +416,7 @@ class BrokerConnection(asyncio.BufferedProtocol):
             self._in_flight.append(entry)
             self._drained.clear()
             transport.write(data)
-            self.last_activity = time.monotonic()
+            self.last_activity = entry.sent = time.monotonic()
             return await future
         finally:
             self._slots.release()
@@ -586,6 +593,8 @@ class BrokerConnection(asyncio.BufferedProtocol):
             return
         entry = self._in_flight.popleft()
         self._responses += 1
+        if self._metrics is not None:
+            self._metrics.response_received(time.monotonic() - entry.sent, len(frame) + 4)
         if entry.api_key != ApiVersionsRequest.API_KEY:
             self._past_api_versions = True
         if not self._in_flight:
@@ -622,6 +631,9 @@ class BrokerConnection(asyncio.BufferedProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
+        if self._metrics is not None:
+            self._counted = True
+            self._metrics.created.record()
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._closed is None:
@@ -686,6 +698,8 @@ class BrokerConnection(asyncio.BufferedProtocol):
         if self._closed is not None:
             return
         self._closed = exc or KafkaConnectionError(f"connection to {self.describe()} closed")
+        if self._counted and self._metrics is not None:
+            self._metrics.closed.record()
         self._frame = self._frame_view = None  # a half-read response is dropped
         if self._reauth_timer is not None:
             self._reauth_timer.cancel()

@@ -5,7 +5,7 @@ frozen object built once per client (:func:`connection_options`), plus the
 option table (Java names, snake_case, Java defaults) that the producer,
 consumer and admin faces merge into theirs.
 
-Imports: kpax.config, kpax.broker.tls, kpax.broker.sasl, kpax.proto.errors.
+Imports: kpax.config, kpax.metrics, kpax.broker.tls, kpax.broker.sasl, kpax.proto.errors.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from kpax.config import (
     optional_str,
     positive_int,
 )
+from kpax.metrics import ConnectionMetrics
 from kpax.proto.errors import ConfigError
 
 TokenProvider = Callable[[], "str | Awaitable[str]"]
@@ -80,6 +81,8 @@ class ConnectionOptions:
     sasl_token_provider: TokenProvider | None = None
     #: Largest response frame accepted (a larger size prefix is a protocol error).
     max_response_size: int = 512 * 1024 * 1024
+    #: The client's connection metrics (kpax.metrics); None: not counted.
+    metrics: ConnectionMetrics | None = None
 
     @property
     def uses_tls(self) -> bool:
@@ -90,8 +93,11 @@ class ConnectionOptions:
         return self.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL")
 
 
-def connection_options(config: Mapping[str, Any]) -> ConnectionOptions:
-    """Build :class:`ConnectionOptions` from a resolved client configuration."""
+def connection_options(
+    config: Mapping[str, Any], metrics: ConnectionMetrics | None = None
+) -> ConnectionOptions:
+    """Build :class:`ConnectionOptions` from a resolved client configuration
+    (``metrics``: where its connections count requests, bytes and latency)."""
     protocol = str(config.get("security_protocol", "PLAINTEXT")).upper()
     ctx: ssl.SSLContext | None = None
     if protocol in ("SSL", "SASL_SSL"):
@@ -129,4 +135,5 @@ def connection_options(config: Mapping[str, Any]) -> ConnectionOptions:
         sasl_username=config.get("sasl_plain_username"),
         sasl_password=config.get("sasl_plain_password"),
         sasl_token_provider=config.get("sasl_oauth_token_provider"),
+        metrics=metrics,
     )

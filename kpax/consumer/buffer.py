@@ -18,7 +18,7 @@ the partition is paused its error is not raised, so the others can be read.
 Also runs rebalance-listener calls that must happen on the application's
 thread (see :meth:`FetchBuffer.call_in_app`).
 
-Imports: kpax.consumer.state, kpax.consumer.record, the standard library.
+Imports: kpax.consumer.state, kpax.consumer.record, kpax.metrics, the standard library.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from typing import Any
 
 from kpax.consumer.record import ConsumerRecord
 from kpax.consumer.state import PartitionState
+from kpax.metrics import Sensor
 
 __all__ = ["Chunk", "FetchBuffer"]
 
@@ -69,7 +70,9 @@ class _AppCall:
 
 
 class FetchBuffer:
-    def __init__(self) -> None:
+    def __init__(self, consumed: Sensor | None = None) -> None:
+        #: records-consumed (kpax.metrics): recorded once per take, never per record.
+        self._consumed = consumed
         self._items: collections.deque[Any] = collections.deque()
         self._cond = threading.Condition(threading.Lock())
         #: Held while a chunk's records are handed out and its partition's position
@@ -138,6 +141,8 @@ class FetchBuffer:
             item = items[0]
             if type(item) is not Chunk:
                 if out:
+                    if self._consumed is not None:
+                        self._consumed.record(len(out))
                     return out  # records first; the error or call at the next take
                 items.popleft()
                 if isinstance(item, _AppCall):
@@ -185,6 +190,8 @@ class FetchBuffer:
                         drained = False
             if drained:
                 self.on_drained(state)
+        if out and self._consumed is not None:
+            self._consumed.record(len(out))
         return out
 
     def take_chunk(self) -> list[ConsumerRecord] | None:
@@ -206,6 +213,8 @@ class FetchBuffer:
                     state.position_epoch = item.next_epoch
             self.on_drained(state)
             if live and item.records:
+                if self._consumed is not None:
+                    self._consumed.record(len(item.records))
                 return item.records
         return None
 
@@ -220,6 +229,8 @@ class FetchBuffer:
                 state.position = item.next_offset
                 state.position_epoch = item.next_epoch
         self.on_drained(state)
+        if recs and self._consumed is not None:
+            self._consumed.record(len(recs))
         return recs
 
     def _raise_failed(self) -> None:

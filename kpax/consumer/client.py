@@ -15,7 +15,7 @@ the fetcher runs ahead of it. ``seek*`` drop whatever was fetched ahead.
 Without ``group_id`` commits are refused; with ``group_id`` and ``assign``
 commits go to the group without a generation (like Java).
 
-Imports: kpax.cluster, kpax.broker, kpax.config, kpax.proto, kpax.structs,
+Imports: kpax.cluster, kpax.broker, kpax.config, kpax.metrics, kpax.proto, kpax.structs,
 kpax.consumer.*.
 """
 
@@ -41,6 +41,7 @@ from kpax.consumer.offsets import EARLIEST, LATEST, list_offsets
 from kpax.consumer.options import CONSUMER_OPTIONS
 from kpax.consumer.record import ConsumerRecord
 from kpax.consumer.state import PartitionState
+from kpax.metrics import NAN, ConnectionMetrics, Metrics, metrics_enabled, tagged
 from kpax.proto.errors import ClientClosedError, IllegalStateError, KafkaTimeoutError
 from kpax.structs import (
     ConsumerGroupMetadata,
@@ -71,16 +72,20 @@ class AsyncConsumer:
         if bootstrap_servers is not None:
             config["bootstrap_servers"] = bootstrap_servers
         self.config = resolve("consumer", CONSUMER_OPTIONS, config)
+        #: Counters behind :meth:`metrics` (kpax.metrics; None when switched off).
+        self.metrics_registry: Metrics | None = Metrics() if metrics_enabled() else None
+        m = self.metrics_registry
+        self._conn_metrics = ConnectionMetrics(m) if m is not None else None
         self.cluster = Cluster(
             self.config["bootstrap_servers"],
-            connection_options(self.config),
+            connection_options(self.config, self._conn_metrics),
             metadata_max_age_ms=self.config["metadata_max_age_ms"],
             retry_backoff_ms=self.config["retry_backoff_ms"],
             retry_backoff_max_ms=self.config["retry_backoff_max_ms"],
             allow_auto_topic_creation=self.config["allow_auto_create_topics"],
         )
         self.states: dict[TopicPartition, PartitionState] = {}
-        self.buffer = FetchBuffer()
+        self.buffer = FetchBuffer(m.sensor("records-consumed") if m is not None else None)
         self.fetcher: Fetcher | None = None
         self.group: GroupBase | None = None
         self.listener: Any = None
@@ -101,7 +106,9 @@ class AsyncConsumer:
         if self._started:
             return
         await self.cluster.start()
-        self.fetcher = Fetcher(self.cluster, self.states, self.buffer, self.config)
+        self.fetcher = Fetcher(
+            self.cluster, self.states, self.buffer, self.config, self.metrics_registry
+        )
         max_chunks = self.config["fetch_buffer_chunks"]
         fetcher = self.fetcher
 
@@ -410,6 +417,49 @@ class AsyncConsumer:
 
     def paused(self) -> set[TopicPartition]:
         return {tp for tp, st in self.states.items() if st.paused}
+
+    # ------------------------------------------------------------ metrics
+
+    def metrics(self) -> dict[str, float]:
+        """The Java consumer's metrics that apply, as ``{name: value}`` (see
+        docs/observability.md): ``records-consumed-total``, ``fetch-rate``,
+        ``records-lag-max``, ``commit-latency-avg``..., and per-partition
+        ``records-lag{topic=t,partition=0}``. Safe to call from any thread."""
+        out: dict[str, float] = {}
+        read_committed = self.config["isolation_level"] == "read_committed"
+        lags: list[int] = []
+        for tp, st in list(self.states.items()):
+            end = st.last_stable_offset if read_committed else st.high_watermark
+            if st.position is None or end < 0 or not st.assigned:
+                continue
+            lag = max(end - st.position, 0)
+            out[tagged("records-lag", topic=tp.topic, partition=tp.partition)] = lag
+            lags.append(lag)
+        out["records-lag-max"] = max(lags) if lags else NAN
+        out["assigned-partitions"] = sum(1 for st in list(self.states.values()) if st.assigned)
+        m, conn = self.metrics_registry, self._conn_metrics
+        if m is None or conn is None:
+            return out
+        now = m.clock()
+        consumed = m.sensor("records-consumed")
+        out["records-consumed-total"] = consumed.total
+        out["records-consumed-rate"] = consumed.rate(now)
+        out["records-per-poll-avg"] = consumed.avg(now)
+        fetch_latency, fetch_size = m.sensor("fetch-latency"), m.sensor("fetch-size")
+        out["fetch-total"] = fetch_latency.count
+        out["fetch-rate"] = fetch_latency.count_rate(now)
+        out["fetch-latency-avg"] = fetch_latency.avg(now)
+        out["fetch-latency-max"] = fetch_latency.max(now)
+        out["fetch-size-avg"] = fetch_size.avg(now)
+        out["fetch-size-max"] = fetch_size.max(now)
+        out["bytes-fetched-total"] = fetch_size.total
+        commit = m.sensor("commit-latency")
+        out["commit-total"] = commit.count
+        out["commit-rate"] = commit.count_rate(now)
+        out["commit-latency-avg"] = commit.avg(now)
+        out["commit-latency-max"] = commit.max(now)
+        conn.snapshot(out, now)
+        return out
 
     # ------------------------------------------------------------ poll
 

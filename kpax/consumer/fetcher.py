@@ -38,7 +38,7 @@ Positions still unknown (new assignment, reset) are resolved here too: from
 the committed offsets (``committed_lookup``, given by the group code) or by
 ListOffsets.
 
-Imports: kpax.cluster, kpax.broker, kpax.proto, kpax.structs, kpax.consumer.*.
+Imports: kpax.cluster, kpax.broker, kpax.proto, kpax.structs, kpax.metrics, kpax.consumer.*.
 """
 
 from __future__ import annotations
@@ -60,6 +60,7 @@ from kpax.consumer.offsets import EARLIEST, LATEST, end_offsets_for_epochs, list
 from kpax.consumer.options import max_decompressed_batch_bytes
 from kpax.consumer.record import ConsumerRecord
 from kpax.consumer.state import PartitionState
+from kpax.metrics import Metrics
 from kpax.proto.errors import (
     CorruptRecordError,
     DecompressionLimitError,
@@ -116,8 +117,12 @@ class Fetcher:
         states: dict[TopicPartition, PartitionState],
         buffer: FetchBuffer,
         config: dict[str, Any],
+        metrics: Metrics | None = None,
     ) -> None:
         self.cluster = cluster
+        #: fetch-latency (ms) and fetch-size (bytes of records) per Fetch response.
+        self.m_latency = metrics.sensor("fetch-latency") if metrics is not None else None
+        self.m_size = metrics.sensor("fetch-size") if metrics is not None else None
         self.states = states
         self.buffer = buffer
         self.config = config
@@ -473,8 +478,14 @@ class Fetcher:
             rack_id=self.config["client_rack"] or "",
         )
         timeout = self._timeout + self.config["fetch_max_wait_ms"] / 1000
+        started = time.monotonic()
         resp = await broker.request(req, version=version, timeout=timeout)
         self.fetches += 1
+        if self.m_latency is not None and self.m_size is not None:
+            self.m_latency.record((time.monotonic() - started) * 1000.0)
+            self.m_size.record(
+                sum(len(p.records) for t in resp.responses for p in t.partitions if p.records)
+            )
         if resp.error_code:
             if resp.error_code in _SESSION_ERRORS:
                 session.reset()

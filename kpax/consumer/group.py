@@ -11,7 +11,7 @@ rebalance listener calls in Java's order. :mod:`kpax.consumer.classic` and
 OffsetCommit/OffsetFetch are capped at v9 (topics by name): v10 names topics
 by id and buys nothing here.
 
-Imports: kpax.cluster, kpax.broker, kpax.proto, kpax.structs, kpax.consumer.*.
+Imports: kpax.cluster, kpax.broker, kpax.proto, kpax.structs, kpax.metrics, kpax.consumer.*.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from typing import Any, Protocol
 from kpax.broker.backoff import Backoff
 from kpax.cluster.cluster import GROUP, Cluster
 from kpax.consumer.errors import CommitFailedError
+from kpax.metrics import Metrics
 from kpax.proto.errors import BrokerResponseError, KafkaError, KafkaTimeoutError, error_for_code
 from kpax.proto.messages import OffsetCommitRequest, OffsetFetchRequest
 from kpax.structs import OffsetAndMetadata, TopicPartition
@@ -58,6 +59,9 @@ class Membership(Protocol):
     async def call_listener(self, method: str, tps: set[TopicPartition]) -> None: ...
 
     def fail(self, exc: BaseException) -> None: ...
+
+    #: The consumer's counters (kpax.metrics; None: not counted).
+    metrics_registry: Metrics | None
 
 
 class GroupBase:
@@ -223,10 +227,14 @@ class GroupBase:
         )
         deadline = time.monotonic() + self._api_timeout
         backoff = Backoff(*self._backoff)
+        metrics = self.member.metrics_registry
         while True:
+            started = time.monotonic()
             resp = await self.coordinator_request(
                 req, what="OffsetCommit", max_version=_OFFSET_COMMIT_MAX
             )
+            if metrics is not None:  # commit-latency: one OffsetCommit round trip
+                metrics.sensor("commit-latency").record((time.monotonic() - started) * 1000.0)
             retry = False
             for t in resp.topics:
                 for p in t.partitions:

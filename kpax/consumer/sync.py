@@ -141,6 +141,11 @@ class Consumer:
     ) -> None:
         self.close()
 
+    def metrics(self) -> dict[str, float]:
+        """``{metric-name: value}``: see :meth:`AsyncConsumer.metrics` and
+        docs/observability.md."""
+        return self._core.metrics()
+
     # ------------------------------------------------------------ poll
 
     def poll(self, timeout: float = 0.0, max_records: int | None = None) -> list[ConsumerRecord]:

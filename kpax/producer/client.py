@@ -14,7 +14,7 @@ The sync face (``kpax.Producer``, kpax.producer.sync) runs this object on a
 :class:`~kpax.loop_thread.LoopThread` and calls :meth:`AsyncProducer._append`
 from its own thread: everything ``_append`` touches is thread-safe.
 
-Imports: kpax.producer.*, kpax.cluster, kpax.broker.options, kpax.proto, kpax.structs.
+Imports: kpax.producer.*, kpax.cluster, kpax.metrics, kpax.broker.options, kpax.proto, kpax.structs.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from typing import Any
 
 from kpax.broker.options import connection_options
 from kpax.cluster.cluster import Cluster
+from kpax.metrics import ConnectionMetrics, Metrics, metrics_enabled, tagged
 from kpax.producer.accumulator import Accumulator, Column, Segment, fit, record_size
 from kpax.producer.batch import BulkFuture, Callback, ProducerBatch, RecordFuture
 from kpax.producer.fastpath import sendpath
@@ -168,9 +169,12 @@ class AsyncProducer:
         if bootstrap_servers is not None:
             config["bootstrap_servers"] = bootstrap_servers
         cfg = self.config = resolve_producer_config(config)
+        #: Counters behind :meth:`metrics` (None when switched off: kpax.metrics._ENABLED).
+        self._metrics = Metrics() if metrics_enabled() else None
+        self._conn_metrics = ConnectionMetrics(self._metrics) if self._metrics else None
         self.cluster = Cluster(
             cfg["bootstrap_servers"],
-            connection_options(cfg),
+            connection_options(cfg, self._conn_metrics),
             metadata_max_age_ms=cfg["metadata_max_age_ms"],
             retry_backoff_ms=cfg["retry_backoff_ms"],
             retry_backoff_max_ms=cfg["retry_backoff_max_ms"],
@@ -202,7 +206,7 @@ class AsyncProducer:
             if cfg["enable_idempotence"]
             else None
         )
-        self.sender = Sender(cfg, self.cluster, self.accumulator, self.identity)
+        self.sender = Sender(cfg, self.cluster, self.accumulator, self.identity, self._metrics)
         self.txn: TransactionManager | None = None
         if cfg["transactional_id"] is not None:
             assert self.identity is not None
@@ -396,6 +400,47 @@ class AsyncProducer:
             except (asyncio.CancelledError, Exception):
                 pass
         await self.cluster.close()
+
+    # ------------------------------------------------------------ metrics
+
+    def metrics(self) -> dict[str, float]:
+        """The Java producer's metrics that apply, as ``{name: value}`` (see
+        docs/observability.md): client-wide names (``record-send-total``,
+        ``request-latency-avg``, ``buffer-available-bytes``...) and per-topic
+        variants tagged like Java's (``record-send-total{topic=orders}``).
+        Counted per batch and per request; safe to call from any thread."""
+        acc, sender = self.accumulator, self.sender
+        out: dict[str, float] = {
+            "buffer-total-bytes": acc.buffer_memory,
+            "buffer-available-bytes": max(acc.buffer_memory - acc.reserved, 0),
+            "requests-in-flight": sender.in_flight,
+        }
+        m, conn = self._metrics, self._conn_metrics
+        if m is None or conn is None:
+            return out
+        now = m.clock()
+        for name, sensor in (
+            ("record-send", sender.m_sent),
+            ("record-error", sender.m_error),
+            ("record-retry", sender.m_retry),
+        ):
+            out[f"{name}-total"] = sensor.total
+            out[f"{name}-rate"] = sensor.rate(now)
+        out["batch-size-avg"] = sender.m_batch.avg(now)
+        out["batch-size-max"] = sender.m_batch.max(now)
+        out["records-per-request-avg"] = sender.m_per_request.avg(now)
+        out["record-queue-time-avg"] = sender.m_queue.avg(now)
+        out["record-queue-time-max"] = sender.m_queue.max(now)
+        out["produce-throttle-time-avg"] = sender.m_throttle.avg(now)
+        out["produce-throttle-time-max"] = sender.m_throttle.max(now)
+        conn.snapshot(out, now)
+        with m.lock:
+            topics = [(t, list(c)) for t, c in sender.topic_counts.items()]
+        for topic, (sent, failed, nbytes) in topics:
+            out[tagged("record-send-total", topic=topic)] = sent
+            out[tagged("record-error-total", topic=topic)] = failed
+            out[tagged("byte-total", topic=topic)] = nbytes
+        return out
 
     # ------------------------------------------------------------ metadata
 

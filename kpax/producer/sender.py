@@ -35,7 +35,11 @@ the same epoch and sequence and are exactly-once.
 Produce versions: v3 to v13. v13 names topics by id (KIP-516); the id comes
 from the cluster metadata, and responses are mapped back by id.
 
-Imports: kpax.producer.{accumulator,batch,idempotence}, kpax.cluster,
+Metrics (kpax.metrics): counted once per completed batch in :meth:`complete`
+(records sent or failed, batch bytes, per topic), per retry and per request;
+never per record.
+
+Imports: kpax.producer.{accumulator,batch,idempotence}, kpax.cluster, kpax.metrics,
 kpax.broker, kpax.proto, the standard library.
 """
 
@@ -50,6 +54,7 @@ from typing import Any
 
 from kpax.broker.backoff import Backoff
 from kpax.cluster.cluster import Cluster
+from kpax.metrics import Metrics
 from kpax.producer.accumulator import Accumulator, PartitionQueue
 from kpax.producer.batch import ProducerBatch, delivery_error
 from kpax.producer.idempotence import ProducerIdentity
@@ -86,6 +91,7 @@ class Sender:
         cluster: Cluster,
         accumulator: Accumulator,
         identity: ProducerIdentity | None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.cluster = cluster
         self.acc = accumulator
@@ -115,6 +121,18 @@ class Sender:
         self.retried_batches = 0
         #: Called after each metadata refresh (the producer updates its partition counts).
         self.on_metadata: Any = None
+        #: Per-batch counters (kpax.metrics; None: not counted). Per topic:
+        #: [records sent, records failed, bytes sent].
+        self.metrics = metrics
+        if metrics is not None:
+            self.m_sent = metrics.sensor("record-send")
+            self.m_error = metrics.sensor("record-error")
+            self.m_retry = metrics.sensor("record-retry")
+            self.m_batch = metrics.sensor("batch-size")
+            self.m_per_request = metrics.sensor("records-per-request")
+            self.m_throttle = metrics.sensor("produce-throttle-time")
+            self.m_queue = metrics.sensor("record-queue-time")
+        self.topic_counts: dict[str, list[int]] = {}
 
     def wake(self) -> None:
         self._wake.set()
@@ -356,6 +374,8 @@ class Sender:
             pq.ready.popleft()
             if b.data is None and not self.seal(pq, b):
                 raise AssertionError("sealing a batch without a producer id")
+        if self.metrics is not None and b.attempts == 0:
+            self.m_queue.record((time.monotonic() - b.created) * 1000.0)
         return b.seal_error is None
 
     def _launch(self, leader: int, batches: list[tuple[PartitionQueue, ProducerBatch]]) -> None:
@@ -400,6 +420,8 @@ class Sender:
                     timeout_ms=self.request_timeout_ms,
                     topic_data=topic_data,
                 )
+                if self.metrics is not None:
+                    self.m_per_request.record(sum(b.count for _, b in batches))
                 if self.acks == 0:
                     await broker.request(req, version=version, expect_response=False)
                     for pq, b in batches:
@@ -418,6 +440,8 @@ class Sender:
                 for pq, b in batches:
                     self._finish(pq, b, -1, -1, err)
                 return
+            if self.metrics is not None:
+                self.m_throttle.record(getattr(resp, "throttle_time_ms", 0) or 0)
             try:
                 self._handle_response(resp, batches, ids, broker.describe())
             except Exception as exc:  # a bug must not leave these futures pending
@@ -514,10 +538,28 @@ class Sender:
     def complete(
         self, b: ProducerBatch, offset: int, log_append: int, err: BaseException | None
     ) -> None:
+        if self.metrics is not None and not b.done:
+            self._count(b, err)
         b.complete(offset, log_append, err)
         self.acc.release(b)
         if err is not None and self.txn is not None and isinstance(err, KafkaError):
             self.txn.fail(err)
+
+    def _count(self, b: ProducerBatch, err: BaseException | None) -> None:
+        """Count a batch's outcome (once per batch: the per-record path is untouched)."""
+        n = b.count or len(b.values)
+        nbytes = len(b.data) if b.data is not None else 0
+        counts = self.topic_counts.get(b.topic)
+        if counts is None:
+            counts = self.topic_counts[b.topic] = [0, 0, 0]
+        if err is None:
+            self.m_sent.record(n)
+            self.m_batch.record(nbytes)
+            counts[0] += n
+            counts[2] += nbytes
+        else:
+            self.m_error.record(n)
+            counts[1] += n
 
     def _failed(
         self, pq: PartitionQueue, b: ProducerBatch, err: KafkaError, *, unknown: bool, describe: str
@@ -566,6 +608,8 @@ class Sender:
             return
         b.retry_at = now + delay
         self.retried_batches += 1
+        if self.metrics is not None:
+            self.m_retry.record(b.count)
         pq.requeue(b)
 
     # ------------------------------------------------------------ metadata

@@ -154,6 +154,11 @@ class Producer:
             if fut is not None:
                 return fut
 
+    def metrics(self) -> dict[str, float]:
+        """``{metric-name: value}``: see :meth:`AsyncProducer.metrics` and
+        docs/observability.md."""
+        return self._core.metrics()
+
     def flush(self, timeout: float | None = None) -> None:
         """Send everything buffered and wait for the outcome (KafkaTimeoutError
         after ``timeout`` seconds)."""

@@ -1,0 +1,176 @@
+"""Client metrics: the Java client's metric names, counted per batch or request.
+
+Role: the small, cheap instruments behind ``producer.metrics()``,
+``consumer.metrics()`` and ``admin.metrics()`` (see docs/observability.md).
+A :class:`Sensor` keeps a cumulative count and sum and, like the Java
+client's ``SampledStat`` (``metrics.num.samples=2``,
+``metrics.sample.window.ms=30000``), two 30-second samples for the windowed
+figures: ``-rate`` is the windowed sum divided by the elapsed window (at
+least one full window, as Java's ``Rate``, so a burst of 1000 records in one
+second reads as about 33/s until the window fills); ``-avg`` and ``-max`` are
+over the same samples and NaN when there are none (as Java).
+
+Nothing here runs per record: the producer records per completed batch, the
+consumer per fetch response and per ``poll``/chunk, the broker connection per
+request. Sensors are recorded on the client's I/O loop (and the consumer's
+taking thread) and read from any thread, under one lock per client.
+
+Shared utility outside the layers (like kpax.config): the broker layer and the
+clients import it; it imports only the standard library.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable
+
+__all__ = ["NAN", "ConnectionMetrics", "Metrics", "Sensor", "metrics_enabled", "tagged"]
+
+NAN = math.nan
+#: A private switch for measuring what the counters cost (bench/metrics_cost.py):
+#: clients built while it is False count nothing and ``metrics()`` reports gauges only.
+_ENABLED = True
+#: Java's defaults: metrics.sample.window.ms and metrics.num.samples.
+WINDOW_S = 30.0
+SAMPLES = 2
+
+
+class Sensor:
+    """Cumulative count/sum plus windowed samples of recorded values."""
+
+    __slots__ = ("_clock", "_lock", "_samples", "count", "total")
+
+    def __init__(self, lock: threading.Lock, clock: Callable[[], float]) -> None:
+        self._lock = lock
+        self._clock = clock
+        #: All-time number of recordings and sum of recorded values.
+        self.count = 0
+        self.total = 0.0
+        # [start, count, sum, max] per sample, oldest first.
+        self._samples: list[list[float]] = []
+
+    def record(self, value: float = 1.0) -> None:
+        now = self._clock()
+        with self._lock:
+            self.count += 1
+            self.total += value
+            samples = self._samples
+            if not samples or now - samples[-1][0] >= WINDOW_S:
+                samples.append([now, 1, value, value])
+                if len(samples) > SAMPLES:
+                    del samples[0]
+                return
+            s = samples[-1]
+            s[1] += 1
+            s[2] += value
+            s[3] = max(s[3], value)
+
+    def _live(self, now: float) -> list[list[float]]:
+        # Samples whose window ended more than SAMPLES windows ago are obsolete.
+        return [s for s in self._samples if now - s[0] < WINDOW_S * SAMPLES]
+
+    def rate(self, now: float | None = None) -> float:
+        """Windowed sum per second (Java's ``Rate``)."""
+        now = self._clock() if now is None else now
+        with self._lock:
+            live = self._live(now)
+            total = sum(s[2] for s in live)
+            start = live[0][0] if live else now
+        elapsed = now - start
+        full = int(elapsed // WINDOW_S)
+        if full < SAMPLES - 1:
+            elapsed += (SAMPLES - 1 - full) * WINDOW_S
+        return total / elapsed if elapsed > 0 else 0.0
+
+    def count_rate(self, now: float | None = None) -> float:
+        """Windowed recordings per second (Java's ``Rate(new WindowedCount())``)."""
+        now = self._clock() if now is None else now
+        with self._lock:
+            live = self._live(now)
+            n = sum(s[1] for s in live)
+            start = live[0][0] if live else now
+        elapsed = now - start
+        full = int(elapsed // WINDOW_S)
+        if full < SAMPLES - 1:
+            elapsed += (SAMPLES - 1 - full) * WINDOW_S
+        return n / elapsed if elapsed > 0 else 0.0
+
+    def avg(self, now: float | None = None) -> float:
+        now = self._clock() if now is None else now
+        with self._lock:
+            live = self._live(now)
+            n = sum(s[1] for s in live)
+            total = sum(s[2] for s in live)
+        return total / n if n else NAN
+
+    def max(self, now: float | None = None) -> float:
+        now = self._clock() if now is None else now
+        with self._lock:
+            live = self._live(now)
+        return max((s[3] for s in live), default=NAN)
+
+
+class Metrics:
+    """One client's sensors, all under one lock."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.lock = threading.Lock()
+        self.clock = clock
+        self._sensors: dict[str, Sensor] = {}
+
+    def sensor(self, name: str) -> Sensor:
+        s = self._sensors.get(name)
+        if s is None:
+            s = self._sensors[name] = Sensor(self.lock, self.clock)
+        return s
+
+
+class ConnectionMetrics:
+    """What every broker connection of one client records (Java's common
+    client metrics: requests, responses, bytes, latency, connections)."""
+
+    def __init__(self, metrics: Metrics | None = None) -> None:
+        self.metrics = m = metrics or Metrics()
+        self.requests = m.sensor("request")  # value: bytes sent
+        self.latency = m.sensor("request-latency")  # value: ms, per response
+        self.responses = m.sensor("response")  # value: bytes received
+        self.created = m.sensor("connection-creation")
+        self.closed = m.sensor("connection-close")
+
+    def request_sent(self, nbytes: int) -> None:
+        self.requests.record(nbytes)
+
+    def response_received(self, latency_s: float, nbytes: int) -> None:
+        self.latency.record(latency_s * 1000.0)
+        self.responses.record(nbytes)
+
+    def snapshot(self, out: dict[str, float], now: float) -> None:
+        """Add the common client metrics to ``out``."""
+        req, resp, lat = self.requests, self.responses, self.latency
+        out["request-total"] = req.count
+        out["request-rate"] = req.count_rate(now)
+        out["outgoing-byte-total"] = req.total
+        out["outgoing-byte-rate"] = req.rate(now)
+        out["response-total"] = resp.count
+        out["response-rate"] = resp.count_rate(now)
+        out["incoming-byte-total"] = resp.total
+        out["incoming-byte-rate"] = resp.rate(now)
+        out["request-latency-avg"] = lat.avg(now)
+        out["request-latency-max"] = lat.max(now)
+        out["connection-creation-total"] = self.created.count
+        out["connection-creation-rate"] = self.created.count_rate(now)
+        out["connection-close-total"] = self.closed.count
+        out["connection-close-rate"] = self.closed.count_rate(now)
+        out["connection-count"] = self.created.count - self.closed.count
+
+
+def tagged(name: str, **tags: object) -> str:
+    """A metric name with Java-style tags: ``record-send-total{topic=orders}``."""
+    inner = ",".join(f"{k.replace('_', '-')}={v}" for k, v in tags.items())
+    return f"{name}{{{inner}}}"
+
+
+def metrics_enabled() -> bool:
+    return _ENABLED

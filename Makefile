@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.kpax-installed
 SPECS  ?= ../shared/kafka-message-specs
 
-.PHONY: all demo tools test unit integration lint typecheck generate check-generated bench bench-franz kafka-jars clean distclean demo-spark
+.PHONY: all demo tools test docs unit integration lint typecheck generate check-generated bench bench-franz kafka-jars clean distclean demo-spark
 
 all: test
 
@@ -55,8 +55,13 @@ unit: $(STAMP)
 integration: $(STAMP) kafka-jars tools
 	$(PY) -m pytest tests/integration tests/interop tests/faults
 
-## Everything: lint, types, generated code up to date, unit + integration suites.
-test: $(STAMP) kafka-jars tools lint typecheck check-generated
+## The documentation site (guides + API reference from the docstrings) into site/;
+## strict: a warning (broken link, bad docstring, option without text) fails it.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --quiet
+
+## Everything: lint, types, generated code up to date, docs build, unit + integration suites.
+test: $(STAMP) kafka-jars tools lint typecheck check-generated docs
 	$(PY) -m pytest tests
 
 bench: $(STAMP) kafka-jars bench-franz
@@ -69,7 +74,7 @@ bench-franz:
 		|| echo "bench-franz: could not build bench/franz (Go toolchain needed); the franz-go peer will fail"
 
 clean:
-	rm -rf .mypy_cache .ruff_cache .pytest_cache .hypothesis build dist *.egg-info
+	rm -rf .mypy_cache .ruff_cache .pytest_cache .hypothesis build dist *.egg-info site
 	find . -name __pycache__ -prune -exec rm -rf {} +
 
 distclean: clean

@@ -65,7 +65,7 @@ def main() -> int:
             _kpax(env, "offsets", topic, "--group", group)
             _kpax(env, "tail", topic, "-n", "3", "--format", "json")
             _kpax(env, "meta", topic)
-            _kpax(env, "topics", "delete", topic)
+            _kpax(env, "topics", "delete", topic, "--execute")
         except RuntimeError as exc:
             print(f"demo: {exc}", file=sys.stderr)
             return 1

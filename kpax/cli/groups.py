@@ -5,6 +5,10 @@ type (classic or consumer); describe shows the kind of group (classic, or
 consumer for KIP-848 groups), its state and assignor, members with their
 partitions (for consumer groups also member epochs, subscriptions and, while
 they reconcile, target assignments), and committed offsets with lag.
+``delete`` is a dry run unless ``--execute``: it prints the plan (each
+group's type, state, members and committed offsets) and changes nothing; a
+group with active members is refused either way (the coordinator would
+refuse to delete it: NON_EMPTY_GROUP).
 
 Imports: the public kpax API, kpax.cli.*, the standard library.
 """
@@ -17,6 +21,7 @@ from typing import Any
 import kpax
 from kpax.admin import GroupDescription, MemberDescription
 from kpax.cli import common
+from kpax.cli.errors import CommandError
 from kpax.cli.output import emit, note, table
 from kpax.cli.settings import Settings
 
@@ -27,10 +32,44 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             return _list(adm, args, settings)
         if args.action == "describe":
             return _describe(adm, args, settings)
-        adm.delete_groups(args.groups, timeout=settings.timeout).raise_for_errors()
-        for g in args.groups:
-            note(f"deleted group {g!r}")
-        return 0
+        return _delete(adm, args, settings)
+
+
+def _delete(adm: kpax.Admin, args: argparse.Namespace, settings: Settings) -> int:
+    names = list(dict.fromkeys(args.groups))
+    desc = adm.describe_groups(names, timeout=settings.timeout)
+    desc.raise_for_errors()  # an unknown group: GROUP_ID_NOT_FOUND naming it
+    rows: list[dict[str, Any]] = []
+    for gid in names:
+        g = desc[gid]
+        if not g.is_empty:
+            raise CommandError(
+                f"{g.type} group {gid!r} has {len(g.members)} active member(s) "
+                f"(state {g.state}): stop its consumers before deleting it"
+            )
+        committed = adm.list_group_offsets(gid, timeout=settings.timeout)
+        topics = sorted({tp.topic for tp in committed})
+        rows.append(
+            {
+                "group": gid,
+                "type": g.type,
+                "state": g.state,
+                "offsets": len(committed),
+                "topics": topics,
+            }
+        )
+    if args.execute:
+        adm.delete_groups(names, timeout=settings.timeout).raise_for_errors()
+    head = "deleted" if args.execute else "plan (dry run, nothing deleted)"
+    human = f"{head}: {len(rows)} group(s)\n" + table(
+        ["GROUP", "TYPE", "STATE", "OFFSETS", "TOPICS"],
+        [[r["group"], r["type"], r["state"], r["offsets"], ",".join(r["topics"])] for r in rows],
+    )
+    doc = {"executed": args.execute, "dry_run": not args.execute, "groups": rows}
+    emit(doc, human, args.output)
+    if not args.execute:
+        note("dry run: no group deleted; add --execute to delete them")
+    return 0
 
 
 def _list(adm: kpax.Admin, args: argparse.Namespace, settings: Settings) -> int:

@@ -40,9 +40,13 @@ examples:
   kpax consume orders --group billing --count 100
   kpax tail orders -n 5
   kpax offsets orders --group billing
-  kpax rollback --group billing orders --to 2024-05-01T00:00:00Z --dry-run
+  kpax rollback --group billing orders --to 2024-05-01T00:00:00Z   # the plan
+  kpax rollback --group billing orders --to 2024-05-01T00:00:00Z --execute
   kpax meta orders
   kpax --profile prod groups list --output json
+
+Commands that move committed offsets or delete (rollback, topics delete,
+groups delete) print their plan and change nothing unless given --execute.
 
 exit status: 0 ok, 1 Kafka/connection/data error, 2 usage error, 130 interrupted.
 """
@@ -107,13 +111,16 @@ examples:
 
 ROLLBACK_HELP = """\
 Move the committed offsets of GROUP on TOPIC to --to (earliest, latest,
-OFFSET, -N, or a TIME). Refused while the group has active members. --dry-run
-shows the plan without changing anything.
+OFFSET, -N, or a TIME), clamped to the log. Without --execute it only prints
+the plan (partition, current, new, delta) and changes nothing, as
+kafka-consumer-groups --reset-offsets without --execute. Refused while the
+group has active members.
 
 examples:
-  kpax rollback --group billing orders --to -2h --dry-run
-  kpax rollback --group billing orders --to 2024-05-01T00:00:00Z
-  kpax rollback --group billing orders --to earliest --partition 0
+  kpax rollback --group billing orders --to -2h
+  kpax rollback --group billing orders --to -2h --execute
+  kpax rollback --group billing orders --to 2024-05-01T00:00:00Z --execute -o json
+  kpax rollback --group billing orders --to earliest --partition 0 --execute
 """
 
 META_HELP = """\
@@ -139,7 +146,8 @@ examples:
   kpax topics create orders --partitions 6 --set retention.ms=86400000
   kpax topics describe orders --output json
   kpax topics alter-config orders --set retention.ms=3600000 --delete cleanup.policy
-  kpax topics delete orders
+  kpax topics delete orders             # the plan: partitions and records to go
+  kpax topics delete orders --execute
 """
 
 GROUPS_HELP = """\
@@ -148,7 +156,8 @@ List, describe (members, committed offsets, lag) and delete consumer groups.
 examples:
   kpax groups list --output json
   kpax groups describe billing
-  kpax groups delete billing
+  kpax groups delete billing            # the plan: state, members, committed offsets
+  kpax groups delete billing --execute
 """
 
 
@@ -230,6 +239,21 @@ def _record_format(p: argparse.ArgumentParser) -> None:
         help="record format (default raw: one value per line)",
     )
     p.add_argument("-q", "--quiet", action="store_true", help="no summary or progress on stderr")
+
+
+def _execute(p: argparse.ArgumentParser, what: str) -> None:
+    """``--execute`` (act) or ``--dry-run`` (the default: print the plan only)."""
+    m = p.add_mutually_exclusive_group()
+    m.add_argument(
+        "--execute",
+        action="store_true",
+        help=f"{what} (without it: print the plan, change nothing)",
+    )
+    m.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the plan and change nothing (the default)",
+    )
 
 
 def _partition_list(p: argparse.ArgumentParser) -> None:
@@ -335,7 +359,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--group", "-g", required=True)
     p.add_argument("--to", required=True, metavar="SPEC")
     _partition_list(p)
-    p.add_argument("--dry-run", action="store_true", help="show the plan, change nothing")
+    _execute(p, "move the offsets")
     _output(p)
 
     p = add("meta", META_HELP)
@@ -361,8 +385,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--partitions", "-P", type=int, default=1)
     t.add_argument("--replication-factor", "-r", type=int, default=1)
     t.add_argument("--set", action="append", metavar="K=V", help="topic config (repeatable)")
-    t = tsub.add_parser("delete", help="delete topics")
+    t = tsub.add_parser("delete", help="delete topics (the plan unless --execute)")
     t.add_argument("topics", nargs="+", metavar="TOPIC")
+    _execute(t, "delete the topics")
+    _output(t)
     t = tsub.add_parser("alter-config", help="set or delete topic configs")
     t.add_argument("topic")
     t.add_argument("--set", action="append", metavar="K=V")
@@ -375,8 +401,10 @@ def build_parser() -> argparse.ArgumentParser:
     g = gsub.add_parser("describe", help="members, committed offsets, lag")
     g.add_argument("groups", nargs="+", metavar="GROUP")
     _output(g)
-    g = gsub.add_parser("delete", help="delete (empty) groups")
+    g = gsub.add_parser("delete", help="delete (empty) groups (the plan unless --execute)")
     g.add_argument("groups", nargs="+", metavar="GROUP")
+    _execute(g, "delete the groups")
+    _output(g)
     return parser
 
 

@@ -4,7 +4,9 @@ Role: per partition the earliest and latest offsets, a group's committed
 offset and lag, the offset at a time; and moving a group's committed offsets
 (classic and consumer (KIP-848) groups; refused while the group has active
 members, or is in any state but Empty or Dead, as the coordinator would
-refuse the commit; ``--dry-run`` shows the plan).
+refuse the commit). ``rollback`` is a dry run unless ``--execute``: as
+``kafka-consumer-groups --reset-offsets``, it prints the plan (partition,
+current, new, delta) on stdout and exits 0 without changing anything.
 
 Imports: the public kpax API, kpax.cli.*, the standard library.
 """
@@ -17,7 +19,7 @@ from typing import Any
 import kpax
 from kpax.cli import common
 from kpax.cli.errors import CommandError
-from kpax.cli.output import emit, table
+from kpax.cli.output import emit, note, table
 from kpax.cli.settings import Settings
 from kpax.cli.timespec import parse_spec, parse_time
 
@@ -100,19 +102,29 @@ def rollback(args: argparse.Namespace, settings: Settings) -> int:
         for tp in tps:
             c = current.get(tp)
             old = c.offset if c is not None and c.offset >= 0 else None
-            rows.append({"partition": tp.partition, "current": old, "new": target[tp]})
-        if not args.dry_run:
+            new = target[tp]
+            delta = new - old if old is not None else None
+            rows.append({"partition": tp.partition, "current": old, "new": new, "delta": delta})
+        if args.execute:
             adm.alter_group_offsets(args.group, target, timeout=settings.timeout).raise_for_errors()
     doc = {
         "group": args.group,
         "topic": args.topic,
         "to": spec.describe(),
-        "dry_run": args.dry_run,
+        "executed": args.execute,
+        "dry_run": not args.execute,
         "partitions": rows,
     }
-    head = "plan (dry run, nothing changed)" if args.dry_run else "moved"
+    head = "moved" if args.execute else "plan (dry run, nothing changed)"
     human = f"{head}: group {args.group!r} on {args.topic!r} to {spec.describe()}\n" + table(
-        ["PARTITION", "CURRENT", "NEW"], [[r["partition"], r["current"], r["new"]] for r in rows]
+        ["PARTITION", "CURRENT", "NEW", "DELTA"],
+        [[r["partition"], r["current"], r["new"], _signed(r["delta"])] for r in rows],
     )
     emit(doc, human, args.output)
+    if not args.execute:
+        note("dry run: no offset changed; add --execute to move them")
     return 0
+
+
+def _signed(delta: int | None) -> str | None:
+    return None if delta is None else f"{delta:+d}"

@@ -1,6 +1,8 @@
 """`kpax topics list|describe|create|delete|alter-config`.
 
 Role: topic administration on kpax.Admin, each action one function.
+``delete`` is a dry run unless ``--execute``: it prints the plan (each
+topic's partitions and records, which would be lost) and changes nothing.
 
 Imports: the public kpax API, kpax.cli.*, the standard library.
 """
@@ -102,11 +104,24 @@ def _create(adm: kpax.Admin, args: argparse.Namespace, settings: Settings) -> in
 
 
 def _delete(adm: kpax.Admin, args: argparse.Namespace, settings: Settings) -> int:
-    for name in args.topics:
-        common.topic_partitions(adm, name, settings)
-    adm.delete_topics(args.topics, timeout=settings.timeout).raise_for_errors()
-    for n in args.topics:
-        note(f"deleted topic {n!r}")
+    names = list(dict.fromkeys(args.topics))
+    rows: list[dict[str, Any]] = []
+    for name in names:
+        tps = [kpax.TopicPartition(name, p) for p in common.topic_partitions(adm, name, settings)]
+        earliest, latest = common.earliest_latest(adm, tps, settings.timeout)
+        records = sum(latest[tp] - earliest[tp] for tp in tps)
+        rows.append({"topic": name, "partitions": len(tps), "records": records})
+    if args.execute:
+        adm.delete_topics(names, timeout=settings.timeout).raise_for_errors()
+    head = "deleted" if args.execute else "plan (dry run, nothing deleted)"
+    human = f"{head}: {len(rows)} topic(s)\n" + table(
+        ["TOPIC", "PARTITIONS", "RECORDS"],
+        [[r["topic"], r["partitions"], r["records"]] for r in rows],
+    )
+    doc = {"executed": args.execute, "dry_run": not args.execute, "topics": rows}
+    emit(doc, human, args.output)
+    if not args.execute:
+        note("dry run: no topic deleted; add --execute to delete them")
     return 0
 
 

@@ -241,17 +241,45 @@ def test_group_consume_offsets_lag_rollback_to_time(
     plan = ok(
         k("rollback", "--group", group, t, "--to", f"@{base + 30_000}", "--dry-run", "-o", "json")
     ).json()
-    assert plan["dry_run"] and {p["new"] for p in plan["partitions"]} == {15}
+    assert (
+        plan["dry_run"] and not plan["executed"] and {p["new"] for p in plan["partitions"]} == {15}
+    )
     assert {p["current"] for p in plan["partitions"]} == {20}
-    assert ok(k("offsets", t, "--group", group, "-o", "json")).json()["total_lag"] == 0  # unchanged
+    assert {p["delta"] for p in plan["partitions"]} == {-5}
+    # without --execute (and without --dry-run) only the plan, on stdout; exit 0
     iso = datetime.fromtimestamp((base + 30_000) / 1000, tz=timezone.utc).isoformat()
-    ok(k("rollback", "--group", group, t, "--to", iso.replace("+00:00", "Z")))
+    iso = iso.replace("+00:00", "Z")
+    r = ok(k("rollback", "--group", group, t, "--to", iso))
+    head, cols, *rows = r.text.splitlines()
+    assert head.startswith("plan (dry run, nothing changed)") and group in head
+    assert cols.split() == ["PARTITION", "CURRENT", "NEW", "DELTA"]
+    assert sorted(row.split() for row in rows) == [["0", "20", "15", "-5"], ["1", "20", "15", "-5"]]
+    assert "--execute" in r.err
+    assert ok(k("offsets", t, "--group", group, "-o", "json")).json()["total_lag"] == 0  # unchanged
+    with kpax.Admin(kafka.bootstrap) as admin:
+        assert {om.offset for om in admin.list_group_offsets(group).values()} == {20}
+    r = k("rollback", "--group", group, t, "--to", iso, "--execute", "--dry-run")
+    assert r.rc == 2 and "not allowed with argument --execute" in r.err
+    moved = ok(k("rollback", "--group", group, t, "--to", iso, "--execute", "-o", "json")).json()
+    assert moved["executed"] and {p["delta"] for p in moved["partitions"]} == {-5}
+    with kpax.Admin(kafka.bootstrap) as admin:
+        assert {om.offset for om in admin.list_group_offsets(group).values()} == {15}
     values = ok(k("consume", t, "--group", group)).text.split()
     assert sorted(values) == sorted(f"r{i}" for i in range(30, 40))
-    ok(k("rollback", "--group", group, t, "--to", "earliest", "--partition", "1"))
+    ok(k("rollback", "--group", group, t, "--to", "earliest", "--partition", "1", "--execute"))
     assert len(ok(k("consume", t, "--group", group)).out.splitlines()) == 20
-    ok(k("groups", "delete", group))
+    # groups delete: the plan, the group still there; then --execute
+    plan = ok(k("groups", "delete", group, "-o", "json")).json()
+    assert plan["dry_run"] and plan["groups"] == [
+        {"group": group, "type": "classic", "state": "Empty", "offsets": 2, "topics": [t]}
+    ]
+    assert group in [g["group"] for g in ok(k("groups", "list", "-o", "json")).json()]
+    r = ok(k("groups", "delete", group))
+    assert r.text.startswith("plan (dry run, nothing deleted)") and "--execute" in r.err
+    assert group in [g["group"] for g in ok(k("groups", "list", "-o", "json")).json()]
+    assert "deleted" in ok(k("groups", "delete", group, "--execute")).text
     assert group not in [g["group"] for g in ok(k("groups", "list", "-o", "json")).json()]
+    one_line_error(k("groups", "delete", group), 1, group, "not found")
 
 
 def test_follow_rollback_refused_and_ctrl_c(kafka: KafkaCluster, topic: Any, k: Any) -> None:
@@ -284,7 +312,7 @@ def test_follow_rollback_refused_and_ctrl_c(kafka: KafkaCluster, topic: Any, k: 
         deadline = time.monotonic() + 15
         while admin.describe_groups([group])[group].members and time.monotonic() < deadline:
             time.sleep(0.2)
-    ok(k("rollback", "--group", group, t, "--to", "1"))
+    ok(k("rollback", "--group", group, t, "--to", "1", "--execute"))
     assert ok(k("consume", t, "--group", group)).out == b"b\nc\n"
 
 
@@ -338,12 +366,17 @@ def test_groups_describe_and_rollback_of_both_protocols(
         # the coordinator refuses commits from outside a live group: so does rollback
         r = k("rollback", "--group", group, t, "--to", "earliest")
         one_line_error(r, 1, f"{protocol} group {group!r}", "1 active member", "stop its consumers")
+        r = k("groups", "delete", group)  # refused too, dry run or not
+        one_line_error(r, 1, f"{protocol} group {group!r}", "1 active member", "stop its consumers")
     finally:
         consumer.close()
     try:
         eventually(lambda: admin.describe_groups([group])[group].is_empty, timeout=30)
         r = ok(k("rollback", "--group", group, t, "--to", "earliest"))
-        assert "moved" in r.text
+        assert r.text.startswith("plan (dry run")  # nothing moved
+        assert {om.offset for om in admin.list_group_offsets(group).values()} == {5}
+        r = ok(k("rollback", "--group", group, t, "--to", "earliest", "--execute"))
+        assert r.text.startswith("moved")
         moved = admin.list_group_offsets(group)
         assert {tp: om.offset for tp, om in moved.items()} == dict.fromkeys(tps, 0)
         assert admin.describe_groups([group])[group].type == protocol
@@ -390,8 +423,21 @@ def test_topics_and_meta(k: Any, kafka: KafkaCluster) -> None:
     assert [p["partition"] for p in meta["topics"][0]["partitions"]] == [0, 1, 2]
     human = ok(k("meta")).text
     assert "brokers:" in human and name in human and "LEADER" in human
-    ok(k("topics", "delete", name))
+    ok(k("produce", name, "--value", "x", "--key", "k", "--partition", "1"))
+    plan = ok(k("topics", "delete", name, "-o", "json")).json()
+    assert plan == {
+        "executed": False,
+        "dry_run": True,
+        "topics": [{"topic": name, "partitions": 3, "records": 1}],
+    }
+    r = ok(k("topics", "delete", name))
+    assert r.text.splitlines()[0] == "plan (dry run, nothing deleted): 1 topic(s)"
+    assert r.text.splitlines()[1].split() == ["TOPIC", "PARTITIONS", "RECORDS"]
+    assert "--execute" in r.err
+    assert name in ok(k("topics", "list", "-o", "json")).json()  # still there
+    assert ok(k("topics", "delete", name, "--execute")).text.startswith("deleted: 1 topic(s)")
     one_line_error(k("topics", "describe", name), 1, "unknown topic", name)
+    one_line_error(k("topics", "delete", name), 1, "unknown topic", name)
 
 
 def test_config_file_profiles_sasl_and_credentials(kafka: KafkaCluster, tmp_path: Path) -> None:

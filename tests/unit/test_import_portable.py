@@ -86,11 +86,12 @@ def test_import_kpax_is_lazy() -> None:
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-# As on Windows: no fcntl module, no SIGPIPE.
+# As on Windows: no fcntl module, no SIGPIPE (nor SIGKILL, SIGSTOP, SIGCONT, SIGHUP).
 _NO_POSIX = """
 import signal, sys
 sys.modules["fcntl"] = None  # `import fcntl` raises ImportError
-del signal.SIGPIPE
+for name in ("SIGPIPE", "SIGKILL", "SIGSTOP", "SIGCONT", "SIGHUP"):
+    delattr(signal, name)
 import kpax
 from kpax import Producer, Consumer, Admin, aio
 import kpax.testing

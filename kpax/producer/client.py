@@ -12,7 +12,10 @@ custom partitioner), and append. ``send`` returns a
 
 The sync face (``kpax.Producer``, kpax.producer.sync) runs this object on a
 :class:`~kpax.loop_thread.LoopThread` and calls :meth:`AsyncProducer._append`
-from its own thread: everything ``_append`` touches is thread-safe.
+from its own thread: everything ``_append`` touches is thread-safe. Where the
+C send path is built (kpax.producer.fastpath), the common record skips
+``_append``: :meth:`new_appender` gives each face a C appender doing the same
+in C, and everything else still goes through ``_append``.
 
 Imports: kpax.producer.*, kpax.cluster, kpax.metrics, kpax.broker.options, kpax.proto, kpax.structs.
 """
@@ -434,8 +437,8 @@ class AsyncProducer:
         out["produce-throttle-time-avg"] = sender.m_throttle.avg(now)
         out["produce-throttle-time-max"] = sender.m_throttle.max(now)
         conn.snapshot(out, now)
-        with m.lock:
-            topics = [(t, list(c)) for t, c in sender.topic_counts.items()]
+        # list() copies at once (the I/O thread may add a topic meanwhile).
+        topics = [(t, list(c)) for t, c in list(sender.topic_counts.items())]
         for topic, (sent, failed, nbytes) in topics:
             out[tagged("record-send-total", topic=topic)] = sent
             out[tagged("record-error-total", topic=topic)] = failed

@@ -2,7 +2,9 @@
 
 Role: a thin wrapper that runs the asyncio core on its own
 :class:`~kpax.loop_thread.LoopThread`. ``send`` does not cross to the I/O
-thread: it serializes, partitions and appends into the thread-safe
+thread (where the C send path is built, an instance's ``send`` is its C
+appender's, which calls the ``send`` below for anything but the common
+record): it serializes, partitions and appends into the thread-safe
 accumulator in the caller's thread and returns a
 :class:`~kpax.producer.batch.RecordFuture` (``.result(timeout)``). Only the
 first send to a new topic (metadata, bounded by ``max_block_ms``), a full

@@ -2,7 +2,8 @@
 
 Producers built with the counters on (the default) and off (the private switch
 ``kpax.metrics._ENABLED``) take turns sending the same records to the same
-broker; each round times ``send`` of every record plus ``flush``. The
+broker; each round times ``send`` of every record plus ``flush`` (wall time, and the
+process's CPU time, which other load on a shared machine disturbs less). The
 counters are per batch (recorded by the sender on completion) and per
 request (the broker connection), never per record: ``send`` (the C path) is
 the same code either way.
@@ -21,7 +22,10 @@ import kpax
 import kpax.metrics
 
 
-def one_round(bootstrap: str, topic: str, n: int, value: bytes, enabled: bool) -> float:
+def one_round(
+    bootstrap: str, topic: str, n: int, value: bytes, enabled: bool
+) -> tuple[float, float]:
+    """(records per second of wall time, CPU microseconds of this process per record)."""
     kpax.metrics._ENABLED = enabled
     try:
         p = kpax.Producer(bootstrap, linger_ms=5)
@@ -31,13 +35,15 @@ def one_round(bootstrap: str, topic: str, n: int, value: bytes, enabled: bool) -
         p.send(topic, value).result(30)  # metadata and connection outside the timing
         send = p.send
         start = time.perf_counter()
+        cpu = time.process_time()
         for _ in range(n):
             send(topic, value)
         p.flush()
         elapsed = time.perf_counter() - start
+        cpu = time.process_time() - cpu
         if enabled:
             assert p.metrics()["record-send-total"] == n + 1
-        return n / elapsed
+        return n / elapsed, cpu / n * 1e6
     finally:
         p.close()
 
@@ -54,17 +60,35 @@ def main() -> None:
         a.create_topics([kpax.NewTopic(topic, num_partitions=3, replication_factor=1)])
     value = b"x" * args.size
     rates: dict[bool, list[float]] = {True: [], False: []}
+    cpus: dict[bool, list[float]] = {True: [], False: []}
     for r in range(args.rounds):
         order = (False, True) if r % 2 == 0 else (True, False)
         for enabled in order:
-            rates[enabled].append(one_round(args.bootstrap, topic, args.records, value, enabled))
+            rate, cpu = one_round(args.bootstrap, topic, args.records, value, enabled)
+            rates[enabled].append(rate)
+            cpus[enabled].append(cpu)
     on, off = statistics.median(rates[True]), statistics.median(rates[False])
+    # Each round's on/off pair ran back to back: their ratio cancels most of the
+    # drift of a shared machine, which the medians of each side do not.
+    pairs = [a / b for a, b in zip(rates[True], rates[False], strict=True)]
     print(
         f"records/s, median of {args.rounds} interleaved rounds of {args.records} x {args.size} B"
     )
     print(f"  metrics off: {off:,.0f}  {[round(x) for x in rates[False]]}")
     print(f"  metrics on:  {on:,.0f}  {[round(x) for x in rates[True]]}")
-    print(f"  on/off: {on / off:.3f} (cost {100 * (1 - on / off):+.1f}%)")
+    print(f"  on/off of the medians: {on / off:.3f} (cost {100 * (1 - on / off):+.1f}%)")
+    ratio = statistics.median(pairs)
+    print(
+        f"  on/off per round, median: {ratio:.3f} (cost {100 * (1 - ratio):+.1f}%), "
+        f"all: {[round(x, 3) for x in pairs]}"
+    )
+    # CPU time of this process (caller and I/O threads) per record: what the
+    # counters add, much less disturbed by other load on the machine than wall time.
+    con, coff = statistics.median(cpus[True]), statistics.median(cpus[False])
+    print(
+        f"  CPU us/record, median: off {coff:.3f}, on {con:.3f} "
+        f"(cost {100 * (con / coff - 1):+.1f}%)"
+    )
     with kpax.Admin(args.bootstrap) as a:
         a.delete_topics([topic])
 

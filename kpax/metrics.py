@@ -12,8 +12,8 @@ over the same samples and NaN when there are none (as Java).
 
 Nothing here runs per record: the producer records per completed batch, the
 consumer per fetch response and per ``poll``/chunk, the broker connection per
-request. Sensors are recorded on the client's I/O loop (and the consumer's
-taking thread) and read from any thread, under one lock per client.
+request. Each sensor has one writer (the client's I/O loop, or the consumer's
+polling thread) and takes no lock; ``metrics()`` reads from any thread.
 
 Shared utility outside the layers (like kpax.config): the broker layer and the
 clients import it; it imports only the standard library.
@@ -22,7 +22,6 @@ clients import it; it imports only the standard library.
 from __future__ import annotations
 
 import math
-import threading
 import time
 from collections.abc import Callable
 
@@ -38,46 +37,48 @@ SAMPLES = 2
 
 
 class Sensor:
-    """Cumulative count/sum plus windowed samples of recorded values."""
+    """Cumulative count/sum plus windowed samples of recorded values.
 
-    __slots__ = ("_clock", "_lock", "_samples", "count", "total")
+    One writer per sensor (the client's I/O loop, or the consumer's polling
+    thread), no lock on :meth:`record`: readers on other threads copy the
+    sample list at once (a reading may miss the recording in progress)."""
 
-    def __init__(self, lock: threading.Lock, clock: Callable[[], float]) -> None:
-        self._lock = lock
+    __slots__ = ("_clock", "_cur", "_samples", "count", "total")
+
+    def __init__(self, clock: Callable[[], float]) -> None:
         self._clock = clock
         #: All-time number of recordings and sum of recorded values.
         self.count = 0
         self.total = 0.0
-        # [start, count, sum, max] per sample, oldest first.
+        # [start, count, sum, max] per sample, oldest first; _cur is the last one
+        # (a sentinel that no time falls in, until the first recording).
+        self._cur: list[float] = [-math.inf, 0, 0.0, -math.inf]
         self._samples: list[list[float]] = []
 
     def record(self, value: float = 1.0) -> None:
         now = self._clock()
-        with self._lock:
-            self.count += 1
-            self.total += value
-            samples = self._samples
-            if not samples or now - samples[-1][0] >= WINDOW_S:
-                samples.append([now, 1, value, value])
-                if len(samples) > SAMPLES:
-                    del samples[0]
-                return
-            s = samples[-1]
+        self.count += 1
+        self.total += value
+        s = self._cur
+        if now - s[0] < WINDOW_S:
             s[1] += 1
             s[2] += value
-            s[3] = max(s[3], value)
+            if value > s[3]:  # noqa: PLR1730 - cheaper than max() on this path
+                s[3] = value
+            return
+        s = self._cur = [now, 1, value, value]
+        self._samples = [*self._samples[1 - SAMPLES :], s]
 
     def _live(self, now: float) -> list[list[float]]:
         # Samples whose window ended more than SAMPLES windows ago are obsolete.
-        return [s for s in self._samples if now - s[0] < WINDOW_S * SAMPLES]
+        return [s for s in list(self._samples) if now - s[0] < WINDOW_S * SAMPLES]
 
     def rate(self, now: float | None = None) -> float:
         """Windowed sum per second (Java's ``Rate``)."""
         now = self._clock() if now is None else now
-        with self._lock:
-            live = self._live(now)
-            total = sum(s[2] for s in live)
-            start = live[0][0] if live else now
+        live = self._live(now)
+        total = sum(s[2] for s in live)
+        start = live[0][0] if live else now
         elapsed = now - start
         full = int(elapsed // WINDOW_S)
         if full < SAMPLES - 1:
@@ -87,10 +88,9 @@ class Sensor:
     def count_rate(self, now: float | None = None) -> float:
         """Windowed recordings per second (Java's ``Rate(new WindowedCount())``)."""
         now = self._clock() if now is None else now
-        with self._lock:
-            live = self._live(now)
-            n = sum(s[1] for s in live)
-            start = live[0][0] if live else now
+        live = self._live(now)
+        n = sum(s[1] for s in live)
+        start = live[0][0] if live else now
         elapsed = now - start
         full = int(elapsed // WINDOW_S)
         if full < SAMPLES - 1:
@@ -99,31 +99,28 @@ class Sensor:
 
     def avg(self, now: float | None = None) -> float:
         now = self._clock() if now is None else now
-        with self._lock:
-            live = self._live(now)
-            n = sum(s[1] for s in live)
-            total = sum(s[2] for s in live)
+        live = self._live(now)
+        n = sum(s[1] for s in live)
+        total = sum(s[2] for s in live)
         return total / n if n else NAN
 
     def max(self, now: float | None = None) -> float:
         now = self._clock() if now is None else now
-        with self._lock:
-            live = self._live(now)
+        live = self._live(now)
         return max((s[3] for s in live), default=NAN)
 
 
 class Metrics:
-    """One client's sensors, all under one lock."""
+    """One client's sensors."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self.lock = threading.Lock()
         self.clock = clock
         self._sensors: dict[str, Sensor] = {}
 
     def sensor(self, name: str) -> Sensor:
         s = self._sensors.get(name)
         if s is None:
-            s = self._sensors[name] = Sensor(self.lock, self.clock)
+            s = self._sensors[name] = Sensor(self.clock)
         return s
 
 

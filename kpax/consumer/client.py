@@ -76,6 +76,8 @@ class AsyncConsumer:
         self.metrics_registry: Metrics | None = Metrics() if metrics_enabled() else None
         m = self.metrics_registry
         self._conn_metrics = ConnectionMetrics(m) if m is not None else None
+        if m is not None:  # made here, once: the group records commits in it
+            m.sensor("commit-latency")
         self.cluster = Cluster(
             self.config["bootstrap_servers"],
             connection_options(self.config, self._conn_metrics),

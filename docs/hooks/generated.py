@@ -7,7 +7,7 @@
   the entry in ``OPTION_DOCS`` below. An option without text, or text for an option
   that no table has, fails the build.
 * ``<!-- kpax:error-codes -->`` becomes the table of per-code broker error classes
-  (``kpax.proto.error_codes``: code, protocol name, class, retriable, base class).
+  (``kpax.proto.error_codes``: code, protocol name, class, retriable, base classes).
 * Any top-level page of docs/ that ``nav`` does not list is added to the guides, so
   a new page never breaks the strict build.
 * A link from a page to a file of the repository outside docs/ (``../bench/...``),
@@ -174,14 +174,14 @@ def error_codes_markdown() -> str:
     """One row per broker error code, from the generated classes."""
     errors = _import("kpax.proto.errors")
     _import("kpax.proto.error_codes")
-    rows = ["| code | name | class | retriable | base |", "|---:|---|---|---|---|"]
+    rows = ["| code | name | class | retriable | bases |", "|---:|---|---|---|---|"]
     for code in sorted(errors._BY_CODE):
         cls = errors._BY_CODE[code]
         if cls.__module__ != "kpax.proto.error_codes":
             continue
-        base = cls.__mro__[1].__name__
+        base = ", ".join(b.__name__ for b in cls.__bases__)
         retriable = "yes" if cls.retriable else "no"
-        rows.append(f"| {code} | `{cls.name}` | `{cls.__name__}` | {retriable} | `{base}` |")
+        rows.append(f"| {code} | `{cls.name}` | `{cls.__name__}` | {retriable} | {base} |")
     return "\n".join(rows)
 
 

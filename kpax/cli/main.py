@@ -30,7 +30,9 @@ A Kafka command-line client: produce, consume, inspect and administer a cluster.
 
 The cluster address comes from -b/--bootstrap-server, else $KPAX_BROKERS,
 else a config file (--config, $KPAX_CONFIG, ./kpax.toml, ~/.config/kpax/config.toml)
-with profiles per cluster (--profile), which may also hold TLS and SASL settings.
+with profiles per cluster (--profile), which may also hold TLS and SASL settings;
+--config also reads Java client .properties files and kcat.conf, and -X takes
+Java names (-X sasl.jaas.config='...', -X linger.ms=20).
 
 examples:
   export KPAX_BROKERS=127.0.0.1:9092
@@ -183,7 +185,11 @@ def _global_options(p: argparse.ArgumentParser, sub: bool = False) -> None:
         "connection (also accepted before the command)" if sub else "connection"
     )
     g.add_argument("-b", "--bootstrap-server", metavar="HOST:PORT[,...]", help="cluster address")
-    g.add_argument("--config", metavar="PATH", help="config file (TOML) to read")
+    g.add_argument(
+        "--config",
+        metavar="PATH",
+        help="config file: TOML with profiles, a Java client .properties file or a kcat.conf",
+    )
     g.add_argument("--profile", help="profile of the config file ($KPAX_PROFILE)")
     g.add_argument(
         "--security-protocol",

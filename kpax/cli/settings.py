@@ -24,7 +24,21 @@ else ``~/.config/kpax/config.toml`` (``$XDG_CONFIG_HOME`` honoured). TOML::
 Top-level keys other than ``profiles``/``default_profile`` form the default
 profile. ``--profile`` (or ``KPAX_PROFILE``) picks a profile.
 
-Imports: kpax.cli.errors, the standard library (tomllib, or tomli on 3.10).
+``--config`` also reads the Java clients' ``.properties`` files and kcat's
+``kcat.conf`` (kpax.cli.javaconf): ``*.properties`` is a Java properties
+file, ``*.conf`` a kcat.conf, ``*.toml`` TOML; any other name is TOML if it
+parses as TOML without dotted keys, else a properties file. They have no
+profiles. Names are mapped to kpax's (``bootstrap.servers``,
+``security.protocol``, ``sasl.jaas.config``, ``ssl.ca.location``...), in
+TOML profiles and ``-X`` too. A file gives connection settings (the options
+every client takes); a producer or consumer option in a file (``linger.ms``,
+``group.id``, ``key.deserializer``) is ignored with a note on stderr (the
+command's flags and ``-X`` set those); an unknown name is an error naming
+it and the closest valid one. ``-X`` takes connection options (given to
+every client of the command) and the command's producer or consumer options.
+
+Imports: kpax.cli.errors, kpax.cli.javaconf, the standard library (tomllib,
+or tomli on 3.10).
 """
 
 from __future__ import annotations
@@ -35,6 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kpax.cli import javaconf
 from kpax.cli.errors import UsageError
 
 if sys.version_info >= (3, 11):
@@ -42,28 +57,23 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - 3.10
     import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
 
-# config-file / flag name -> kpax client option name
-_ALIASES = {
-    "bootstrap": "bootstrap_servers",
-    "brokers": "bootstrap_servers",
-    "sasl_username": "sasl_plain_username",
-    "sasl_password": "sasl_plain_password",
-}
-_KNOWN = {
-    "bootstrap_servers",
-    "client_id",
-    "security_protocol",
-    "ssl_cafile",
-    "ssl_certfile",
-    "ssl_keyfile",
-    "ssl_password",
-    "ssl_check_hostname",
-    "ssl_verify",
-    "sasl_mechanism",
-    "sasl_plain_username",
-    "sasl_plain_password",
-    "request_timeout_ms",
-}
+
+def config_format(path: Path, text: str) -> str:
+    """ "toml", "properties" (Java) or "kcat" (see the module docstring)."""
+    suffix = path.suffix.lower()
+    if suffix == ".toml":
+        return "toml"
+    if suffix == ".properties":
+        return "properties"
+    if suffix == ".conf":
+        return "kcat"
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return "properties"
+    # `request.timeout.ms=5000` is TOML too: a table `request` (a dotted key)
+    dotted = any(isinstance(v, dict) and k != "profiles" for k, v in data.items())
+    return "properties" if dotted else "toml"
 
 
 def config_candidates() -> list[Path]:
@@ -96,9 +106,30 @@ def load_profile(path: Path | None, profile: str | None) -> dict[str, Any]:
             )
         return {}
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
+        raw = path.read_bytes()
+    except OSError as exc:
         raise UsageError(f"cannot read config file {str(path)!r}: {exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        # Java's Properties.load(InputStream) reads ISO-8859-1; TOML must be UTF-8
+        text = raw.decode("latin-1")
+    kind = config_format(path, text)
+    if kind != "toml":
+        where = f"config file {str(path)!r}"
+        if profile:
+            raise UsageError(
+                f"profile {profile!r} asked for (--profile or KPAX_PROFILE), but {where} "
+                f"is a {'Java properties' if kind == 'properties' else 'kcat.conf'} file, "
+                "which has no profiles"
+            )
+        if kind == "properties":
+            settings = javaconf.parse_properties(text, where)
+        else:
+            settings = javaconf.parse_kcat_conf(text, where)
+        return _normalise(settings, where)
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"config file {str(path)!r} is not valid TOML: {exc}") from None
     profiles = data.get("profiles", {})
@@ -119,22 +150,28 @@ def load_profile(path: Path | None, profile: str | None) -> dict[str, Any]:
 
 
 def _normalise(raw: dict[str, Any], where: str) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+    """The connection settings of a profile or file, as kpax options (``*_env``
+    keys resolved); producer/consumer options noted on stderr and left out."""
+    resolved: dict[str, Any] = {}
     for key, given in raw.items():
-        k = key.replace("-", "_").replace(".", "_").lower()
-        value = given
-        if k.endswith("_env"):
+        k, value = key, given
+        if key.lower().endswith(("_env", ".env", "-env")):
             var = str(given)
             if var not in os.environ:
                 raise UsageError(f"{where}: {key} names environment variable {var!r}, not set")
-            k, value = k[:-4], os.environ[var]
-        k = _ALIASES.get(k, k)
-        if k not in _KNOWN:
-            raise UsageError(f"{where}: unknown setting {key!r}")
-        if k == "bootstrap_servers" and isinstance(value, list):
+            k, value = key[:-4], os.environ[var]
+        name = javaconf.snake(k)
+        if isinstance(value, list) and javaconf.ALIASES.get(name, name) == "bootstrap_servers":
             value = ",".join(map(str, value))
-        out[k] = value
-    return out
+        resolved[k] = value
+    done = javaconf.translate(resolved, where)
+    if done.client_keys:
+        sys.stderr.write(
+            f"kpax: {where}: ignored producer/consumer setting(s) "
+            f"{', '.join(done.client_keys)} (a config file gives connection settings; "
+            "set those with the command's flags or -X)\n"
+        )
+    return done.conn
 
 
 DEFAULT_TIMEOUT = 30.0
@@ -206,12 +243,18 @@ def client_config(args: Any) -> Settings:
     except ValueError as exc:
         raise UsageError(f"bad --timeout: {exc}") from None
     conf.setdefault("request_timeout_ms", min(int(args.timeout * 1000), 30000))
-    extra: dict[str, Any] = {}
+    given: dict[str, str] = {}
     for item in args.extra or []:
         key, sep, value = item.partition("=")
-        if not sep or not key:
+        if not sep or not key.strip():
             raise UsageError(f"bad -X {item!r}: expected key=value (a kpax client option)")
-        extra[key.replace(".", "_").replace("-", "_")] = _coerce(value)
+        given[key.strip()] = value
+    x = javaconf.translate(given, "-X")
+    for k in ("security_protocol", "sasl_mechanism"):
+        if k in x.conn:
+            x.conn[k] = str(x.conn[k]).lower()
+    conf.update(x.conn)  # connection options: every client of the command
+    extra = {k: _coerce(v) for k, v in x.client.items()}  # the producer's or consumer's
     return Settings(conf, extra, float(args.timeout))
 
 

@@ -5,7 +5,8 @@ start costs ~0.5 s). Checked: every subcommand and its main options, round
 trips (a file byte-for-byte, JSON with headers and binary values, msgpack),
 group offsets and lag after a partial consume, rollback to a time, the
 active-members refusal, --follow with a clean Ctrl-C, config file profiles
-with SASL, and bad input: each a one-line error with the right exit code.
+with SASL, Java .properties files and kcat.conf, and bad input: each a
+one-line error with the right exit code.
 """
 
 from __future__ import annotations
@@ -525,6 +526,107 @@ def test_config_file_profiles_sasl_and_credentials(kafka: KafkaCluster, tmp_path
     ]
     assert ok(
         run_kpax(None, *flags, "topics", "list", env=cli_env(None, KPAX_SASL_PASSWORD=password))
+    )
+
+
+def test_java_properties_and_kcat_conf_with_sasl_and_tls(
+    kafka: KafkaCluster, topic: Any, tmp_path: Path
+) -> None:
+    """--config reads a Java client .properties file (JAAS, PEM trust store) and a
+    kcat.conf; -X takes the dotted Java names; unknown keys and JKS stores are
+    usage errors naming them."""
+    sasl = kafka.listener("SASL_PLAINTEXT")
+    user, password = next(iter(kafka.sasl_users.items()))
+    env = cli_env(None)
+    t = topic(1)
+    scram = "org.apache.kafka.common.security.scram.ScramLoginModule"
+    props = tmp_path / "client.properties"
+    props.write_text(
+        "# as for kafka-console-consumer --consumer.config\n"
+        f"bootstrap.servers = {sasl}\n"
+        "security.protocol: SASL_PLAINTEXT\n"
+        "sasl.mechanism SCRAM-SHA-256\n"
+        f"sasl.jaas.config={scram} required \\\n"
+        f'    username="{user}" \\\n'
+        f'    password="{password}";\n'
+        "group.id=ignored\n"
+    )
+    cfg = ["--config", str(props)]
+    r = ok(run_kpax(None, *cfg, "produce", t, stdin=b"p1\np2\n", env=env))
+    assert "ignored producer/consumer setting(s) group.id" in r.err
+    assert ok(run_kpax(None, *cfg, "consume", t, env=env)).out == b"p1\np2\n"
+    wrong = tmp_path / "wrong.properties"
+    text = props.read_text().replace("group.id=ignored\n", "")
+    wrong.write_text(text.replace(f'password="{password}"', 'password="nope"'))
+    one_line_error(
+        run_kpax(None, "--config", str(wrong), "meta", "--timeout", "10", env=env),
+        1,
+        "authentication",
+        user,
+    )
+    # kcat.conf, read by kcat itself too
+    kcat_conf = tmp_path / "kcat.conf"
+    kcat_conf.write_text(
+        f"# kcat -F\nmetadata.broker.list={sasl}\nsecurity.protocol=sasl_plaintext\n"
+        f"sasl.mechanisms=PLAIN\nsasl.username={user}\nsasl.password={password}\n"
+    )
+    r = ok(run_kpax(None, "--config", str(kcat_conf), "tail", t, "-n", "1", env=env))
+    assert r.out == b"p2\n"
+    kcat = subprocess.run(
+        ["kcat", "-F", str(kcat_conf), "-C", "-t", t, "-e", "-q"],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert kcat.returncode == 0 and kcat.stdout == b"p1\np2\n", kcat.stderr
+    # -X with the Java names, connection options for every client of the command
+    x = [
+        "-b",
+        sasl,
+        "-X",
+        "security.protocol=SASL_PLAINTEXT",
+        "-X",
+        "sasl.mechanism=SCRAM-SHA-512",
+        "-X",
+        f'sasl.jaas.config={scram} required username="{user}" password="{password}";',
+    ]
+    assert ok(run_kpax(None, *x, "consume", t, "--count", "1", env=env)).out == b"p1\n"
+    # TLS: a PEM trust store; a JKS one is refused naming what to do
+    assert kafka.ssl_cafile is not None
+    tls = tmp_path / "tls.properties"
+    tls.write_text(
+        f"bootstrap.servers={kafka.listener('SSL')}\nsecurity.protocol=SSL\n"
+        f"ssl.truststore.type=PEM\nssl.truststore.location={kafka.ssl_cafile}\n"
+    )
+    assert ok(run_kpax(None, "--config", str(tls), "meta", "-o", "json", env=env)).json()["brokers"]
+    jks = tmp_path / "truststore.jks"
+    subprocess.run(
+        [
+            *("keytool", "-importcert", "-noprompt", "-alias", "ca", "-file", kafka.ssl_cafile),
+            *("-keystore", str(jks), "-storetype", "JKS", "-storepass", "changeit"),
+        ],
+        capture_output=True,
+        timeout=60,
+        check=True,
+    )
+    tls.write_text(
+        f"bootstrap.servers={kafka.listener('SSL')}\nsecurity.protocol=SSL\n"
+        f"ssl.truststore.location={jks}\nssl.truststore.password=changeit\n"
+    )
+    r = run_kpax(None, "--config", str(tls), "meta", env=env)
+    one_line_error(r, 2, "ssl.truststore.location", "not a PEM file", "JKS", "keytool")
+    # unknown keys, each named with the closest valid one
+    typo = tmp_path / "typo.properties"
+    typo.write_text(f"bootstrap.servers={sasl}\nsasl.mechansim=PLAIN\nfoo.bar=1\n")
+    one_line_error(
+        run_kpax(None, "--config", str(typo), "meta", env=env),
+        2,
+        "unknown setting(s) 'sasl.mechansim' (did you mean 'sasl.mechanism'?), 'foo.bar'",
+    )
+    one_line_error(
+        run_kpax(None, "-b", sasl, "-X", "sasl.usrname=x", "meta", env=env),
+        2,
+        "-X: unknown setting(s) 'sasl.usrname' (did you mean 'sasl.username'?)",
     )
 
 

@@ -183,7 +183,7 @@ def test_settings_precedence_and_profiles(tmp_path: Path, monkeypatch: pytest.Mo
     with pytest.raises(UsageError, match="not valid TOML"):
         settings.client_config(_args(config=str(tmp_path / "bad.toml")))
     (tmp_path / "unknown.toml").write_text('bootstrap = "x:1"\nfavourite_colour = "blue"\n')
-    with pytest.raises(UsageError, match="unknown setting 'favourite_colour'"):
+    with pytest.raises(UsageError, match=r"unknown setting\(s\) 'favourite_colour'"):
         settings.client_config(_args(config=str(tmp_path / "unknown.toml")))
 
 
@@ -352,3 +352,282 @@ def test_commands_that_move_offsets_or_delete_default_to_a_dry_run(
         with pytest.raises(SystemExit):
             main([*cmd, "--help"])
         assert "--execute" in capsys.readouterr().out, cmd
+
+
+def test_java_properties_parser() -> None:
+    from kpax.cli.javaconf import parse_properties
+
+    text = (
+        "# a comment\n"
+        "  ! another, indented\n"
+        "\n"
+        "a=1\n"
+        "b : 2\n"
+        "c 3\n"
+        "d\t=  spaced value  \n"
+        "e==x\n"
+        "long = one,\\\n"
+        "       two,\\\n"
+        "\tthree\n"
+        "key\\ with\\ blanks\\:and\\=signs = v\n"
+        "esc = tab\\there\\nnewline \\u00e9 \\\\ end\\\\\n"
+        "# not a comment continued \\\n"
+        "f=after\n"
+        "empty=\n"
+        "bare\r\n"
+        "crlf=yes\r"
+        "cr=also\n"
+        "a=last wins\n"
+        "tail=no newline \\"
+    )
+    assert parse_properties(text) == {
+        "a": "last wins",
+        "b": "2",
+        "c": "3",
+        "d": "spaced value  ",
+        "e": "=x",
+        "long": "one,two,three",
+        "key with blanks:and=signs": "v",
+        "esc": "tab\there\nnewline \u00e9 \\ end\\",
+        "f": "after",
+        "empty": "",
+        "bare": "",
+        "crlf": "yes",
+        "cr": "also",
+        "tail": "no newline ",
+    }
+    with pytest.raises(UsageError, match="uXXXX"):
+        parse_properties("k=\\u12g4")
+
+
+def test_kcat_conf_parser() -> None:
+    from kpax.cli.javaconf import parse_kcat_conf
+
+    text = "# kcat\n bootstrap.servers = h:1 \n\nsasl.password=a=b#c\\d\nempty=\n"
+    assert parse_kcat_conf(text) == {
+        "bootstrap.servers": "h:1",
+        "sasl.password": "a=b#c\\d",  # no escapes, split at the first '='
+        "empty": "",
+    }
+    with pytest.raises(UsageError, match="line 2: expected key=value"):
+        parse_kcat_conf("a=1\nnot a setting\n", "kcat.conf")
+
+
+def test_jaas_config() -> None:
+    from kpax.cli.javaconf import PLAIN_MODULE, SCRAM_MODULE, parse_jaas
+
+    j = parse_jaas(f'{PLAIN_MODULE} required username="alice" password="a b;c\\"d\\\\";')
+    assert (j.module, j.flag) == (PLAIN_MODULE, "required")
+    assert j.options == {"username": "alice", "password": 'a b;c"d\\'}
+    j = parse_jaas(f"  {SCRAM_MODULE}  optional\n username=bob  password = s3cr3t\n;  ")
+    assert j.options == {"username": "bob", "password": "s3cr3t"} and j.flag == "optional"
+    assert parse_jaas(f"{SCRAM_MODULE} required tokenauth=true;").options == {"tokenauth": "true"}
+    for bad, match in (
+        ("username=a;", "expected 'LoginModuleClass required"),
+        (f'{PLAIN_MODULE} required username="a" password="b"', "final ';'"),
+        (f'{PLAIN_MODULE} required username="unterminated;', "cannot parse"),
+        (f"{PLAIN_MODULE} required; {SCRAM_MODULE} required;", "more than one login module"),
+    ):
+        with pytest.raises(UsageError, match=match):
+            parse_jaas(bad)
+
+
+def test_java_and_librdkafka_names_map_to_kpax_options(tmp_path: Path) -> None:
+    from kpax.cli.javaconf import PLAIN_MODULE, SCRAM_MODULE, translate
+
+    pem = tmp_path / "ca.pem"
+    pem.write_text("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
+    jks = tmp_path / "truststore.jks"
+    jks.write_bytes(b"\xfe\xed\xfe\xed\x00\x00\x00\x02")
+    got = translate(
+        {
+            "bootstrap.servers": "h1:1,h2:2",
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.jaas.config": f'{SCRAM_MODULE} required username="u" password="p";',
+            "ssl.truststore.location": str(pem),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.password": "unused",
+            "ssl.endpoint.identification.algorithm": "",
+            "client.id": "12345",
+            "request.timeout.ms": "5000",
+            "reconnect.backoff.ms": "7",
+            "group.id": "g",
+            "linger.ms": "3",
+            "key.deserializer": "org.apache.kafka.common.serialization.ByteArrayDeserializer",
+        },
+        "f",
+    )
+    assert got.conn == {
+        "bootstrap_servers": "h1:1,h2:2",
+        "security_protocol": "SASL_SSL",
+        "sasl_mechanism": "SCRAM-SHA-512",
+        "sasl_plain_username": "u",
+        "sasl_plain_password": "p",
+        "ssl_cafile": str(pem),
+        "ssl_check_hostname": False,
+        "client_id": "12345",  # text stays text
+        "request_timeout_ms": 5000,  # the option's type
+        "reconnect_backoff_ms": 7,
+    }
+    assert got.client_keys == ["group.id", "linger.ms", "key.deserializer"]
+    assert got.client == {
+        "group_id": "g",
+        "linger_ms": "3",
+        "key_deserializer": "org.apache.kafka.common.serialization.ByteArrayDeserializer",
+    }
+    # librdkafka / kcat names
+    got = translate(
+        {
+            "metadata.broker.list": "h:1",
+            "security.protocol": "sasl_ssl",
+            "sasl.mechanisms": "PLAIN",
+            "sasl.username": "u",
+            "sasl.password": "p",
+            "ssl.ca.location": "/ca.pem",
+            "ssl.certificate.location": "/c.pem",
+            "ssl.key.location": "/k.pem",
+            "ssl.key.password": "kp",
+            "enable.ssl.certificate.verification": "false",
+        },
+        "f",
+    )
+    assert got.conn == {
+        "bootstrap_servers": "h:1",
+        "security_protocol": "sasl_ssl",
+        "sasl_mechanism": "PLAIN",
+        "sasl_plain_username": "u",
+        "sasl_plain_password": "p",
+        "ssl_cafile": "/ca.pem",
+        "ssl_certfile": "/c.pem",
+        "ssl_keyfile": "/k.pem",
+        "ssl_password": "kp",
+        "ssl_verify": False,
+    }
+    # PLAIN from the JAAS module alone; an explicit username beats the JAAS one
+    got = translate(
+        {
+            "sasl.jaas.config": f'{PLAIN_MODULE} required username="j" password="p";',
+            "sasl.username": "explicit",
+        },
+        "f",
+    )
+    assert got.conn == {
+        "sasl_mechanism": "PLAIN",
+        "sasl_plain_username": "explicit",
+        "sasl_plain_password": "p",
+    }
+    jaas = "sasl.jaas.config"
+    for given, match in (
+        (
+            {"sasl.usrname": "u", "boostrap.servers": "h:1", "no.such.thing": "x"},
+            r"f: unknown setting\(s\) 'sasl.usrname' \(did you mean 'sasl.username'\?\), "
+            r"'boostrap.servers' \(did you mean 'bootstrap.servers'\?\), 'no.such.thing'$",
+        ),
+        ({"linger_mss": "1"}, "'linger_mss' \\(did you mean 'linger_ms'\\?\\)"),
+        ({"ssl.truststore.location": str(jks)}, "is not a PEM file.*JKS and PKCS12.*keytool"),
+        ({"ssl.truststore.type": "JKS"}, "ssl.truststore.type=JKS: kpax reads PEM files only"),
+        ({"ssl.keystore.type": "PKCS12"}, "PKCS12 are not supported"),
+        ({"ssl.truststore.location": str(tmp_path / "nope.pem")}, "cannot read it"),
+        ({"request.timeout.ms": "soon"}, "request.timeout.ms='soon': expected an integer"),
+        ({"ssl.check.hostname": "maybe"}, "expected true or false"),
+        ({"ssl.context": "x"}, "takes a Python object"),
+        ({jaas: f'{SCRAM_MODULE} required username="u" password="p";'}, "SCRAM-SHA-256 or"),
+        (
+            {
+                "sasl.mechanism": "PLAIN",
+                jaas: f'{SCRAM_MODULE} required username="u" password="p";',
+            },
+            "it is PLAIN",
+        ),
+        (
+            {"sasl.mechanism": "SCRAM-SHA-256", jaas: f'{PLAIN_MODULE} required username="u";'},
+            "needs password",
+        ),
+        (
+            {
+                "sasl.mechanism": "SCRAM-SHA-256",
+                jaas: f'{PLAIN_MODULE} required username="u" password="p";',
+            },
+            "uses PlainLoginModule but sasl.mechanism is SCRAM-SHA-256",
+        ),
+        (
+            {jaas: "com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true;"},
+            "GSSAPI",
+        ),
+        (
+            {jaas: "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"},
+            "token provider",
+        ),
+        ({jaas: "com.example.Custom required;"}, "'com.example.Custom' is not supported"),
+    ):
+        with pytest.raises(UsageError, match=match):
+            translate(given, "f")
+
+
+def test_config_files_by_format_and_x_options(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kpax.cli.javaconf import PLAIN_MODULE
+
+    monkeypatch.chdir(tmp_path)
+    for var in ("KPAX_BROKERS", "KPAX_CONFIG", "KPAX_PROFILE", "KPAX_SASL_PASSWORD"):
+        monkeypatch.delenv(var, raising=False)
+    java = (
+        f"bootstrap.servers=h:1\nsasl.jaas.config={PLAIN_MODULE} required \\\n"
+        '  username="u" password="p";\nsecurity.protocol=SASL_PLAINTEXT\ngroup.id=g\n'
+    )
+    for name in ("client.properties", "client.cfg", "client"):
+        (tmp_path / name).write_text(java)
+        s = settings.client_config(_args(config=name))
+        assert s.conn["bootstrap_servers"] == "h:1" and s.conn["sasl_plain_password"] == "p"
+        assert s.conn["security_protocol"] == "sasl_plaintext" and s.extra == {}
+        assert "ignored producer/consumer setting(s) group.id" in capsys.readouterr().err
+    # dotted keys that are valid TOML (a table `request`) still read as properties
+    (tmp_path / "dotted").write_text("bootstrap.servers=h:2\nrequest.timeout.ms=5000\n")
+    s = settings.client_config(_args(config="dotted"))
+    assert s.conn["bootstrap_servers"] == "h:2" and s.conn["request_timeout_ms"] == 5000
+    (tmp_path / "plain").write_text('bootstrap = "h:3"\n')  # TOML without a suffix
+    assert settings.client_config(_args(config="plain")).conn["bootstrap_servers"] == "h:3"
+    (tmp_path / "kcat.conf").write_text("metadata.broker.list=h:4\nsasl.password=a\\b\n")
+    s = settings.client_config(_args(config="kcat.conf"))
+    assert s.conn["bootstrap_servers"] == "h:4" and s.conn["sasl_plain_password"] == "a\\b"
+    (tmp_path / "latin1.properties").write_bytes(b"bootstrap.servers=h:5\nsasl.password=p\xe9\n")
+    s = settings.client_config(_args(config="latin1.properties"))
+    assert s.conn["sasl_plain_password"] == "p\u00e9"  # ISO-8859-1, as Java reads it
+    # TOML profiles take the Java names too
+    (tmp_path / "k.toml").write_text(
+        '[profiles.x]\n"bootstrap.servers" = "h:6"\n"sasl.mechanism" = "SCRAM-SHA-256"\n'
+        '"sasl.username" = "u"\n"sasl.password.env" = "PW"\n'
+    )
+    monkeypatch.setenv("PW", "secret")
+    s = settings.client_config(_args(config="k.toml", profile="x"))
+    assert s.conn["sasl_plain_username"] == "u" and s.conn["sasl_plain_password"] == "secret"
+    assert s.conn["sasl_mechanism"] == "scram-sha-256"
+    with pytest.raises(UsageError, match="Java properties file, which has no profiles"):
+        settings.client_config(_args(config="client.properties", profile="x"))
+    with pytest.raises(UsageError, match=r"'kcat.conf'.*unknown setting.*'api.version.request'"):
+        (tmp_path / "kcat.conf").write_text("bootstrap.servers=h:1\napi.version.request=true\n")
+        settings.client_config(_args(config="kcat.conf"))
+    # -X: dotted names; connection options for every client, the rest for the main one
+    s = settings.client_config(
+        _args(
+            bootstrap_server="h:1",
+            extra=[
+                "security.protocol=SASL_SSL",
+                f'sasl.jaas.config={PLAIN_MODULE} required username="xu" password="x=p";',
+                "ssl.ca.location=/ca.pem",
+                "request.timeout.ms=1234",
+                "linger.ms=20",
+                "enable.idempotence=false",
+                "group_instance_id=i-1",
+            ],
+        )
+    )
+    assert s.conn["security_protocol"] == "sasl_ssl" and s.conn["sasl_mechanism"] == "plain"
+    assert s.conn["sasl_plain_username"] == "xu" and s.conn["sasl_plain_password"] == "x=p"
+    assert s.conn["ssl_cafile"] == "/ca.pem" and s.conn["request_timeout_ms"] == 1234
+    assert s.admin()["request_timeout_ms"] == 1234
+    assert s.extra == {"linger_ms": 20, "enable_idempotence": False, "group_instance_id": "i-1"}
+    with pytest.raises(UsageError, match=r"-X: unknown setting\(s\) 'linger.mss'.*'linger.ms'"):
+        settings.client_config(_args(bootstrap_server="h:1", extra=["linger.mss=1"]))

@@ -197,3 +197,29 @@ def test_no_references_leak_from_the_c_path():
     batch.values = []
     gc.collect()
     assert sys.getrefcount(value) == before
+
+
+def _rss_mib() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) // 1024
+    raise AssertionError("no VmRSS")
+
+
+def test_a_million_buffered_records_cost_about_their_encoded_size():
+    """1,000,000 distinct records of 100 B buffered (nothing sent): RSS grows by
+    about the bytes reserved for their batches, never beyond buffer_memory +
+    64 MiB -- full batches are encoded at once and their columns dropped."""
+    p = _producer(buffer_memory=256 << 20, batch_size=16384)
+    p.num_partitions[TOPIC] = 1
+    rnd = random.Random(1)
+    gc.collect()
+    base = _rss_mib()
+    for _ in range(1_000_000):
+        _send_c(p, (TOPIC, rnd.randbytes(100), None, None, None, None), [0])
+    gc.collect()
+    grown = _rss_mib() - base
+    reserved = p.accumulator.reserved >> 20
+    assert grown <= (256 + 64), grown
+    assert grown <= reserved + 64, (grown, reserved)

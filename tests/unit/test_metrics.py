@@ -35,19 +35,30 @@ def test_rate_is_over_at_least_one_window():
     assert s.avg() == 450 and s.max() == 600
 
 
-def test_old_samples_leave_the_window():
+def test_windows_roll_when_read():
     clock = Clock()
     s = Metrics(clock).sensor("latency")
     s.record(100)
     clock.now += 31
-    s.record(10)  # a second sample
-    assert s.max() == 100 and s.avg() == 55
+    assert s.max() == 100 and s.avg() == 100  # this reading starts a second window
+    s.record(10)
+    assert s.max() == 100 and s.avg() == 55  # both windows
     clock.now += 31
-    s.record(20)  # a third sample: the first is dropped
+    s.record(20)
+    # read now: a third window starts, the first leaves
     assert s.max() == 20 and s.avg() == 15
-    clock.now += 200  # everything obsolete
-    assert math.isnan(s.avg()) and s.rate() == 0.0
+    assert s.rate() == 30 / 31 and s.count_rate() == 2 / 31
+    clock.now += 31  # the 20 was recorded before the last roll: its window leaves now
+    assert math.isnan(s.avg()) and math.isnan(s.max()) and s.rate() == 0.0
     assert s.total == 130 and s.count == 3  # cumulative totals stay
+
+
+def test_rarely_read_windows_cover_the_time_since_the_reading_before():
+    clock = Clock()
+    s = Metrics(clock).sensor("record-send")
+    s.record(600)
+    clock.now += 300
+    assert s.rate() == 600 / 300  # no reading for 300 s: one window of 300 s
 
 
 def test_connection_metrics_snapshot():

@@ -133,7 +133,8 @@ def parse_kcat_conf(text: str, where: str = "kcat.conf") -> dict[str, str]:
             continue
         key, sep, value = line.partition("=")
         if not sep or not key.strip():
-            raise UsageError(f"{where} line {number}: expected key=value, got {line!r}")
+            # the line is not shown: it may hold a secret
+            raise UsageError(f"{where} line {number}: expected key=value")
         out[key.strip()] = value.strip()
     return out
 
@@ -154,11 +155,13 @@ _JAAS_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "b": "\b"}
 
 def parse_jaas(text: str, where: str = "sasl.jaas.config") -> Jaas:
     """``Module required key="value" ...;`` (exactly one login module, as Kafka's
-    clients require); quoted values may hold blanks, ``;`` and ``\\"``."""
+    clients require); quoted values may hold blanks, ``;`` and ``\\"``. Errors
+    never quote the text: it holds a password."""
     m = _JAAS_HEAD.match(text)
     if m is None:
         raise UsageError(
-            f"{where}: expected 'LoginModuleClass required key=\"value\" ...;', got {text!r}"
+            f"{where}: expected 'LoginModuleClass required key=\"value\" ...;' (a login "
+            "module class, a control flag, options, a final ';')"
         )
     options: dict[str, str] = {}
     pos = m.end()
@@ -175,13 +178,15 @@ def parse_jaas(text: str, where: str = "sasl.jaas.config") -> Jaas:
         pos = om.end()
     rest = text[pos:].strip()
     if not rest.startswith(";"):
+        after = f" after option {list(options)[-1]!r}" if options else ""
         raise UsageError(
-            f"{where}: cannot parse {rest[:40]!r} (expected key=\"value\" options and a final ';')"
+            f"{where}: cannot parse the options of {m.group(1)}{after} (expected "
+            "key=\"value\" options, values with blanks or ';' in double quotes, a final ';')"
         )
     if rest[1:].strip():
         raise UsageError(
-            f"{where}: holds more than one login module ({rest[1:].strip()[:40]!r} after "
-            "the first ';'); Kafka clients take exactly one"
+            f"{where}: holds more than one login module (text after the first ';'); "
+            "Kafka clients take exactly one"
         )
     return Jaas(m.group(1), m.group(2), options)
 

@@ -31,8 +31,10 @@ Consumer: ``poll`` gives each record a ``"<topic> receive"`` span (kind
 CONSUMER, ended at once); iterating (``for rec in consumer`` /
 ``async for``) gives each record a ``"<topic> process"`` span that is the
 current span while the loop body runs and ends when the next record is asked
-for. Both carry ``messaging.system``, ``messaging.operation.type``
-(``receive``/``process``), ``messaging.destination.name``,
+for (after a ``break``: sync, when the loop's generator is closed, at once in
+CPython; asyncio, when the consumer is polled, iterated or closed again, or at
+the break with ``contextlib.aclosing``). Both carry ``messaging.system``,
+``messaging.operation.type`` (``receive``/``process``), ``messaging.destination.name``,
 ``messaging.destination.partition.id``, ``messaging.kafka.offset``,
 ``messaging.kafka.message.key``, ``messaging.consumer.group.name`` and a span
 link to the producer's context extracted from the record headers (the span's
@@ -44,11 +46,14 @@ Imports: opentelemetry-api (and kpax.producer, kpax.consumer for the client type
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Sequence
+import asyncio
+from collections.abc import Iterator, Sequence
+from contextvars import Token
 from types import TracebackType
 from typing import Any
 
 from opentelemetry import context, propagate, trace
+from opentelemetry.context import Context
 from opentelemetry.propagators.textmap import Getter, Setter
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode, Tracer
 
@@ -349,30 +354,76 @@ class TracedAsyncConsumer(_Wrapper):
     def __init__(self, client: AsyncConsumer, tracer: Tracer) -> None:
         super().__init__(client)
         self._tracing = _ConsumerTracing(tracer, client.config.get("group_id"))
+        #: The "process" span of the record the application is handling, the
+        #: context token that made it current, and the task it is current in.
+        self._processing: tuple[trace.Span, Token[Context], asyncio.Task[Any] | None] | None = None
+
+    def _end_processing(self) -> None:
+        """End the current "process" span; make it no longer current if this is
+        the task it was made current in (a token cannot be detached elsewhere)."""
+        current = self._processing
+        if current is None:
+            return
+        self._processing = None
+        span, token, task = current
+        try:
+            same_task = asyncio.current_task() is task
+        except RuntimeError:  # no running loop
+            same_task = False
+        if same_task:
+            context.detach(token)
+        span.end()
 
     async def poll(
         self, timeout: float = 0.0, max_records: int | None = None
     ) -> list[ConsumerRecord]:
+        self._end_processing()
         return self._tracing.received(await self.client.poll(timeout, max_records))
 
     getmany = poll
 
-    async def __aiter__(self) -> AsyncIterator[ConsumerRecord]:
-        async for rec in self.client:
-            span = self._tracing.span(rec, "process")
-            token = context.attach(trace.set_span_in_context(span))
-            try:
-                yield rec
-            finally:
-                context.detach(token)
-                span.end()
+    def __aiter__(self) -> _TracedAsyncIterator:
+        return _TracedAsyncIterator(self)
+
+    async def close(self, timeout: float = 30.0) -> None:
+        self._end_processing()
+        await self.client.close(timeout)
 
     async def __aenter__(self) -> TracedAsyncConsumer:
         await self.client.start()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        await self.client.close()
+        await self.close()
+
+
+class _TracedAsyncIterator:
+    """``async for rec in traced_consumer``: each record's "process" span is
+    current in the iterating task until the next record is asked for, the
+    iterator is closed (``contextlib.aclosing``), or the consumer is polled or
+    closed."""
+
+    def __init__(self, owner: TracedAsyncConsumer) -> None:
+        self._owner = owner
+        self._it = owner.client.__aiter__()
+
+    def __aiter__(self) -> _TracedAsyncIterator:
+        return self
+
+    async def __anext__(self) -> ConsumerRecord:
+        owner = self._owner
+        owner._end_processing()
+        rec = await self._it.__anext__()
+        span = owner._tracing.span(rec, "process")
+        token = context.attach(trace.set_span_in_context(span))
+        owner._processing = (span, token, asyncio.current_task())
+        return rec
+
+    async def aclose(self) -> None:
+        self._owner._end_processing()
+        aclose = getattr(self._it, "aclose", None)
+        if aclose is not None:
+            await aclose()
 
 
 # ---------------------------------------------------------------- entry point

@@ -4,6 +4,7 @@ in the record headers; consumer spans linked to the producer's span."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import pytest
@@ -148,22 +149,37 @@ async def test_asyncio_producer_and_consumer_spans(kafka, topic, spans):
     provider, exporter = spans
     t = topic(partitions=1)
     p = kpax.otel.instrument(kpax.aio.Producer(kafka.bootstrap), tracer_provider=provider)
-    async with p:
-        for i in range(3):
-            await (await p.send(t, b"v%d" % i, key=b"k"))
     c = kpax.otel.instrument(
         kpax.aio.Consumer(kafka.bootstrap, auto_offset_reset="earliest"), tracer_provider=provider
     )
-    async with c:
+    async with p, c:
+        for i in range(3):
+            await (await p.send(t, b"v%d" % i, key=b"k"))
         await c.assign([kpax.TopicPartition(t, 0)])
-        n = 0
-        async for _ in c:
-            n += 1
-            if n == 3:
-                break
-    _check_links(
-        _by_kind(exporter, SpanKind.PRODUCER), _by_kind(exporter, SpanKind.CONSUMER), t, "process"
-    )
+        seen = {}
+        async with contextlib.aclosing(aiter(c)) as it:
+            async for rec in it:
+                seen[rec.offset] = trace.get_current_span().get_span_context().span_id
+                if len(seen) == 3:
+                    break
+        # the iterator closed at the break: its last span ended, no longer current
+        assert not trace.get_current_span().get_span_context().is_valid
+        assert len(_by_kind(exporter, SpanKind.CONSUMER)) == 3
+        # after a break without aclosing, the span stays current until the
+        # consumer is iterated, polled or closed again
+        await (await p.send(t, b"v3", key=b"k"))
+        async for rec in c:
+            seen[rec.offset] = trace.get_current_span().get_span_context().span_id
+            break
+        assert trace.get_current_span().get_span_context().span_id == seen[3]
+        assert len(_by_kind(exporter, SpanKind.CONSUMER)) == 3
+        await c.poll(0)
+        assert not trace.get_current_span().get_span_context().is_valid
+        assert len(_by_kind(exporter, SpanKind.CONSUMER)) == 4
+    consumer_spans = _by_kind(exporter, SpanKind.CONSUMER)
+    _check_links(_by_kind(exporter, SpanKind.PRODUCER), consumer_spans, t, "process")
+    ids = {s.attributes["messaging.kafka.offset"]: s.context.span_id for s in consumer_spans}
+    assert ids == seen
 
 
 def test_instrument_refuses_other_objects():

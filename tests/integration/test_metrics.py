@@ -9,6 +9,7 @@ import time
 import pytest
 
 import kpax
+from kpax.producer.fastpath import sendpath
 from kpax.structs import TopicPartition
 
 pytestmark = pytest.mark.integration
@@ -38,6 +39,18 @@ def test_producer_counts_records_batches_and_latency(kafka, topic):
         assert m["request-total"] >= m["response-total"] > 0
         assert m["outgoing-byte-total"] > n * 4
         assert m["requests-in-flight"] >= 0
+
+
+def test_counting_leaves_the_c_send_path_in_place(kafka, topic):
+    # The counters are per batch and per request: with them on (the default) the
+    # producer's per-record send is still the C appender's, not a Python wrapper.
+    if sendpath is None:
+        pytest.skip("the C send path is not built here")
+    t = topic(partitions=1)
+    with kpax.Producer(kafka.bootstrap) as p:
+        assert type(p.send).__name__ == "builtin_function_or_method"
+        p.send(t, b"v").result(30)
+        assert p.metrics()["record-send-total"] == 1
 
 
 def test_producer_buffer_available_bytes_drops_while_buffered(kafka, topic):

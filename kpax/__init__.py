@@ -179,9 +179,35 @@ _LAZY: dict[str, str] = {
 }
 
 
+# Subpackages reachable as attributes (``kpax.errors.OffsetOutOfRangeError``), as
+# they were when this module imported them eagerly.
+_SUBMODULES = frozenset(
+    {
+        "admin",
+        "broker",
+        "cli",
+        "cluster",
+        "config",
+        "consumer",
+        "errors",
+        "metrics",
+        "otel",
+        "producer",
+        "proto",
+        "spark",
+        "structs",
+        "testing",
+    }
+)
+
+
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
+        if name in _SUBMODULES:
+            sub = importlib.import_module(f"kpax.{name}")
+            globals()[name] = sub
+            return sub
         raise AttributeError(f"module 'kpax' has no attribute {name!r}")
     imported = importlib.import_module(module)
     value = imported if module == f"kpax.{name}" else getattr(imported, name)

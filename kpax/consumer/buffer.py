@@ -15,10 +15,22 @@ record, for as long as the partition stays failed with it (as the Java
 client does): until a seek clears it, or the partition is unassigned. While
 the partition is paused its error is not raised, so the others can be read.
 
+Iteration (``for rec in consumer``) takes a whole chunk and hands out its
+records one by one from a list iterator, with no work per record. The chunk
+being read is remembered (:meth:`FetchBuffer.start_reading`): the
+partition's position as the application sees it -- for ``commit()``,
+``position()`` and auto-commit -- is the offset after the last record handed
+out (:meth:`FetchBuffer.read_position`); records not handed out when the loop
+stops (``break``, an exception) go back to the head of the buffer, so the
+next poll returns them (:meth:`FetchBuffer.finish_reading`); and a seek,
+pause or revocation of that partition first ends the reading at the records
+already handed out (:meth:`FetchBuffer.settle_reading`).
+
 Also runs rebalance-listener calls that must happen on the application's
 thread (see :meth:`FetchBuffer.call_in_app`).
 
-Imports: kpax.consumer.state, kpax.consumer.record, kpax.metrics, the standard library.
+Imports: kpax.consumer.state, kpax.consumer.record, kpax.metrics, kpax.structs, the
+standard library.
 """
 
 from __future__ import annotations
@@ -27,12 +39,14 @@ import asyncio
 import collections
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from operator import length_hint
 from typing import Any
 
 from kpax.consumer.record import ConsumerRecord
 from kpax.consumer.state import PartitionState
 from kpax.metrics import Sensor
+from kpax.structs import TopicPartition
 
 __all__ = ["Chunk", "FetchBuffer"]
 
@@ -56,6 +70,12 @@ class Chunk:
         self.next_epoch = next_epoch
         self.gen = gen
         self.pos = 0
+
+
+#: The state of a "chunk" that is really several partitions' records taken at
+#: once (see :meth:`FetchBuffer.take_chunk`): never live, so never given back.
+_LOOSE = PartitionState(TopicPartition("", -1))
+_LOOSE.gen = -1
 
 
 class _AppCall:
@@ -84,6 +104,8 @@ class FetchBuffer:
         self._closed = False
         #: Partitions whose error was raised and stands (taking thread only).
         self._failed: dict[PartitionState, BaseException] = {}
+        #: The chunk an iteration is handing out, and its iterator.
+        self._reading: tuple[Chunk, Iterator[ConsumerRecord]] | None = None
 
     # ------------------------------------------------------------ loop side
 
@@ -112,8 +134,73 @@ class FetchBuffer:
         are final once this returns, whatever thread is taking."""
         with self._lock:
             for st in states:
+                self._settle_locked(st)
                 st.assigned = False
                 st.gen += 1
+
+    # ------------------------------------------------------------ iteration
+
+    def start_reading(self, chunk: Chunk) -> Iterator[ConsumerRecord]:
+        """An iterator over a chunk from :meth:`take_chunk`, remembered as the one
+        being read until :meth:`finish_reading`."""
+        it = iter(chunk.records)
+        self._reading = (chunk, it)
+        return it
+
+    def finish_reading(self, chunk: Chunk, it: Iterator[ConsumerRecord]) -> None:
+        """The iteration over ``chunk`` ended: records it did not hand out go back
+        to the head of the buffer, and the partition's position to the first of
+        them (unless the partition was sought, paused or revoked meanwhile)."""
+        with self._lock:
+            if self._reading is not None and self._reading[0] is chunk:
+                self._reading = None
+            left = length_hint(it)
+            state = chunk.state
+            if not left or chunk.gen != state.gen or not state.assigned:
+                return
+            rest = chunk.records[len(chunk.records) - left :]
+            back = Chunk(state, rest, chunk.next_offset, chunk.next_epoch, chunk.gen)
+            first = rest[0]
+            state.position = first.offset
+            state.position_epoch = first.leader_epoch
+            state.takes -= 1  # buffered again
+            self._items.appendleft(back)
+
+    def read_position(self, state: PartitionState) -> tuple[int, int] | None:
+        """(offset, leader epoch) after the last record an iteration handed out of
+        ``state``'s chunk being read, or None when none is being read."""
+        reading = self._reading
+        if reading is None:
+            return None
+        chunk, it = reading
+        if chunk.state is not state or chunk.gen != state.gen:
+            return None
+        recs = chunk.records
+        done = len(recs) - length_hint(it)
+        if done >= len(recs):
+            return None  # all handed out: the position is the chunk's end
+        if done == 0:
+            return recs[0].offset, recs[0].leader_epoch
+        last = recs[done - 1]
+        return last.offset + 1, last.leader_epoch
+
+    def settle_reading(self, state: PartitionState) -> None:
+        """End the reading of ``state``'s chunk at the records already handed out,
+        and put the position after them (before a seek, pause or revocation)."""
+        with self._lock:
+            self._settle_locked(state)
+
+    def _settle_locked(self, state: PartitionState) -> None:
+        reading = self._reading
+        if reading is None or reading[0].state is not state:
+            return
+        chunk, it = reading
+        pos = self.read_position(state)
+        if pos is not None:
+            state.position, state.position_epoch = pos
+        recs = chunk.records
+        del recs[len(recs) - length_hint(it) :]  # the iterator ends there
+        self._reading = None
 
     def clear(self) -> None:
         for item in list(self._items):
@@ -194,44 +281,38 @@ class FetchBuffer:
             self._consumed.record(len(out))
         return out
 
-    def take_chunk(self) -> list[ConsumerRecord] | None:
-        """Records of the next whole chunk (for iteration), or None if empty."""
+    def take_chunk(self) -> Chunk | None:
+        """The next whole chunk (for iteration: its records not yet taken), or
+        None if the buffer is empty. Records before an error, or taken by
+        :meth:`take` around it, come as a chunk of their own."""
         if self._failed:
             self._raise_failed()
         items = self._items
         while items:
             item = items[0]
-            if type(item) is not Chunk or item.pos:
-                return self.take(1 << 30) if type(item) is not Chunk else self._rest(item)
+            if type(item) is not Chunk:
+                recs = self.take(1 << 30)
+                if not recs:
+                    continue
+                last = recs[-1]
+                return Chunk(_LOOSE, recs, last.offset + 1, last.leader_epoch, 0)
             state = item.state
             with self._lock:
                 items.popleft()
                 state.takes += 1
                 live = item.gen == state.gen and state.assigned
+                recs = item.records[item.pos :] if item.pos else item.records
                 if live:
                     state.position = item.next_offset
                     state.position_epoch = item.next_epoch
             self.on_drained(state)
-            if live and item.records:
+            if live and recs:
                 if self._consumed is not None:
-                    self._consumed.record(len(item.records))
-                return item.records
+                    self._consumed.record(len(recs))
+                if item.pos:
+                    return Chunk(state, recs, item.next_offset, item.next_epoch, item.gen)
+                return item
         return None
-
-    def _rest(self, item: Chunk) -> list[ConsumerRecord]:
-        state = item.state
-        with self._lock:
-            self._items.popleft()
-            state.takes += 1
-            live = item.gen == state.gen and state.assigned
-            recs = item.records[item.pos :] if live else []
-            if live:
-                state.position = item.next_offset
-                state.position_epoch = item.next_epoch
-        self.on_drained(state)
-        if recs and self._consumed is not None:
-            self._consumed.record(len(recs))
-        return recs
 
     def _raise_failed(self) -> None:
         """Raise the error of the first partition still failed and not paused."""

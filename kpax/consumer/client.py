@@ -185,6 +185,7 @@ class AsyncConsumer:
         for tp in tps:
             st = self.states.pop(tp, None)
             if st is not None:
+                self.buffer.settle_reading(st)
                 st.assigned = False
                 st.gen += 1
                 if self.fetcher is not None:
@@ -195,10 +196,17 @@ class AsyncConsumer:
         self.buffer.freeze([self.states[tp] for tp in tps if tp in self.states])
 
     def consumed_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
+        """Each partition's position as the application has consumed it (during an
+        iteration: after the last record handed out)."""
         out = {}
+        read = self.buffer.read_position
         for tp, st in list(self.states.items()):
             if st.position is not None and st.reset_to is None:
-                out[tp] = OffsetAndMetadata(st.position, "", st.position_epoch)
+                pos = read(st)
+                if pos is not None:
+                    out[tp] = OffsetAndMetadata(pos[0], "", pos[1])
+                else:
+                    out[tp] = OffsetAndMetadata(st.position, "", st.position_epoch)
         return out
 
     async def call_listener(self, method: str, tps: set[TopicPartition]) -> None:
@@ -305,7 +313,9 @@ class AsyncConsumer:
     async def seek(self, tp: TopicPartition, offset: int) -> None:
         if offset < 0:
             raise ValueError(f"seek offset must be >= 0, got {offset} for {tp}")
-        self._state(TopicPartition(*tp)).seek(offset)
+        st = self._state(TopicPartition(*tp))
+        self.buffer.settle_reading(st)
+        st.seek(offset)
         self._wake_fetcher()
 
     async def seek_to_beginning(self, *partitions: TopicPartition) -> None:
@@ -318,6 +328,7 @@ class AsyncConsumer:
         tps = _tps(partitions) if partitions else list(self.states)
         for tp in tps:
             st = self._state(tp)
+            self.buffer.settle_reading(st)
             st.seek(0)
             st.position = st.fetch_position = None
             st.reset_to = how
@@ -336,7 +347,8 @@ class AsyncConsumer:
                 raise KafkaTimeoutError(f"position of {tp} not known within {limit:g}s")
             self._wake_fetcher()
             await asyncio.sleep(0.01)
-        return st.position
+        read = self.buffer.read_position(st)  # mid-iteration: after the last record out
+        return read[0] if read is not None else st.position
 
     def group_metadata(self) -> ConsumerGroupMetadata:
         """This member's group id, generation and member id, for
@@ -408,6 +420,7 @@ class AsyncConsumer:
         for tp in _tps(partitions):
             st = self._state(tp)
             if not st.paused:
+                self.buffer.settle_reading(st)
                 st.paused = True
                 if st.position is not None:
                     st.rewind_fetch()
@@ -503,8 +516,12 @@ class AsyncConsumer:
             if chunk is None:
                 await buffer.wait_async(1.0)
                 continue
-            for rec in chunk:
-                yield rec
+            it = buffer.start_reading(chunk)
+            try:
+                for rec in it:
+                    yield rec
+            finally:
+                buffer.finish_reading(chunk, it)  # a break gives back what was not read
 
     # ------------------------------------------------------------ commits
 

@@ -186,7 +186,11 @@ class Consumer:
                 if not buffer.wait_sync(idle if idle is not None else 1.0) and idle is not None:
                     return
                 continue
-            yield from chunk
+            it = buffer.start_reading(chunk)
+            try:
+                yield from it  # no work per record: positions follow from the iterator
+            finally:
+                buffer.finish_reading(chunk, it)  # a break gives back what was not read
 
     # ------------------------------------------------------------ assignment
 
@@ -241,7 +245,8 @@ class Consumer:
     def position(self, tp: TopicPartition, timeout: float | None = None) -> int:
         st = self._core.states.get(TopicPartition(*tp))
         if st is not None and st.position is not None and st.reset_to is None and not st.validate:
-            return st.position
+            read = self._buffer.read_position(st)  # mid-iteration: after the last record out
+            return read[0] if read is not None else st.position
         return self._run(self._core.position(tp, timeout), timeout)
 
     def group_metadata(self) -> ConsumerGroupMetadata:

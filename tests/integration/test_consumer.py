@@ -319,3 +319,64 @@ def test_close_is_prompt_and_final(kafka, topic):
     with pytest.raises(kpax.ClientClosedError):
         c.poll(0.1)
     c.close()  # idempotent
+
+
+def test_breaking_out_of_iteration_loses_nothing_and_commits_what_was_read(kafka, topic):
+    """``for rec in consumer: ... break`` hands the records not yet read back to
+    the next poll, and a commit inside the loop commits the offset after the
+    record in hand, not the end of the fetched chunk (at-least-once)."""
+    t = topic()
+    produce(kafka.bootstrap, t, 10)
+    tp = TP(t, 0)
+    with kpax.Consumer(
+        kafka.bootstrap, group_id=f"g-{uuid.uuid4().hex[:8]}", enable_auto_commit=False
+    ) as c:
+        c.assign([tp])
+        c.seek(tp, 0)
+        seen = []
+        for rec in c:
+            seen.append(rec.offset)
+            if rec.offset == 2:
+                c.commit()
+                assert c.committed([tp])[tp].offset == 3
+                assert c.position(tp) == 3
+            if rec.offset == 4:
+                break
+        assert seen == [0, 1, 2, 3, 4]
+        assert c.position(tp) == 5
+        rest = drain(c, 5)
+        assert [r.offset for r in rest] == [5, 6, 7, 8, 9]
+
+
+def test_seek_inside_the_iteration_loop_switches_at_once(kafka, topic):
+    t = topic()
+    produce(kafka.bootstrap, t, 10)
+    tp = TP(t, 0)
+    with kpax.Consumer(kafka.bootstrap) as c:
+        c.assign([tp])
+        c.seek(tp, 0)
+        seen = []
+        for rec in c:
+            seen.append(rec.offset)
+            if rec.offset == 1:
+                c.seek(tp, 8)
+            if rec.offset == 9:
+                break
+        assert seen == [0, 1, 8, 9]
+
+
+async def test_asyncio_iteration_break_loses_nothing(kafka, topic):
+    t = topic()
+    produce(kafka.bootstrap, t, 10)
+    tp = TP(t, 0)
+    async with kpax.aio.Consumer(kafka.bootstrap) as c:
+        await c.assign([tp])
+        await c.seek(tp, 0)
+        it = c.__aiter__()
+        seen = [(await it.__anext__()).offset for _ in range(3)]
+        assert await c.position(tp) == 3
+        await it.aclose()
+        got: list[int] = []
+        while len(got) < 7:
+            got += [r.offset for r in await c.poll(1.0)]
+        assert seen == [0, 1, 2] and got == [3, 4, 5, 6, 7, 8, 9]

@@ -68,13 +68,72 @@ def test_buffer_take_chunk_and_errors():
     boom = kpax.KafkaError("boom on t-0")
     st.error = boom
     buf.put((st, boom))
-    assert [r.offset for r in buf.take_chunk() or []] == [0, 1, 2]
+    chunk = buf.take_chunk()
+    assert chunk is not None and [r.offset for r in chunk.records] == [0, 1, 2]
     with pytest.raises(kpax.KafkaError, match="boom on t-0"):
         buf.take(10)
     # an error for a partition that was seeked since is not raised
     st.seek(5)
     buf.put((st, kpax.KafkaError("stale")))
     assert buf.take(10) == []
+
+
+def _reader(buf: FetchBuffer):
+    """What the consumers' iteration does with the buffer."""
+    while True:
+        chunk = buf.take_chunk()
+        if chunk is None:
+            return
+        it = buf.start_reading(chunk)
+        try:
+            yield from it
+        finally:
+            buf.finish_reading(chunk, it)
+
+
+def test_iteration_positions_follow_the_records_handed_out():
+    buf = FetchBuffer()
+    st = PartitionState(TP("t", 0))
+    st.position = 0
+    buf.put(_chunk(st, 0, 5))
+    buf.put(_chunk(st, 5, 3))
+    reader = _reader(buf)
+    assert next(reader).offset == 0
+    assert buf.read_position(st) == (1, 0)  # what commit()/position() see
+    assert next(reader).offset == 1
+    assert buf.read_position(st) == (2, 0)
+    reader.close()  # a break: records 2..4 go back, the position to 2
+    assert st.position == 2 and buf.read_position(st) is None
+    assert [r.offset for r in buf.take(10)] == [2, 3, 4, 5, 6, 7]
+    assert st.position == 8
+
+
+def test_a_seek_during_iteration_ends_the_old_chunk():
+    buf = FetchBuffer()
+    st = PartitionState(TP("t", 0))
+    st.position = 0
+    buf.put(_chunk(st, 0, 5))
+    reader = _reader(buf)
+    assert next(reader).offset == 0
+    buf.settle_reading(st)  # what seek/pause/revoke do first
+    assert st.position == 1
+    st.seek(100)
+    assert list(reader) == []  # nothing more of the old chunk
+    assert st.position == 100
+
+
+def test_a_paused_partition_mid_iteration_is_read_again_from_where_it_stopped():
+    buf = FetchBuffer()
+    st = PartitionState(TP("t", 0))
+    st.position = 0
+    buf.put(_chunk(st, 0, 5))
+    reader = _reader(buf)
+    assert [next(reader).offset, next(reader).offset] == [0, 1]
+    buf.settle_reading(st)
+    st.paused = True
+    st.rewind_fetch()
+    assert st.position == 2 and st.fetch_position == 2
+    assert list(reader) == []
 
 
 async def test_buffer_runs_listener_calls_on_the_taking_side():

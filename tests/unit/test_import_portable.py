@@ -132,3 +132,15 @@ def test_cli_main_without_sigpipe_runs_a_command() -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "2", (out.stdout, out.stderr)
+
+
+def test_subpackages_are_attributes_of_kpax_as_before() -> None:
+    """``import kpax`` then ``kpax.errors.X`` (no import of kpax.errors first)
+    works, as it did when kpax imported its subpackages eagerly."""
+    code = (
+        "import kpax\n"
+        "assert kpax.errors.OffsetOutOfRangeError.retriable is not None\n"
+        "assert kpax.structs.TopicPartition('t', 0).partition == 0\n"
+        "assert kpax.aio.Producer\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -199,7 +199,6 @@ def test_buffer_memory_back_pressure_blocks_then_raises(kafka):
 def test_close_zero_fails_buffered_records_clearly(kafka, topic):
     t = topic()
     p = kpax.Producer(kafka.bootstrap, linger_ms=60000, batch_size=1 << 20)
-    p.send(t, b"first").result(30) if False else None
     futs = [p.send(t, b"v") for _ in range(10)]
     t0 = time.monotonic()
     p.close(0)

@@ -16,6 +16,9 @@ from types import TracebackType
 
 from kpax.testing.errors import KafkaStartError
 
+#: signal.SIGKILL where it exists (POSIX): the module must import anywhere.
+_SIGKILL = getattr(signal, "SIGKILL", 9)
+
 __all__ = ["DEFAULT_SASL_USERS", "ExistingCluster", "KafkaCluster"]
 
 #: SASL users every started broker knows, for PLAIN and both SCRAM mechanisms.
@@ -57,7 +60,7 @@ class KafkaCluster:
         addrs = self.listeners(name.upper())
         return ",".join(addrs[n] for n in sorted(addrs))
 
-    def kill_broker(self, node_id: int, sig: int = signal.SIGKILL) -> None:
+    def kill_broker(self, node_id: int, sig: int = _SIGKILL) -> None:
         """Send *sig* to broker *node_id* (SIGKILL by default: a crash) and reap it."""
         raise KafkaStartError(f"{self.backend} cluster: cannot kill broker {node_id}")
 

@@ -32,6 +32,9 @@ from kpax.testing.errors import KafkaStartError
 from kpax.testing.tls import KEYSTORE_PASSWORD, make_tls_material
 from kpax.testing.wire import WireError, api_versions
 
+#: signal.SIGKILL where it exists (POSIX): the module must import anywhere.
+_SIGKILL = getattr(signal, "SIGKILL", 9)
+
 __all__ = ["ContainerCluster"]
 
 _INTERNAL_PORT = 29092
@@ -228,7 +231,7 @@ class ContainerCluster(KafkaCluster):
         if node_id != 1:
             raise KafkaStartError(f"no broker {node_id}; the docker backend runs node 1 only")
 
-    def kill_broker(self, node_id: int, sig: int = signal.SIGKILL) -> None:
+    def kill_broker(self, node_id: int, sig: int = _SIGKILL) -> None:
         self._check_node(node_id)
         self._docker().kill(signal=int(sig))
 

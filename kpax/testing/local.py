@@ -56,6 +56,9 @@ from kpax.testing.errors import KafkaStartError
 from kpax.testing.tls import make_tls_material
 from kpax.testing.wire import BrokerConnection, WireError
 
+#: signal.SIGKILL where it exists (POSIX): the module must import anywhere.
+_SIGKILL = getattr(signal, "SIGKILL", 9)
+
 __all__ = ["DEFAULT_JVM_OPTS", "LocalCluster", "check_java"]
 
 #: Quick-start flags: small heap, serial GC, C1 only (halves JVM startup on 2 cores).
@@ -608,7 +611,7 @@ class LocalCluster(KafkaCluster):
                 while node.alive() and time.monotonic() < deadline:
                     time.sleep(0.05)
 
-    def kill_broker(self, node_id: int, sig: int = signal.SIGKILL) -> None:
+    def kill_broker(self, node_id: int, sig: int = _SIGKILL) -> None:
         node = self._node(node_id)
         if sig != signal.SIGKILL:
             self._signal(node, signal.SIGCONT)

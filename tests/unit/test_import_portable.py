@@ -96,6 +96,7 @@ import kpax
 from kpax import Producer, Consumer, Admin, aio
 import kpax.testing
 import kpax.testing.pytest_plugin
+import kpax.testing.base, kpax.testing.local, kpax.testing.backends  # the kafka fixture's
 import kpax.cli.main
 for argv in (["--version"], ["--help"], ["topics", "--help"]):
     try:

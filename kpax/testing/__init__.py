@@ -23,6 +23,7 @@ Public API::
         .stop(); a context manager
     select_backend() -> "existing" | "docker" | "local";  docker_available(timeout=2.0)
     ensure_jars(version=None) -> Path;  classpath(version=None) -> str  (java -cp)
+    java_executable() -> str;  compile_java(sources, classpath, out_dir)  (javac, else ECJ)
     DEFAULT_KAFKA_VERSION;  KafkaStartError;  wire.api_versions(address, ...)
 
 ``import kpax.testing`` is cheap: these names are imported on first use (PEP 562
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from kpax.testing.base import DEFAULT_SASL_USERS, ExistingCluster, KafkaCluster
     from kpax.testing.errors import KafkaStartError
     from kpax.testing.jars import DEFAULT_KAFKA_VERSION, classpath, ensure_jars
+    from kpax.testing.javac import compile_java, java_executable
     from kpax.testing.local import LocalCluster
     from kpax.testing.wire import ApiVersionsResult, api_versions
 
@@ -55,8 +57,10 @@ __all__ = [
     "LocalCluster",
     "api_versions",
     "classpath",
+    "compile_java",
     "docker_available",
     "ensure_jars",
+    "java_executable",
     "select_backend",
     "start_kafka",
 ]
@@ -67,6 +71,7 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(("DEFAULT_SASL_USERS", "ExistingCluster", "KafkaCluster"), "kpax.testing.base"),
     "KafkaStartError": "kpax.testing.errors",
     **dict.fromkeys(("DEFAULT_KAFKA_VERSION", "classpath", "ensure_jars"), "kpax.testing.jars"),
+    **dict.fromkeys(("compile_java", "java_executable"), "kpax.testing.javac"),
     "LocalCluster": "kpax.testing.local",
     **dict.fromkeys(("ApiVersionsResult", "api_versions"), "kpax.testing.wire"),
 }

@@ -1,7 +1,8 @@
 """Consumer protocol bytes and range/roundrobin results equal to the Java client's.
 
 Random subscriptions, assignments, sticky user data and groups go in one batch
-to tests/java/assignors/AssignorCheck.java (compiled here with javac against
+to tests/java/assignors/AssignorCheck.java (compiled here with
+``kpax.testing.compile_java``, javac or else ECJ, against
 ``kpax.testing.classpath()``), which answers with Java's
 ``ConsumerProtocol.serializeSubscription/serializeAssignment`` bytes, the
 sticky assignors' user data, and ``RangeAssignor``/``RoundRobinAssignor``
@@ -10,8 +11,8 @@ results. One JVM run for every case.
 
 from __future__ import annotations
 
+import os
 import random
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -36,6 +37,7 @@ from kpax.consumer.assignors.userdata import (
 )
 from kpax.structs import TopicPartition as TP
 from kpax.testing.jars import classpath
+from kpax.testing.javac import compile_java, java_executable
 
 pytestmark = pytest.mark.integration
 
@@ -69,12 +71,10 @@ def random_bytes(rng: random.Random) -> bytes | None:
 
 
 def run_java(tmp_path: Path, lines: list[str]) -> list[str]:
-    javac, java = shutil.which("javac"), shutil.which("java")
-    assert javac and java, "a JDK (javac, java) is needed to check against the Java client"
     cp = classpath()
-    subprocess.run([javac, "-d", str(tmp_path), "-cp", cp, str(JAVA_SRC)], check=True)
+    compile_java([JAVA_SRC], cp, tmp_path)
     proc = subprocess.run(
-        [java, "-cp", f"{tmp_path}:{cp}", "AssignorCheck"],
+        [java_executable(), "-cp", f"{tmp_path}{os.pathsep}{cp}", "AssignorCheck"],
         input="".join(line + "\n" for line in lines),
         capture_output=True,
         text=True,

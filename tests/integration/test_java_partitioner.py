@@ -2,15 +2,16 @@
 
 10,000 random keys (lengths 0..64, arbitrary bytes, non-ASCII included) go in
 one batch to tests/java/partitioner/PartitionerCheck.java, compiled here with
-javac against the cached kafka-clients jar (``kpax.testing.classpath()``); it
-answers ``Utils.murmur2(key)`` and ``BuiltInPartitioner.partitionForKey(key, n)``
-for several partition counts. One JVM run for all keys.
+``kpax.testing.compile_java`` (javac, else ECJ) against the cached
+kafka-clients jar (``kpax.testing.classpath()``); it answers ``Utils.murmur2(key)``
+and ``BuiltInPartitioner.partitionForKey(key, n)`` for several partition counts.
+One JVM run for all keys.
 """
 
 from __future__ import annotations
 
+import os
 import random
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import pytest
 
 from kpax.producer.partitioner import DefaultPartitioner, murmur2, partition_for_key
 from kpax.testing.jars import classpath
+from kpax.testing.javac import compile_java, java_executable
 
 pytestmark = pytest.mark.integration
 
@@ -27,12 +29,10 @@ NUM_KEYS = 10_000
 
 
 def _java(tmp_path: Path, stdin: str) -> list[str]:
-    javac, java = shutil.which("javac"), shutil.which("java")
-    assert javac and java, "a JDK (javac, java) is needed to check against the Java client"
     cp = classpath()
-    subprocess.run([javac, "-d", str(tmp_path), "-cp", cp, str(JAVA_SRC)], check=True)
+    compile_java([JAVA_SRC], cp, tmp_path)
     proc = subprocess.run(
-        [java, "-cp", f"{tmp_path}:{cp}", "PartitionerCheck"],
+        [java_executable(), "-cp", f"{tmp_path}{os.pathsep}{cp}", "PartitionerCheck"],
         input=stdin,
         capture_output=True,
         text=True,

@@ -1,7 +1,8 @@
 """Byte-for-byte agreement with the Java client's record batches.
 
-One JVM run (tests/java/records/RecordsHelper.java, compiled here with javac
-against kafka-clients from kpax.testing.jars) builds a batch per case with
+One JVM run (tests/java/records/RecordsHelper.java, compiled here with
+kpax.testing.compile_java, javac or else ECJ, against kafka-clients from
+kpax.testing.jars) builds a batch per case with
 MemoryRecordsBuilder and reads back the batch kpax built for the same records.
 
 - uncompressed batches (v2, and v0/v1 message sets) must be identical bytes;
@@ -13,7 +14,7 @@ MemoryRecordsBuilder and reads back the batch kpax built for the same records.
 
 from __future__ import annotations
 
-import shutil
+import os
 import subprocess
 import zipfile
 from pathlib import Path
@@ -22,6 +23,7 @@ import pytest
 
 from kpax.proto.records import Record, decode_batches, encode_batch
 from kpax.testing.jars import classpath
+from kpax.testing.javac import compile_java, java_executable
 
 HELPER = Path(__file__).resolve().parents[1] / "java" / "records" / "RecordsHelper.java"
 COUNT = 40
@@ -66,7 +68,7 @@ def expected_lines(magic: int) -> list[str]:
 
 
 def _record_package(cp: str) -> str:
-    for jar in cp.split(":"):
+    for jar in cp.split(os.pathsep):
         if Path(jar).name.startswith("kafka-clients-"):
             names = zipfile.ZipFile(jar).namelist()
             if "org/apache/kafka/common/record/internal/MemoryRecords.class" in names:
@@ -77,19 +79,13 @@ def _record_package(cp: str) -> str:
 
 @pytest.fixture(scope="module")
 def java_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    assert shutil.which("javac") and shutil.which("java"), "a JDK (javac, java) is needed"
     cp = classpath()
     work = tmp_path_factory.mktemp("java-records")
     src = work / "src" / "RecordsHelper.java"
     src.parent.mkdir()
     src.write_text(HELPER.read_text().replace("@RECORD_PKG@", _record_package(cp)))
     classes = work / "classes"
-    subprocess.run(
-        ["javac", "-nowarn", "-cp", cp, "-d", str(classes), str(src)],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
+    compile_java([src], cp, classes)
     cases = []
     for name, codec, magic in CASES:
         raw = encode_batch(records_recipe(magic), base_offset=BASE, compression=codec, magic=magic)
@@ -97,7 +93,7 @@ def java_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
         cases.append(f"{name} {codec} {magic} {COUNT} {BASE}")
     (work / "cases.txt").write_text("\n".join(cases) + "\n")
     proc = subprocess.run(
-        ["java", "-cp", f"{cp}:{classes}", "RecordsHelper", str(work)],
+        [java_executable(), "-cp", f"{cp}{os.pathsep}{classes}", "RecordsHelper", str(work)],
         capture_output=True,
         text=True,
         timeout=240,

@@ -2,7 +2,8 @@
 
 Random messages are built in kpax from the generated schema table, written as
 the JSON that Kafka's generated ``*JsonConverter`` classes read, and sent in one
-batch to tests/java/Serialize.java (compiled here with ``javac`` against the
+batch to tests/java/Serialize.java (compiled here with
+``kpax.testing.compile_java``, javac or else ECJ, against the
 kafka-clients jar of the local broker's jar cache). Java builds the same
 message with ``org.apache.kafka.common.message.*Data`` and serializes it with
 ``MessageUtil``; kpax's ``encode(version)`` must produce the same bytes and
@@ -14,8 +15,8 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import random
-import shutil
 import subprocess
 import uuid
 from pathlib import Path
@@ -25,6 +26,7 @@ import pytest
 
 from kpax.proto.api import Message
 from kpax.testing.jars import classpath, kafka_version
+from kpax.testing.javac import compile_java, java_executable
 from tests.unit.test_messages_schema import SCHEMA, _in, all_messages, random_instance, resolve
 
 pytestmark = pytest.mark.integration
@@ -89,18 +91,10 @@ def _java_name(cls: type[Message]) -> str:
 
 @pytest.fixture(scope="module")
 def serializer(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
-    javac = shutil.which("javac")
-    java = shutil.which("java")
-    assert javac and java, "javac/java (JDK 17+) are needed for this test"
     cp = classpath(kafka_version())
     out = tmp_path_factory.mktemp("javaser")
-    subprocess.run(
-        [javac, "-nowarn", "-cp", cp, "-d", str(out), str(JAVA_SRC)],
-        check=True,
-        capture_output=True,
-        timeout=240,
-    )
-    return [java, "-cp", f"{out}:{cp}", "Serialize"]
+    compile_java([JAVA_SRC], cp, out)
+    return [java_executable(), "-cp", f"{out}{os.pathsep}{cp}", "Serialize"]
 
 
 def _cases() -> list[tuple[type[Message], int, Message]]:

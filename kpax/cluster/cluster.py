@@ -154,27 +154,21 @@ class Cluster:
 
     def broker(self, node_id: int) -> Broker:
         """The handle of broker ``node_id`` (known from metadata)."""
-        self._check_open()
-        b = self._brokers.get(node_id)
-        if b is None:
-            info = self.snapshot.brokers.get(node_id)
-            if info is None:
-                raise KafkaConnectionError(f"broker {node_id} is not in the cluster metadata")
-            b = Broker(info.host, info.port, self.options, node_id=node_id)
-            self._brokers[node_id] = b
-        return b
+        return self._handle(self._brokers, node_id)
 
     def fetch_broker(self, node_id: int) -> Broker:
         """A second handle to broker ``node_id``, with a connection of its own,
         for long-poll Fetch requests only (see the module docstring)."""
+        return self._handle(self._fetch_brokers, node_id)
+
+    def _handle(self, handles: dict[int, Broker], node_id: int) -> Broker:
         self._check_open()
-        b = self._fetch_brokers.get(node_id)
+        b = handles.get(node_id)
         if b is None:
             info = self.snapshot.brokers.get(node_id)
             if info is None:
                 raise KafkaConnectionError(f"broker {node_id} is not in the cluster metadata")
-            b = Broker(info.host, info.port, self.options, node_id=node_id)
-            self._fetch_brokers[node_id] = b
+            b = handles[node_id] = Broker(info.host, info.port, self.options, node_id=node_id)
         return b
 
     @property

@@ -166,7 +166,7 @@ class AsyncConsumer:
         if self._subscribed:
             await self.group.leave()
         elif self.config["enable_auto_commit"] and self.states:
-            await self.group.commit(self.consumed_offsets())
+            await self.group.commit(self.consumed_offsets(changed_only=True))
 
     # ------------------------------------------------------------ Membership (for the group)
 
@@ -195,19 +195,34 @@ class AsyncConsumer:
     def freeze_partitions(self, tps: set[TopicPartition]) -> None:
         self.buffer.freeze([self.states[tp] for tp in tps if tp in self.states])
 
-    def consumed_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
+    def consumed_offsets(
+        self, changed_only: bool = False
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
         """Each partition's position as the application has consumed it (during an
-        iteration: after the last record handed out)."""
+        iteration: after the last record handed out). ``changed_only``: leave out
+        partitions whose position is the committed offset this member last knew
+        (what commits send: re-committing it could only write back a stale offset
+        after another member moved it on, e.g. around a coordinator failover)."""
         out = {}
         read = self.buffer.read_position
         for tp, st in list(self.states.items()):
             if st.position is not None and st.reset_to is None:
                 pos = read(st)
                 if pos is not None:
-                    out[tp] = OffsetAndMetadata(pos[0], "", pos[1])
+                    om = OffsetAndMetadata(pos[0], "", pos[1])
                 else:
-                    out[tp] = OffsetAndMetadata(st.position, "", st.position_epoch)
+                    om = OffsetAndMetadata(st.position, "", st.position_epoch)
+                if changed_only and om.offset == st.committed:
+                    continue
+                out[tp] = om
         return out
+
+    def on_committed(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
+        """The group accepted these offsets (the group code calls this)."""
+        for tp, om in offsets.items():
+            st = self.states.get(tp)
+            if st is not None:
+                st.committed = om.offset
 
     async def call_listener(self, method: str, tps: set[TopicPartition]) -> None:
         listener = self.listener
@@ -533,7 +548,7 @@ class AsyncConsumer:
         if self.group is None:
             raise IllegalStateError("commit() needs a group_id")
         if offsets is None:
-            final = self.consumed_offsets()
+            final = self.consumed_offsets(changed_only=True)
         else:
             final = {
                 TopicPartition(*tp): (
@@ -564,7 +579,7 @@ class AsyncConsumer:
     ) -> asyncio.Task[None]:
         """Start a commit; ``callback(offsets, exception_or_None)`` runs when it ends."""
         self._check()
-        snapshot = self.consumed_offsets() if offsets is None else offsets
+        snapshot = self.consumed_offsets(changed_only=True) if offsets is None else offsets
 
         async def run() -> None:
             exc: BaseException | None = None

@@ -305,6 +305,7 @@ class Fetcher:
                     om = found.get(st.tp)
                     if om is not None and om.offset >= 0 and st.gen == gens[st.tp]:
                         st.seek(om.offset, om.leader_epoch)
+                        st.committed = om.offset
                         st.validate = om.leader_epoch >= 0
                     elif st.gen == gens[st.tp]:
                         self._reset_spec(st, self.reset_policy, by_spec)

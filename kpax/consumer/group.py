@@ -54,7 +54,11 @@ class Membership(Protocol):
 
     def freeze_partitions(self, tps: set[TopicPartition]) -> None: ...
 
-    def consumed_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]: ...
+    def consumed_offsets(
+        self, changed_only: bool = False
+    ) -> dict[TopicPartition, OffsetAndMetadata]: ...
+
+    def on_committed(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None: ...
 
     async def call_listener(self, method: str, tps: set[TopicPartition]) -> None: ...
 
@@ -84,6 +88,7 @@ class GroupBase:
         self._wake = asyncio.Event()
         self._poll_event = asyncio.Event()
         self.stable = asyncio.Event()
+        self._commit_lock: asyncio.Lock | None = None
 
     # ------------------------------------------------------------ lifecycle
 
@@ -191,7 +196,7 @@ class GroupBase:
         await self.member.call_listener("on_partitions_assigned", set(tps))
 
     def _owned_offsets(self, tps: set[TopicPartition]) -> dict[TopicPartition, OffsetAndMetadata]:
-        offsets = self.member.consumed_offsets()
+        offsets = self.member.consumed_offsets(changed_only=True)
         return {tp: om for tp, om in offsets.items() if tp in tps}
 
     # ------------------------------------------------------------ commits
@@ -201,8 +206,18 @@ class GroupBase:
         return self.generation, self.member_id
 
     async def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
+        """Commit ``offsets``; one commit of this member at a time (in call order),
+        so an earlier commit can never land after a later one -- not even when a
+        coordinator failover makes the first one retry."""
         if not offsets:
             return
+        if self._commit_lock is None:
+            self._commit_lock = asyncio.Lock()
+        async with self._commit_lock:
+            await self._commit(offsets)
+        self.member.on_committed(offsets)
+
+    async def _commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
         generation, member_id = self.commit_identity()
         topics: dict[str, list[Any]] = defaultdict(list)
         for tp, om in offsets.items():
@@ -339,7 +354,7 @@ class GroupBase:
         interval = self.config["auto_commit_interval_ms"] / 1000
         while not self._closed:
             await asyncio.sleep(interval)
-            offsets = self.member.consumed_offsets()
+            offsets = self.member.consumed_offsets(changed_only=True)
             if not offsets or not self.stable.is_set():
                 continue
             try:

@@ -20,6 +20,7 @@ __all__ = ["PartitionState"]
 class PartitionState:
     __slots__ = (
         "assigned",
+        "committed",
         "error",
         "fetch_epoch",
         "fetch_position",
@@ -54,6 +55,10 @@ class PartitionState:
         #: taken from it (taking thread only): two counters, so no lock is needed.
         self.puts = 0
         self.takes = 0
+        #: The group's committed offset as this member last knew it (looked up or
+        #: committed by it): a commit of an unchanged position is skipped, so a
+        #: member never writes back a stale offset another member moved on from.
+        self.committed: int | None = None
         #: Pending reset: "earliest", "latest", "none", "committed" or None.
         self.reset_to: str | None = None
         #: Position must be validated with OffsetForLeaderEpoch (leader changed).

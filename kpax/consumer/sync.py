@@ -293,7 +293,9 @@ class Consumer:
         self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None
     ) -> None:
         """Commit ``offsets`` (the next offsets to read), or the current positions; blocks."""
-        snapshot = self._core.consumed_offsets() if offsets is None else dict(offsets)
+        snapshot = (
+            self._core.consumed_offsets(changed_only=True) if offsets is None else dict(offsets)
+        )
         self._run(self._core.commit(snapshot))
 
     def commit_async(
@@ -303,7 +305,9 @@ class Consumer:
         | None = None,
     ) -> concurrent.futures.Future[None]:
         """Start a commit and return at once; ``callback(offsets, exc)`` runs on the I/O thread."""
-        snapshot = self._core.consumed_offsets() if offsets is None else dict(offsets)
+        snapshot = (
+            self._core.consumed_offsets(changed_only=True) if offsets is None else dict(offsets)
+        )
         if self._closed:
             raise ClientClosedError("the consumer is closed")
 

@@ -233,6 +233,32 @@ def test_negative_commit_offsets_are_refused_and_change_nothing(kafka, topic):
         assert c.committed([TP(t, 0)])[TP(t, 0)].offset == 5
 
 
+def test_a_commit_of_unchanged_positions_sends_nothing(kafka, topic):
+    """commit() sends only positions that moved since the member last knew the
+    committed offset: re-sending an old one could only write back a stale
+    offset after another member moved it on (a backward commit)."""
+    t = topic(partitions=2)
+    produce(kafka.bootstrap, t, 20, partitions=2)
+    with kpax.Consumer(
+        kafka.bootstrap, group_id=gid(), auto_offset_reset="earliest", enable_auto_commit=False
+    ) as c:
+        c.subscribe([t])
+        got: list[kpax.ConsumerRecord] = []
+        deadline = time.monotonic() + 60
+        while len(got) < 20:
+            assert time.monotonic() < deadline, f"{len(got)} of 20 records"
+            got.extend(c.poll(0.5))
+        c.commit()
+        sent = c.metrics()["commit-total"]
+        c.commit()  # nothing consumed since
+        c.commit_async().result(10)
+        assert c.metrics()["commit-total"] == sent
+        assert {tp.partition: om.offset for tp, om in c.committed(c.assignment()).items()} == {
+            0: 10,
+            1: 10,
+        }
+
+
 def test_auto_commit_on_close(kafka, topic):
     t = topic()
     produce(kafka.bootstrap, t, 40)

@@ -49,13 +49,13 @@ def test_commit_returns_at_once_while_a_5s_long_poll_is_outstanding(kafka, topic
         got: list[bytes] = []
         eventually(lambda: got.extend(r.value for r in c.poll(1.0)) or len(got) == 10, 60)
         times = []
-        for _ in range(5):
+        tp = kpax.TopicPartition(t, 0)
+        for i in range(5):
             eventually(lambda: _long_poll_outstanding(c.aio), 10, 0.005)
             t0 = time.monotonic()
-            c.commit()
+            c.commit({tp: 10 - i})  # a new offset each time: each one goes to the broker
             times.append(time.monotonic() - t0)
-            tp = kpax.TopicPartition(t, 0)
-            assert c.committed([tp])[tp].offset == 10
+            assert c.committed([tp])[tp].offset == 10 - i
         # the fetch is still waiting on the broker (no records came): it did not
         # have to finish for the commits to be answered
         assert _long_poll_outstanding(c.aio)
@@ -82,11 +82,11 @@ def test_asyncio_commit_and_offset_lookups_do_not_wait_for_the_long_poll(kafka, 
                 n += len(await c.poll(timeout=1.0))
             tp = kpax.TopicPartition(t, 0)
             times = []
-            for _ in range(5):
+            for i in range(5):
                 while not _long_poll_outstanding(c):  # noqa: ASYNC110 - state of another task
                     await asyncio.sleep(0.005)
                 t0 = time.monotonic()
-                await c.commit()
+                await c.commit({tp: 5 - i})  # a new offset each time
                 await c.end_offsets([tp])
                 times.append(time.monotonic() - t0)
             return times

@@ -1,9 +1,10 @@
 """The `kpax` command's progress indicator: drawn on stderr when it is a terminal
 (a pseudo-terminal here), never when stderr is a pipe, and erased at the end.
 
-Both runs last over a second (the indicator's first draw) because their input
-arrives slowly: produce reads a pipe fed in two halves, consume waits for the
-second half of its --count to be produced.
+Both runs last over a second (the indicator's first draw) after the command is
+seen working: produce reads a pipe whose second half is written a second after
+its first half is on the topic; consume waits for the end of its --count,
+produced a second after it wrote the first records.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pytest
 import kpax
 from kpax.testing.base import KafkaCluster
 from tests.integration.test_cli import cli_env, kpax_cmd
+from tests.wait import eventually
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -37,19 +39,22 @@ def _read_all(fd: int) -> str:
 
 
 def _tty_run(kafka: KafkaCluster, args: list[str], feed: Any) -> tuple[int, str]:
-    """Run the command with stderr on a pseudo-terminal; ``feed(proc)`` drives it."""
+    """Run the command with stderr on a pseudo-terminal (stdout a pipe);
+    ``feed(proc)`` drives it."""
     master, slave = pty.openpty()
     try:
         proc = subprocess.Popen(
             kpax_cmd(*args),
             stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
             stderr=slave,
             env=cli_env(kafka.bootstrap),
         )
         os.close(slave)
         slave = -1
         feed(proc)
+        assert proc.stdout is not None
+        proc.stdout.read()
         rc = proc.wait(60)
         return rc, _read_all(master)
     finally:
@@ -58,14 +63,23 @@ def _tty_run(kafka: KafkaCluster, args: list[str], feed: Any) -> tuple[int, str]
         os.close(master)
 
 
+# The indicator is first drawn once the command has run for a second: each run
+# below waits until the command is working (its first records are out), then
+# keeps it going for longer than that second before letting it finish.
+_INDICATOR_DELAY = 1.2
+
+
 def test_progress_on_a_terminal_only(kafka: KafkaCluster, topic: Any) -> None:
     t = topic(partitions=1)
+    tp = kpax.TopicPartition(t, 0)
 
     def slow_lines(proc: subprocess.Popen[bytes]) -> None:
         assert proc.stdin is not None
         proc.stdin.write(b"".join(b"line-%05d\n" % i for i in range(3000)))
         proc.stdin.flush()
-        time.sleep(1.6)
+        with kpax.Admin(kafka.bootstrap) as admin:  # the command is producing
+            eventually(lambda: admin.list_offsets({tp: "latest"})[tp].offset == 3000, 60)
+        time.sleep(_INDICATOR_DELAY)
         proc.stdin.write(b"".join(b"line-%05d\n" % i for i in range(3000, 6000)))
         proc.stdin.close()
 
@@ -76,7 +90,10 @@ def test_progress_on_a_terminal_only(kafka: KafkaCluster, topic: Any) -> None:
     assert "produced 6,000 records" in err, repr(err)
 
     def produce_second_half(proc: subprocess.Popen[bytes]) -> None:
-        time.sleep(1.6)
+        assert proc.stdout is not None
+        for _ in range(6000):  # the command is consuming: the first 6,000 are out
+            assert proc.stdout.readline()
+        time.sleep(_INDICATOR_DELAY)
         with kpax.Producer(kafka.bootstrap) as p:
             for i in range(6000, 6100):
                 p.send(t, b"late-%d" % i)

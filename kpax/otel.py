@@ -50,7 +50,7 @@ import asyncio
 from collections.abc import Iterator, Sequence
 from contextvars import Token
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from opentelemetry import context, propagate, trace
 from opentelemetry.context import Context
@@ -169,6 +169,10 @@ class _ProducerTracing:
         fut.add_callback(done)
 
 
+_W = TypeVar("_W", bound="_Wrapper")
+_AW = TypeVar("_AW", bound="_AsyncWrapper")
+
+
 class _Wrapper:
     """Delegates every attribute it does not define to ``client``."""
 
@@ -180,6 +184,25 @@ class _Wrapper:
 
     def __repr__(self) -> str:
         return f"<traced {self.client!r}>"
+
+    def __enter__(self: _W) -> _W:
+        return self
+
+    def __exit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+class _AsyncWrapper(_Wrapper):
+    """An asyncio client's wrapper: ``async with`` starts and closes it."""
+
+    async def __aenter__(self: _AW) -> _AW:
+        await self.client.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
 
 
 class TracedProducer(_Wrapper):
@@ -219,16 +242,8 @@ class TracedProducer(_Wrapper):
         _ProducerTracing.watch(span, fut)
         return fut
 
-    def __enter__(self) -> TracedProducer:
-        return self
 
-    def __exit__(
-        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.client.close()
-
-
-class TracedAsyncProducer(_Wrapper):
+class TracedAsyncProducer(_AsyncWrapper):
     """A traced :class:`kpax.aio.Producer` (see the module docstring)."""
 
     client: AsyncProducer
@@ -267,13 +282,6 @@ class TracedAsyncProducer(_Wrapper):
 
     async def send_and_wait(self, topic: str, value: Any = None, key: Any = None, **kw: Any) -> Any:
         return await (await self.send(topic, value, key, **kw))
-
-    async def __aenter__(self) -> TracedAsyncProducer:
-        await self.client.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.client.close()
 
 
 # ---------------------------------------------------------------- consumer
@@ -337,16 +345,8 @@ class TracedConsumer(_Wrapper):
                 context.detach(token)
                 span.end()
 
-    def __enter__(self) -> TracedConsumer:
-        return self
 
-    def __exit__(
-        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.client.close()
-
-
-class TracedAsyncConsumer(_Wrapper):
+class TracedAsyncConsumer(_AsyncWrapper):
     """A traced :class:`kpax.aio.Consumer` (see the module docstring)."""
 
     client: AsyncConsumer
@@ -388,13 +388,6 @@ class TracedAsyncConsumer(_Wrapper):
     async def close(self, timeout: float = 30.0) -> None:
         self._end_processing()
         await self.client.close(timeout)
-
-    async def __aenter__(self) -> TracedAsyncConsumer:
-        await self.client.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
 
 
 class _TracedAsyncIterator:

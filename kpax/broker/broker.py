@@ -56,6 +56,14 @@ class Broker:
     def connected(self) -> bool:
         return self._conn is not None and not self._conn.closed
 
+    @property
+    def open_connection(self) -> BrokerConnection | None:
+        """The connection when it is open now, else None (no waiting, no connecting)."""
+        conn = self._conn
+        if self._closed or conn is None or conn.closed:
+            return None
+        return conn
+
     async def connection(self) -> BrokerConnection:
         """The open connection, opening it (once, shared by concurrent callers) if needed."""
         if self._closed:

@@ -1,12 +1,18 @@
 """One TCP (or TLS) connection to one broker, pipelined and non-blocking.
 
-Role: the kpax broker interface in Python terms, ``await conn.request(req)``.
-Any number of concurrent callers share the connection: each request is given
-the next correlation id and written at once, so requests go out in call order;
-responses come back in the same order and are matched against the oldest
-request in flight (a mismatch is a :class:`ProtocolError` that closes the
-connection). Requests that expect no response (Produce with acks=0) are
-written and forgotten.
+Role: the kpax broker interface in Python terms, ``await conn.request(req)``,
+or ``conn.submit(req)`` for a future without a coroutine (the producer's hot
+path, which also passes its own frame encoder and response decoder). Any
+number of concurrent callers share the connection. Requests wait in one FIFO
+queue and are written, each with the next correlation id, as soon as nothing
+holds them back -- ``max_in_flight`` unanswered requests, a full write buffer
+(``pause_writing``), re-authentication (only SASL requests pass then) -- so
+they reach the wire in call order; responses come back in the same order and
+are matched against the oldest request in flight (a mismatch is a
+:class:`ProtocolError` that closes the connection). Requests that expect no
+response (Produce with acks=0) are written and forgotten. One timer per
+connection watches the request timeouts (armed for the earliest deadline),
+not one per request.
 
 On open: TCP (+TLS), ApiVersions (the highest version first, with client
 software name and version; falling back when the broker answers
@@ -56,6 +62,7 @@ import random
 import ssl
 import struct
 import time
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from kpax._version import __version__
@@ -91,6 +98,7 @@ _SCRATCH = 256 * 1024
 #: A large frame's buffer holds at most this much more than has arrived.
 _GROW = 1024 * 1024
 _ZEROS = memoryview(bytes(_GROW))
+_NEVER = float("inf")
 #: TLS record content types: change_cipher_spec, alert, handshake, application_data.
 _TLS_RECORDS = {20: "change_cipher_spec", 21: "alert", 22: "handshake", 23: "application_data"}
 
@@ -98,22 +106,49 @@ R = TypeVar("R")
 
 
 class _InFlight:
-    __slots__ = ("api_key", "correlation_id", "future", "request_name", "sent", "timer", "version")
+    """One request: queued until it may be written, then in flight until answered."""
 
-    def __init__(
+    __slots__ = (
+        "api_key",
+        "bypass_gate",
+        "correlation_id",
+        "deadline",
+        "decode",
+        "encode",
+        "expect_response",
+        "future",
+        "request",
+        "request_name",
+        "sent",
+        "timeout",
+        "version",
+    )
+
+    def __init__(  # noqa: PLR0917  (positional: one per request)
         self,
-        correlation_id: int,
         api_key: int,
         version: int,
         request_name: str,
         future: asyncio.Future[Any],
+        request: Any,
+        encode: Callable[[int], bytes] | None,
+        decode: Callable[[bytes | bytearray], Any] | None,
+        timeout: float,
+        expect_response: bool,
+        bypass_gate: bool,
     ) -> None:
-        self.correlation_id = correlation_id
+        self.correlation_id = -1
         self.api_key = api_key
         self.version = version
         self.request_name = request_name
         self.future = future
-        self.timer: asyncio.TimerHandle | None = None
+        self.request = request  # dropped once encoded
+        self.encode = encode
+        self.decode = decode
+        self.timeout = timeout
+        self.expect_response = expect_response
+        self.bypass_gate = bypass_gate
+        self.deadline = _NEVER  # loop time by which the answer is due (while in flight)
         self.sent = 0.0  # time.monotonic() when written (request-latency)
 
 
@@ -140,8 +175,11 @@ class BrokerConnection(asyncio.BufferedProtocol):
         self._transport: asyncio.Transport | None = None
         self._in_flight: collections.deque[_InFlight] = collections.deque()
         self._next_id = random.randint(0, 1 << 20)
-        self._slots = asyncio.Semaphore(options.max_in_flight)
-        self._order = asyncio.Lock()
+        self._max_in_flight = options.max_in_flight
+        # Requests not written yet, in call order; ``_urgent`` holds those that
+        # pass the authentication gate (SASL during re-authentication).
+        self._queue: collections.deque[_InFlight] = collections.deque()
+        self._urgent: collections.deque[_InFlight] = collections.deque()
         self._closed: BaseException | None = None
         self._closed_event = asyncio.Event()
         self._write_ready = asyncio.Event()
@@ -149,6 +187,8 @@ class BrokerConnection(asyncio.BufferedProtocol):
         self._gate = asyncio.Event()  # closed while (re-)authenticating
         self._gate.set()
         self._reauth_timer: asyncio.TimerHandle | None = None
+        self._timeout_timer: asyncio.TimerHandle | None = None
+        self._timeout_at = _NEVER
         self._reauth_task: asyncio.Task[None] | None = None
         self._drained = asyncio.Event()  # set whenever nothing is in flight
         self._drained.set()
@@ -337,6 +377,7 @@ class BrokerConnection(asyncio.BufferedProtocol):
             self.close(exc)
         finally:
             self._gate.set()
+            self._pump()
 
     # ------------------------------------------------------------ requests
 
@@ -373,53 +414,141 @@ class BrokerConnection(asyncio.BufferedProtocol):
         """Send ``request`` and wait for its response (or only send, when
         ``expect_response`` is false). ``timeout`` in seconds defaults to the
         configured request timeout."""
+        return await self.submit(
+            request,
+            version=version,
+            max_version=max_version,
+            timeout=timeout,
+            expect_response=expect_response,
+            bypass_gate=bypass_gate,
+        )
+
+    def submit(
+        self,
+        request: Any,
+        *,
+        version: int | None = None,
+        max_version: int | None = None,
+        timeout: float | None = None,
+        expect_response: bool = True,
+        bypass_gate: bool = False,
+        request_cls: Any = None,
+        encode: Callable[[int], bytes] | None = None,
+        decode: Callable[[bytes | bytearray], Any] | None = None,
+    ) -> asyncio.Future[Any]:
+        """Queue ``request`` and return the future of its response, without
+        waiting: it is written at once unless an earlier request still waits,
+        the write buffer is full, ``max_in_flight`` requests are unanswered or
+        the connection is (re-)authenticating; then it is written, in call
+        order, as soon as that ends. Cancelling the future before the request
+        is written withdraws it; after, its answer is dropped.
+
+        The hot path (the producer) may pass ``encode(correlation_id) -> frame``
+        and ``decode(frame) -> response`` (frame without the size prefix) with
+        ``request_cls`` instead of a request object. Raises at once when the
+        connection is closed or no version of the API is common."""
         if self._closed is not None:
             raise self._closed_error()
-        if bypass_gate:
-            if not self._write_ready.is_set():
-                await self._write_ready.wait()
-            await self._slots.acquire()
-        else:
-            # One queue (asyncio.Lock is FIFO): requests reach the wire in call
-            # order even after waiting for the gate, write buffer or a slot --
-            # producers rely on it (a partition's batches must not be reordered).
-            async with self._order:
-                if not self._gate.is_set():
-                    await self._gate.wait()
-                if not self._write_ready.is_set():
-                    await self._write_ready.wait()
-                await self._slots.acquire()
+        cls = type(request) if request_cls is None else request_cls
+        if version is None:
+            version = self.pick_version(cls, max_version)
+        if timeout is None:
+            timeout = self.options.request_timeout_ms / 1000
+        entry = _InFlight(
+            cls.API_KEY,
+            version,
+            cls.API_NAME,
+            self._loop.create_future(),
+            request,
+            encode,
+            decode,
+            timeout,
+            expect_response,
+            bypass_gate,
+        )
+        queue = self._urgent if bypass_gate else self._queue
+        queue.append(entry)
+        if len(queue) == 1:
+            self._pump()
+        return entry.future
+
+    def _pump(self) -> None:
+        """Write queued requests, oldest first, while nothing holds them back."""
+        urgent, queue = self._urgent, self._queue
+        while urgent or queue:
+            if (
+                self._closed is not None
+                or not self._write_ready.is_set()
+                or len(self._in_flight) >= self._max_in_flight
+            ):
+                return
+            if urgent:
+                entry = urgent.popleft()
+            elif self._gate.is_set():
+                entry = queue.popleft()
+            else:
+                return
+            if not entry.future.done():  # else withdrawn (cancelled) while waiting
+                self._write(entry)
+
+    def _write(self, entry: _InFlight) -> None:
+        correlation_id = self._next_id
+        self._next_id = (correlation_id + 1) & 0x7FFFFFFF
+        entry.correlation_id = correlation_id
         try:
-            if self._closed is not None:
-                raise self._closed_error()
-            cls = type(request)
-            if version is None:
-                version = self.pick_version(cls, max_version)
-            correlation_id = self._next_id
-            self._next_id = (correlation_id + 1) & 0x7FFFFFFF
-            data = encode_request(request, version, correlation_id, self.options.client_id)
-            transport = self._transport
-            assert transport is not None
-            metrics = self._metrics
-            if metrics is not None:
-                metrics.request_sent(len(data))
-            if not expect_response:
-                transport.write(data)
-                self.last_activity = time.monotonic()
-                return None
-            future: asyncio.Future[Any] = self._loop.create_future()
-            entry = _InFlight(correlation_id, cls.API_KEY, version, cls.API_NAME, future)
-            if timeout is None:
-                timeout = self.options.request_timeout_ms / 1000
-            if timeout > 0:
-                entry.timer = self._loop.call_later(timeout, self._timed_out, entry, timeout)
-            self._in_flight.append(entry)
-            self._drained.clear()
+            if entry.encode is not None:
+                data = entry.encode(correlation_id)
+            else:
+                data = encode_request(
+                    entry.request, entry.version, correlation_id, self.options.client_id
+                )
+        except Exception as exc:  # a request that cannot be encoded fails alone
+            entry.future.set_exception(exc)
+            return
+        entry.request = entry.encode = None
+        transport = self._transport
+        assert transport is not None
+        metrics = self._metrics
+        if metrics is not None:
+            metrics.request_sent(len(data))
+        if not entry.expect_response:
             transport.write(data)
-            self.last_activity = entry.sent = time.monotonic()
-            return await future
-        finally:
-            self._slots.release()
+            self.last_activity = time.monotonic()
+            entry.future.set_result(None)
+            return
+        if entry.timeout > 0:
+            # One timer per connection, not per request: armed for the earliest
+            # deadline, and on firing re-armed for the next one still in flight.
+            entry.deadline = deadline = self._loop.time() + entry.timeout
+            if self._timeout_timer is None or deadline < self._timeout_at:
+                self._arm_timeout(deadline)
+        self._in_flight.append(entry)
+        self._drained.clear()
+        transport.write(data)
+        self.last_activity = entry.sent = time.monotonic()
+
+    def _arm_timeout(self, deadline: float) -> None:
+        if self._timeout_timer is not None:
+            self._timeout_timer.cancel()
+        self._timeout_at = deadline
+        self._timeout_timer = self._loop.call_at(deadline, self._check_timeouts)
+
+    def _check_timeouts(self) -> None:
+        self._timeout_timer = None
+        if self._closed is not None:
+            return
+        now = self._loop.time()
+        earliest = _NEVER
+        for entry in self._in_flight:
+            if entry.deadline <= now:
+                entry.deadline = _NEVER
+                if not entry.future.done():  # (a cancelled request's answer is just dropped)
+                    self._timed_out(entry, entry.timeout)
+                    return
+            elif entry.deadline < earliest:
+                earliest = entry.deadline
+        if earliest != _NEVER:
+            self._arm_timeout(earliest)
 
     def _timed_out(self, entry: _InFlight, timeout: float) -> None:
         if entry.future.done():
@@ -599,12 +728,15 @@ class BrokerConnection(asyncio.BufferedProtocol):
             self._past_api_versions = True
         if not self._in_flight:
             self._drained.set()
-        if entry.timer is not None:
-            entry.timer.cancel()
+        if self._queue or self._urgent:
+            self._pump()  # a slot is free
         if entry.future.done():
             return  # the caller gave up (cancelled); drop the answer
         try:
-            _, response = decode_response(frame, entry.api_key, entry.version)
+            if entry.decode is not None:
+                response = entry.decode(frame)
+            else:
+                _, response = decode_response(frame, entry.api_key, entry.version)
         except KafkaError as exc:
             entry.future.set_exception(
                 ProtocolError(
@@ -679,6 +811,7 @@ class BrokerConnection(asyncio.BufferedProtocol):
 
     def resume_writing(self) -> None:
         self._write_ready.set()
+        self._pump()
 
     # ------------------------------------------------------------ closing
 
@@ -703,6 +836,9 @@ class BrokerConnection(asyncio.BufferedProtocol):
         self._frame = self._frame_view = None  # a half-read response is dropped
         if self._reauth_timer is not None:
             self._reauth_timer.cancel()
+        if self._timeout_timer is not None:
+            self._timeout_timer.cancel()
+            self._timeout_timer = None
         if self._transport is not None:
             if abort:
                 self._transport.abort()
@@ -711,8 +847,6 @@ class BrokerConnection(asyncio.BufferedProtocol):
         failure = self._closed
         while self._in_flight:
             entry = self._in_flight.popleft()
-            if entry.timer is not None:
-                entry.timer.cancel()
             if not entry.future.done():
                 if isinstance(failure, KafkaConnectionError):
                     entry.future.set_exception(
@@ -723,6 +857,11 @@ class BrokerConnection(asyncio.BufferedProtocol):
                     )
                 else:
                     entry.future.set_exception(failure)
+        for queue in (self._urgent, self._queue):
+            while queue:
+                entry = queue.popleft()
+                if not entry.future.done():
+                    entry.future.set_exception(self._closed_error())
         self._write_ready.set()
         self._gate.set()
         self._drained.set()

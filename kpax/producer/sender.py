@@ -33,7 +33,11 @@ common cases (broker restart, connection cut, leader change) are retried with
 the same epoch and sequence and are exactly-once.
 
 Produce versions: v3 to v13. v13 names topics by id (KIP-516); the id comes
-from the cluster metadata, and responses are mapped back by id.
+from the cluster metadata, and responses are mapped back by id. A request is
+encoded by :mod:`kpax.proto.produce_wire` straight from the batches' bytes and
+handed to the open connection with ``submit`` -- no task, no message objects;
+its outcome arrives in :meth:`Sender._on_response` (only a request that must
+wait for a connection goes through a task first).
 
 Metrics (kpax.metrics): counted once per completed batch in :meth:`complete`
 (records sent or failed, batch bytes, per topic), per retry and per request;
@@ -47,12 +51,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 import uuid
 from typing import Any
 
 from kpax.broker.backoff import Backoff
+from kpax.broker.connection import BrokerConnection
 from kpax.cluster.cluster import Cluster
 from kpax.metrics import Metrics
 from kpax.producer.accumulator import Accumulator, PartitionQueue
@@ -62,6 +68,7 @@ from kpax.producer.transactions import TransactionManager
 from kpax.proto.compression import codec_id
 from kpax.proto.errors import KafkaError, error_for_code
 from kpax.proto.messages import ProduceRequest
+from kpax.proto.produce_wire import PartitionResult, decode_produce_response, encode_produce
 from kpax.proto.records import encode_columns, rewrite_producer_state
 from kpax.structs import TopicPartition
 
@@ -77,9 +84,6 @@ _LEADER_ERRORS = frozenset(
     {3, 5, 6, 74, 75, 100}
 )  # unknown topic/id, leader not available, not leader, epochs
 _MAX_SEQUENCE = 2**31 - 1
-
-TopicData = ProduceRequest.TopicProduceData
-PartitionData = ProduceRequest.PartitionProduceData
 
 
 class Sender:
@@ -112,6 +116,7 @@ class Sender:
         )
         self._wake = asyncio.Event()
         self._broker_in_flight: dict[int, int] = {}
+        self._connecting: dict[int, int] = {}  # requests waiting for a connection, per broker
         self._versions: dict[int, int] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._refresh_task: asyncio.Task[None] | None = None
@@ -379,98 +384,168 @@ class Sender:
         return b.seal_error is None
 
     def _launch(self, leader: int, batches: list[tuple[PartitionQueue, ProducerBatch]]) -> None:
+        """Send one Produce request to ``leader``: at once, without a task, when
+        its connection is open and the Produce version known (the common
+        case); else from a task that connects first."""
         self._broker_in_flight[leader] = self._broker_in_flight.get(leader, 0) + 1
         self.in_flight += 1
-        task = asyncio.ensure_future(self._produce(leader, batches))
+        if self.metrics is not None:
+            self.m_per_request.record(sum(b.count for _, b in batches))
+        broker = self.cluster.broker(leader)
+        conn = broker.open_connection
+        version = self._versions.get(leader)
+        if conn is not None and version is not None and not self._connecting.get(leader):
+            self._submit(leader, conn, version, batches)
+            return
+        # (while one request waits for the connection, later ones to that broker
+        # wait behind it: requests must reach the wire in the order they were made)
+        self._connecting[leader] = self._connecting.get(leader, 0) + 1
+        task = asyncio.ensure_future(self._connect_and_submit(leader, batches))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    # ------------------------------------------------------------ one request
-
-    async def _produce(
+    async def _connect_and_submit(
         self, leader: int, batches: list[tuple[PartitionQueue, ProducerBatch]]
     ) -> None:
         try:
             try:
                 broker = self.cluster.broker(leader)
+                conn = await broker.connection()
                 version = self._versions.get(leader)
                 if version is None:
-                    version = self._versions[leader] = await broker.api_version(ProduceRequest)
-                topics: dict[str, list[Any]] = {}
-                for pq, b in batches:
-                    topics.setdefault(pq.topic, []).append(
-                        PartitionData(index=pq.partition, records=b.data)
-                    )
-                ids: dict[uuid.UUID, str] = {}
-                if version >= 13:
-                    topic_data = []
-                    for name, parts in topics.items():
-                        info = self.cluster.snapshot.topics.get(name)
-                        if info is None or info.topic_id is None:
-                            raise error_for_code(100)(f"no topic id known for {name!r}")
-                        ids[info.topic_id] = name
-                        topic_data.append(TopicData(topic_id=info.topic_id, partition_data=parts))
-                else:
-                    topic_data = [
-                        TopicData(name=n, partition_data=parts) for n, parts in topics.items()
-                    ]
-                req = ProduceRequest(
-                    transactional_id=self.txn.transactional_id if self.txn else None,
-                    acks=self.acks,
-                    timeout_ms=self.request_timeout_ms,
-                    topic_data=topic_data,
+                    version = self._versions[leader] = conn.pick_version(ProduceRequest)
+            except asyncio.CancelledError:
+                self._request_failed(leader, batches, KafkaError("the producer stopped"))
+                raise
+            except BaseException as exc:
+                self._request_failed(leader, batches, exc)
+                return
+            self._submit(leader, conn, version, batches)
+        finally:
+            self._connecting[leader] -= 1
+
+    def _submit(
+        self,
+        leader: int,
+        conn: BrokerConnection,
+        version: int,
+        batches: list[tuple[PartitionQueue, ProducerBatch]],
+    ) -> None:
+        """Queue the request on ``conn``; :meth:`_on_response` takes its outcome."""
+        ids: dict[bytes, str] = {}
+        try:
+            topics: dict[str, list[tuple[int, bytes | None]]] = {}
+            for pq, b in batches:
+                parts = topics.get(pq.topic)
+                if parts is None:
+                    parts = topics[pq.topic] = []
+                parts.append((pq.partition, b.data))
+            keyed: list[tuple[str | uuid.UUID, list[tuple[int, bytes | None]]]] = []
+            if version >= 13:
+                for name, parts in topics.items():
+                    info = self.cluster.snapshot.topics.get(name)
+                    if info is None or info.topic_id is None:
+                        raise error_for_code(100)(f"no topic id known for {name!r}")
+                    ids[info.topic_id.bytes] = name
+                    keyed.append((info.topic_id, parts))
+            else:
+                keyed.extend(topics.items())
+            txn_id = self.txn.transactional_id if self.txn else None
+            acks, timeout_ms, client_id = self.acks, self.request_timeout_ms, conn.options.client_id
+
+            def encode(correlation_id: int) -> bytes:
+                return encode_produce(
+                    version, correlation_id, client_id, txn_id, acks, timeout_ms, keyed
                 )
-                if self.metrics is not None:
-                    self.m_per_request.record(sum(b.count for _, b in batches))
-                if self.acks == 0:
-                    await broker.request(req, version=version, expect_response=False)
-                    for pq, b in batches:
-                        self._finish(pq, b, -1, -1, None)
-                    return
-                resp = await broker.request(req, version=version)
-            except KafkaError as exc:
+
+            fut = conn.submit(
+                None,
+                request_cls=ProduceRequest,
+                version=version,
+                encode=encode,
+                decode=functools.partial(decode_produce_response, version=version),
+                expect_response=acks != 0,
+            )
+        except BaseException as exc:
+            self._request_failed(leader, batches, exc)
+            return
+        fut.add_done_callback(
+            functools.partial(self._on_response, leader, batches, ids, conn.describe())
+        )
+
+    def _on_response(
+        self,
+        leader: int,
+        batches: list[tuple[PartitionQueue, ProducerBatch]],
+        ids: dict[bytes, str],
+        where: str,
+        fut: asyncio.Future[Any],
+    ) -> None:
+        if fut.cancelled():
+            self._request_failed(leader, batches, KafkaError("the producer stopped"))
+            return
+        exc = fut.exception()
+        if exc is not None:
+            self._request_failed(leader, batches, exc)
+            return
+        try:
+            if self.acks == 0:
+                for pq, b in batches:
+                    self._finish(pq, b, -1, -1, None)
+                return
+            throttle_ms, results = fut.result()
+            if self.metrics is not None:
+                self.m_throttle.record(throttle_ms)
+            self._handle_response(results, batches, ids, where)
+        except Exception as exc:  # a bug must not leave these futures pending
+            log.exception("producer: handling a Produce response from broker %d", leader)
+            err = KafkaError(f"handling the Produce response of broker {leader}: {exc!r}")
+            for pq, b in batches:
+                if not b.done:
+                    self._finish(pq, b, -1, -1, err)
+        finally:
+            self._request_done(leader)
+
+    def _request_failed(
+        self, leader: int, batches: list[tuple[PartitionQueue, ProducerBatch]], exc: BaseException
+    ) -> None:
+        """The request failed as a whole (no connection, broken connection,
+        timeout, unsupported version, a bug): retry what may be retried."""
+        try:
+            if isinstance(exc, KafkaError):
                 for pq, b in batches:
                     self._failed(pq, b, exc, unknown=True, describe=f"broker {leader}")
                 self.refresh_metadata()
-                return
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
+            else:
                 err = KafkaError(f"producing to broker {leader} failed: {exc!r}")
+                err.__cause__ = exc
                 for pq, b in batches:
                     self._finish(pq, b, -1, -1, err)
-                return
-            if self.metrics is not None:
-                self.m_throttle.record(getattr(resp, "throttle_time_ms", 0) or 0)
-            try:
-                self._handle_response(resp, batches, ids, broker.describe())
-            except Exception as exc:  # a bug must not leave these futures pending
-                log.exception("producer: handling a Produce response from broker %d", leader)
-                err = KafkaError(f"handling the Produce response of broker {leader}: {exc!r}")
-                for pq, b in batches:
-                    if not b.done:
-                        self._finish(pq, b, -1, -1, err)
         finally:
-            self._broker_in_flight[leader] -= 1
-            self.in_flight -= 1
-            self._wake.set()
+            self._request_done(leader)
+
+    def _request_done(self, leader: int) -> None:
+        self._broker_in_flight[leader] -= 1
+        self.in_flight -= 1
+        self._wake.set()
 
     def _handle_response(
         self,
-        resp: Any,
+        results: list[PartitionResult],
         batches: list[tuple[PartitionQueue, ProducerBatch]],
-        ids: dict[uuid.UUID, str],
+        ids: dict[bytes, str],
         where: str,
     ) -> None:
-        results: dict[tuple[str, int], Any] = {}
-        for t in resp.responses:
-            name = ids.get(t.topic_id, t.name) if ids else t.name
-            for pr in t.partition_responses:
-                results[(name, pr.index)] = pr
+        by_partition: dict[tuple[str | bytes, int], PartitionResult] = {}
+        for r in results:
+            topic = r[0]
+            if ids and isinstance(topic, bytes):
+                topic = ids.get(topic, "")
+            by_partition[(topic, r[1])] = r
         refresh = False
         for pq, b in batches:
-            pr = results.get((pq.topic, pq.partition))
-            if pr is None:
+            found = by_partition.get((pq.topic, pq.partition))
+            if found is None:
                 self._failed(
                     pq,
                     b,
@@ -479,17 +554,17 @@ class Sender:
                     describe=where,
                 )
                 continue
-            code = pr.error_code
+            _, _, code, base_offset, log_append_time, message = found
             if code == 0:
                 pq.acked = True
-                self._finish(pq, b, pr.base_offset, pr.log_append_time_ms, None)
+                self._finish(pq, b, base_offset, log_append_time, None)
                 continue
             if code == _DUPLICATE_SEQUENCE:
                 self._finish(pq, b, -1, -1, None)
                 continue
             err = error_for_code(code)(
                 f"producing {b.count} record(s) to {pq.topic}-{pq.partition} on {where}",
-                error_message=pr.error_message,
+                error_message=message,
             )
             if code in _LEADER_ERRORS:
                 self.cluster.leader_is_down(pq.topic, pq.partition)

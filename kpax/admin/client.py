@@ -52,8 +52,17 @@ from kpax.config import Option, positive_int, resolve
 from kpax.metrics import ConnectionMetrics, Metrics, metrics_enabled
 from kpax.proto.error_codes import (
     GroupIdNotFoundError,
+    LeaderNotAvailableError,
+    NotLeaderOrFollowerError,
     UnknownMemberIdError,
+    UnknownTopicOrPartitionError,
     UnsupportedVersionError,
+)
+from kpax.proto.error_families import (
+    COORDINATOR_ERRORS,
+    PARTITION_LEADER_ERRORS,
+    UNKNOWN_TOPIC_ERRORS,
+    code_in,
 )
 from kpax.proto.errors import KafkaError, KafkaTimeoutError, UnsupportedApiError, error_for_code
 from kpax.proto.messages import (
@@ -105,26 +114,8 @@ ADMIN_OPTIONS: dict[str, Option] = {
 #: Special timestamps of ListOffsets.
 OFFSET_SPECS = {"earliest": -2, "latest": -1, "max_timestamp": -3, "earliest_local": -4}
 
-_NOT_CONTROLLER = 41
-_UNKNOWN_TOPIC = 3
-_UNKNOWN_TOPIC_CODES = (3, 100)  # UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID
-_NOT_LEADER = 6
-_LEADER_NOT_AVAILABLE = 5
-_REPLICA_NOT_AVAILABLE = 9
-_FENCED_LEADER_EPOCH = 74
-_UNKNOWN_LEADER_EPOCH = 75
-_OFFSET_NOT_AVAILABLE = 78
-_LEADER_ERRORS = {
-    _NOT_LEADER,
-    _LEADER_NOT_AVAILABLE,
-    _REPLICA_NOT_AVAILABLE,
-    _FENCED_LEADER_EPOCH,
-    _UNKNOWN_LEADER_EPOCH,
-    _OFFSET_NOT_AVAILABLE,
-}
-_COORDINATOR_ERRORS = {14, 15, 16}
 #: How long a leader-routed call waits for a just-created topic to appear.
-_NEW_TOPIC_GRACE = 3.0  # loading, not available, not coordinator
+_NEW_TOPIC_GRACE = 3.0
 
 Outcome = dict[K, Any]
 
@@ -205,7 +196,7 @@ class AsyncAdmin:
         deadline = self._deadline(timeout)
 
         def retriable(err: KafkaError) -> bool:
-            if err.code in _UNKNOWN_TOPIC_CODES:
+            if isinstance(err, UNKNOWN_TOPIC_ERRORS):
                 return time.monotonic() - started < unknown_topic_grace
             return err.retriable and time.monotonic() < deadline
 
@@ -312,10 +303,11 @@ class AsyncAdmin:
             out: Outcome[str] = {}
             for name in names:
                 info = snap.topics.get(name)
-                code = snap.topic_errors.get(name, 0 if info else _UNKNOWN_TOPIC)
-                if info is None or (code and code != _LEADER_NOT_AVAILABLE):
+                code = snap.topic_errors.get(name, 0)
+                if info is None or (code and not code_in(code, LeaderNotAvailableError)):
                     # An unknown topic is final here: describing does not create it.
-                    out[name] = _error(code or _UNKNOWN_TOPIC, f"describe topic {name!r}")
+                    err = error_for_code(code) if code else UnknownTopicOrPartitionError
+                    out[name] = err(f"describe topic {name!r}")
                     continue
                 out[name] = TopicDescription(
                     name=name,
@@ -632,7 +624,7 @@ class AsyncAdmin:
                     raise part
                 out.update(part)
             for tp in items:
-                out.setdefault(tp, _error(_NOT_LEADER, f"{what} of {tp}"))
+                out.setdefault(tp, NotLeaderOrFollowerError(f"{what} of {tp}"))
             return out
 
         return await self._per_item(
@@ -685,9 +677,10 @@ class AsyncAdmin:
             for p in t.partitions:
                 tp = TopicPartition(t.name, p.partition_index)
                 if p.error_code:
-                    if p.error_code in _LEADER_ERRORS:
+                    err = _error(p.error_code, f"list offsets of {tp} on {broker.describe()}")
+                    if isinstance(err, PARTITION_LEADER_ERRORS):
                         self.cluster.leader_is_down(t.name, p.partition_index)
-                    out[tp] = _error(p.error_code, f"list offsets of {tp} on {broker.describe()}")
+                    out[tp] = err
                 else:
                     out[tp] = OffsetAndTimestamp(p.offset, p.timestamp, p.leader_epoch)
         return out
@@ -725,9 +718,10 @@ class AsyncAdmin:
                 for p in t.partitions:
                     tp = TopicPartition(t.name, p.partition_index)
                     if p.error_code:
-                        if p.error_code in _LEADER_ERRORS:
+                        err = _error(p.error_code, f"delete records of {tp}")
+                        if isinstance(err, PARTITION_LEADER_ERRORS):
                             self.cluster.leader_is_down(t.name, p.partition_index)
-                        out[tp] = _error(p.error_code, f"delete records of {tp}")
+                        out[tp] = err
                     else:
                         out[tp] = p.low_watermark
             return out
@@ -782,7 +776,7 @@ class AsyncAdmin:
                     broker = await self.cluster.coordinator(group, GROUP)
                     out[group] = await one(broker, group)
                 except KafkaError as exc:
-                    if exc.code in _COORDINATOR_ERRORS or not exc.code:
+                    if isinstance(exc, COORDINATOR_ERRORS) or not exc.code:
                         self.cluster.coordinator_is_down(group, GROUP)
                     out[group] = exc
 
@@ -1019,14 +1013,14 @@ class AsyncAdmin:
                 )
                 resp = await broker.request(req, max_version=9)
             except KafkaError as exc:
-                if exc.code in _COORDINATOR_ERRORS or not exc.code:
+                if isinstance(exc, COORDINATOR_ERRORS) or not exc.code:
                     self.cluster.coordinator_is_down(group_id, GROUP)
                 raise
             out: Outcome[TopicPartition] = {}
             for t in resp.topics:
                 for p in t.partitions:
                     tp = TopicPartition(t.name, p.partition_index)
-                    if p.error_code in _COORDINATOR_ERRORS:
+                    if code_in(p.error_code, COORDINATOR_ERRORS):
                         self.cluster.coordinator_is_down(group_id, GROUP)
                     if not p.error_code:
                         out[tp] = None
@@ -1080,7 +1074,7 @@ class AsyncAdmin:
             )
             resp = await broker.request(req)
             if resp.error_code:
-                if resp.error_code in _COORDINATOR_ERRORS:
+                if code_in(resp.error_code, COORDINATOR_ERRORS):
                     self.cluster.coordinator_is_down(group_id, GROUP)
                 err = _error(resp.error_code, f"delete offsets of group {group_id!r}")
                 return dict.fromkeys(items, err)

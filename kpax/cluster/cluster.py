@@ -39,6 +39,8 @@ from kpax.broker.backoff import Backoff
 from kpax.broker.broker import Broker
 from kpax.broker.options import ConnectionOptions
 from kpax.cluster.metadata import ClusterSnapshot, PartitionInfo, TopicInfo, snapshot_from_response
+from kpax.proto.error_codes import LeaderNotAvailableError, UnknownTopicOrPartitionError
+from kpax.proto.error_families import code_of
 from kpax.proto.errors import (
     AuthenticationError,
     ClientClosedError,
@@ -54,17 +56,6 @@ log = logging.getLogger("kpax.cluster")
 
 GROUP = 0
 TRANSACTION = 1
-
-_UNKNOWN_TOPIC = 3
-_LEADER_NOT_AVAILABLE = 5
-_COORDINATOR_LOAD_IN_PROGRESS = 14
-_COORDINATOR_NOT_AVAILABLE = 15
-_NOT_COORDINATOR = 16
-_RETRIABLE_COORDINATOR = (
-    _COORDINATOR_LOAD_IN_PROGRESS,
-    _COORDINATOR_NOT_AVAILABLE,
-    _NOT_COORDINATOR,
-)
 
 
 def split_address(address: str) -> tuple[str, int]:
@@ -325,7 +316,7 @@ class Cluster:
                 old.replicas,
                 old.isr,
                 old.offline_replicas,
-                _LEADER_NOT_AVAILABLE,
+                code_of(LeaderNotAvailableError),
             )
 
     async def topic(self, name: str, *, timeout: float | None = None) -> TopicInfo:
@@ -343,9 +334,9 @@ class Cluster:
             info = self.snapshot.topics.get(name)
             if info is not None and info.partitions:
                 return info
-            code = self.snapshot.topic_errors.get(name, _UNKNOWN_TOPIC)
-            err = error_for_code(code)
-            if not err.retriable and code != _UNKNOWN_TOPIC:
+            code = self.snapshot.topic_errors.get(name)
+            err = UnknownTopicOrPartitionError if code is None else error_for_code(code)
+            if not err.retriable and not issubclass(err, UnknownTopicOrPartitionError):
                 raise err(f"metadata for topic {name!r}")
             delay = backoff.next_delay()
             if time.monotonic() + delay > deadline:
@@ -370,14 +361,14 @@ class Cluster:
             info = await self.topic(topic, timeout=max(deadline - time.monotonic(), 0.001))
             p = info.partitions.get(partition)
             if p is None:
-                raise error_for_code(_UNKNOWN_TOPIC)(
+                raise UnknownTopicOrPartitionError(
                     f"topic {topic!r} has no partition {partition} (it has {len(info.partitions)})"
                 )
             if p.leader >= 0 and p.leader in self.snapshot.brokers:
                 return self.broker(p.leader), p
             delay = backoff.next_delay()
             if time.monotonic() + delay > deadline:
-                raise error_for_code(_LEADER_NOT_AVAILABLE)(f"no leader for {topic}-{partition}")
+                raise LeaderNotAvailableError(f"no leader for {topic}-{partition}")
             await asyncio.sleep(delay)
             await self.refresh([topic])
 

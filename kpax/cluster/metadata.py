@@ -14,6 +14,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from kpax.proto.error_codes import LeaderNotAvailableError
+from kpax.proto.error_families import code_in
+
 
 @dataclass(frozen=True)
 class BrokerInfo:
@@ -105,7 +108,7 @@ def snapshot_from_response(
         if t.error_code:
             errors[name] = t.error_code
             # Keep what we knew if the topic is only temporarily without a leader.
-            if t.error_code != 5:  # LEADER_NOT_AVAILABLE
+            if not code_in(t.error_code, LeaderNotAvailableError):
                 topics.pop(name, None)
             if not t.partitions:
                 continue

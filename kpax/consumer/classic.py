@@ -39,6 +39,13 @@ from kpax.consumer.assignors.protocol import (
     encode_subscription,
 )
 from kpax.consumer.group import GroupBase, Membership
+from kpax.proto.error_codes import (
+    FencedInstanceIdError,
+    MemberIdRequiredError,
+    RebalanceInProgressError,
+    UnknownMemberIdError,
+)
+from kpax.proto.error_families import CLASSIC_MEMBER_FENCED_ERRORS, COORDINATOR_ERRORS, code_in
 from kpax.proto.errors import KafkaError, error_for_code
 from kpax.proto.messages import (
     HeartbeatRequest,
@@ -50,13 +57,6 @@ from kpax.proto.messages import (
 log = logging.getLogger("kpax.consumer.group")
 
 __all__ = ["ClassicGroup"]
-
-_COORDINATOR_ERRORS = frozenset({14, 15, 16})
-_MEMBER_ID_REQUIRED = 79
-_UNKNOWN_MEMBER_ID = 25
-_ILLEGAL_GENERATION = 22
-_REBALANCE_IN_PROGRESS = 27
-_FENCED_INSTANCE_ID = 82
 
 
 class ClassicGroup(GroupBase):
@@ -125,10 +125,10 @@ class ClassicGroup(GroupBase):
                 self._wake.set()
 
     def on_generation_error(self, code: int) -> None:
-        if code in (_ILLEGAL_GENERATION, _UNKNOWN_MEMBER_ID):
+        if code_in(code, CLASSIC_MEMBER_FENCED_ERRORS):
             self.stable.clear()
             self.generation = -1
-            if code == _UNKNOWN_MEMBER_ID:
+            if code_in(code, UnknownMemberIdError):
                 self.member_id = ""
         self.need_join = True
         self._wake.set()
@@ -194,7 +194,7 @@ class ClassicGroup(GroupBase):
             )
             resp = await self.coordinator_request(req, what="JoinGroup", timeout=join_timeout)
             code = resp.error_code
-            if code == _MEMBER_ID_REQUIRED:
+            if code_in(code, MemberIdRequiredError):
                 self.member_id = resp.member_id
                 continue
             if code:
@@ -248,18 +248,18 @@ class ClassicGroup(GroupBase):
         self.stable.set()
 
     async def _join_error(self, code: int, what: str, message: str | None) -> None:
-        if code in (_UNKNOWN_MEMBER_ID, _ILLEGAL_GENERATION):
-            if code == _UNKNOWN_MEMBER_ID:
+        err = error_for_code(code)
+        if issubclass(err, CLASSIC_MEMBER_FENCED_ERRORS):
+            if issubclass(err, UnknownMemberIdError):
                 self.member_id = ""
             self.generation = -1
             lost = self.member.assigned_partitions()
             if lost:
                 await self.revoke(lost, lost=True)
         self.need_join = True
-        err = error_for_code(code)
-        if code == _REBALANCE_IN_PROGRESS or code in (_UNKNOWN_MEMBER_ID, _ILLEGAL_GENERATION):
+        if issubclass(err, (RebalanceInProgressError, *CLASSIC_MEMBER_FENCED_ERRORS)):
             raise _RetryJoin(f"{what} for group {self.group_id!r}: {err.__name__}")
-        if code in _COORDINATOR_ERRORS:
+        if issubclass(err, COORDINATOR_ERRORS):
             self.coordinator_dead()
         raise err(
             f"{what} for group {self.group_id!r} as member {self.member_id!r}",
@@ -338,25 +338,26 @@ class ClassicGroup(GroupBase):
             if not code:
                 last_ok = time.monotonic()
                 continue
-            if code in _COORDINATOR_ERRORS:
+            err = error_for_code(code)
+            if issubclass(err, COORDINATOR_ERRORS):
                 self.coordinator_dead()
                 continue
-            if code == _REBALANCE_IN_PROGRESS:
+            if issubclass(err, RebalanceInProgressError):
                 self.need_join = True
                 self._wake.set()
                 return
-            if code in (_ILLEGAL_GENERATION, _UNKNOWN_MEMBER_ID):
+            if issubclass(err, CLASSIC_MEMBER_FENCED_ERRORS):
                 self.on_generation_error(code)
                 lost = self.member.assigned_partitions()
                 if lost:
                     await self.revoke(lost, lost=True)
                 return
-            if code == _FENCED_INSTANCE_ID:
-                raise error_for_code(code)(
+            if issubclass(err, FencedInstanceIdError):
+                raise err(
                     f"group {self.group_id!r}: another consumer uses group_instance_id "
                     f"{self.instance_id!r}"
                 )
-            raise error_for_code(code)(f"Heartbeat for group {self.group_id!r}")
+            raise err(f"Heartbeat for group {self.group_id!r}")
 
     # ------------------------------------------------------------ leave
 

@@ -61,6 +61,13 @@ from kpax.consumer.options import max_decompressed_batch_bytes
 from kpax.consumer.record import ConsumerRecord
 from kpax.consumer.state import PartitionState
 from kpax.metrics import Metrics
+from kpax.proto.error_codes import OffsetOutOfRangeError
+from kpax.proto.error_families import (
+    EPOCH_VALIDATION_ERRORS,
+    FETCH_SESSION_ERRORS,
+    STALE_METADATA_ERRORS,
+    code_in,
+)
 from kpax.proto.errors import (
     CorruptRecordError,
     DecompressionLimitError,
@@ -80,10 +87,6 @@ __all__ = ["Fetcher"]
 _make = partial(tuple.__new__, ConsumerRecord)
 #: Where the record loop puts offset, timestamp, key, value and headers in a ConsumerRecord.
 _ROW_SLOTS = (2, 3, 5, 6, 7)
-_OFFSET_OUT_OF_RANGE = 1
-_FENCED_OR_UNKNOWN_EPOCH = (74, 75)
-_SESSION_ERRORS = (70, 71)  # FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH
-_LEADER_ERRORS = frozenset({3, 5, 6, 9, 56, 74, 75, 78, 100, 103})
 _MAX_EPOCH = 2**31 - 1
 #: Send the next Fetch before decoding the current response (see _fetch).
 EARLY_DISPATCH = True
@@ -488,7 +491,7 @@ class Fetcher:
                 sum(len(p.records) for t in resp.responses for p in t.partitions if p.records)
             )
         if resp.error_code:
-            if resp.error_code in _SESSION_ERRORS:
+            if code_in(resp.error_code, FETCH_SESSION_ERRORS):
                 session.reset()
                 return
             session.reset()
@@ -597,22 +600,22 @@ class Fetcher:
         where: str,
         refresh: set[str],
     ) -> None:
-        if code == _OFFSET_OUT_OF_RANGE:
+        err = error_for_code(code)
+        if issubclass(err, OffsetOutOfRangeError):
             if self.reset_policy == "none":
-                st.error = error_for_code(code)("pending")  # stop fetching it
+                st.error = err("pending")  # stop fetching it
                 self._spawn(self._out_of_range(st, code, offset))
             else:
                 log.info("partition %s: offset %d out of range, resetting", st.tp, offset)
                 st.gen += 1
                 st.reset_to = self.reset_policy
             return
-        if code in _LEADER_ERRORS:
+        if issubclass(err, STALE_METADATA_ERRORS):
             self.cluster.leader_is_down(st.tp.topic, st.tp.partition)
             refresh.add(st.tp.topic)
-            if code in _FENCED_OR_UNKNOWN_EPOCH or code == 6:
+            if issubclass(err, EPOCH_VALIDATION_ERRORS):
                 st.validate = True
             return
-        err = error_for_code(code)
         if err.retriable:
             refresh.add(st.tp.topic)
             return

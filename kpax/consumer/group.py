@@ -29,6 +29,7 @@ from kpax.broker.backoff import Backoff
 from kpax.cluster.cluster import GROUP, Cluster
 from kpax.consumer.errors import CommitFailedError
 from kpax.metrics import Metrics
+from kpax.proto.error_families import COORDINATOR_ERRORS, STALE_GENERATION_ERRORS, code_in
 from kpax.proto.errors import BrokerResponseError, KafkaError, KafkaTimeoutError, error_for_code
 from kpax.proto.messages import OffsetCommitRequest, OffsetFetchRequest
 from kpax.structs import OffsetAndMetadata, TopicPartition
@@ -37,8 +38,6 @@ log = logging.getLogger("kpax.consumer.group")
 
 __all__ = ["GroupBase", "Membership"]
 
-_COORDINATOR_ERRORS = frozenset({14, 15, 16})
-_GENERATION_ERRORS = frozenset({22, 25, 27, 110, 113})
 _OFFSET_COMMIT_MAX = 9
 _OFFSET_FETCH_MAX = 9
 
@@ -166,7 +165,7 @@ class GroupBase:
                 await asyncio.sleep(backoff.next_delay())
                 continue
             code = getattr(resp, "error_code", 0)
-            if code in _COORDINATOR_ERRORS and time.monotonic() < deadline:
+            if code_in(code, COORDINATOR_ERRORS) and time.monotonic() < deadline:
                 self.coordinator_dead()
                 await asyncio.sleep(backoff.next_delay())
                 continue
@@ -257,23 +256,22 @@ class GroupBase:
                     if not code:
                         continue
                     where = f"{t.name}-{p.partition_index}"
-                    if code in _GENERATION_ERRORS:
+                    err = error_for_code(code)
+                    if issubclass(err, STALE_GENERATION_ERRORS):
                         self.on_generation_error(code)
                         raise CommitFailedError(
                             f"commit of {where} for group {self.group_id!r} failed: "
-                            f"{error_for_code(code).__name__} (generation {generation}, member "
+                            f"{err.__name__} (generation {generation}, member "
                             f"{member_id!r}); the group rebalanced (or this member was evicted "
                             "for exceeding max_poll_interval_ms) and the partition may belong "
                             "to another member now"
                         )
-                    if code in _COORDINATOR_ERRORS or error_for_code(code).retriable:
-                        if code in _COORDINATOR_ERRORS:
+                    if issubclass(err, COORDINATOR_ERRORS) or err.retriable:
+                        if issubclass(err, COORDINATOR_ERRORS):
                             self.coordinator_dead()
                         retry = True
                         continue
-                    raise error_for_code(code)(
-                        f"OffsetCommit of {where} for group {self.group_id!r}"
-                    )
+                    raise err(f"OffsetCommit of {where} for group {self.group_id!r}")
             if not retry:
                 return
             if time.monotonic() > deadline:
@@ -331,15 +329,15 @@ class GroupBase:
             codes = [code] + [p.error_code for t in rtopics for p in t.partitions]
             bad = [c for c in codes if c]
             if bad:
-                c = bad[0]
-                if (c in _COORDINATOR_ERRORS or error_for_code(c).retriable) and (
+                err = error_for_code(bad[0])
+                if (issubclass(err, COORDINATOR_ERRORS) or err.retriable) and (
                     time.monotonic() < deadline
                 ):
-                    if c in _COORDINATOR_ERRORS:
+                    if issubclass(err, COORDINATOR_ERRORS):
                         self.coordinator_dead()
                     await asyncio.sleep(backoff.next_delay())
                     continue
-                raise error_for_code(c)(f"OffsetFetch for group {self.group_id!r}")
+                raise err(f"OffsetFetch for group {self.group_id!r}")
             out: dict[TopicPartition, OffsetAndMetadata | None] = dict.fromkeys(tps)
             for t in rtopics:
                 for p in t.partitions:

@@ -29,6 +29,11 @@ from typing import Any
 from kpax.broker.backoff import Backoff
 from kpax.cluster.cluster import Cluster
 from kpax.consumer.group import GroupBase, Membership
+from kpax.proto.error_families import (
+    CONSUMER_MEMBER_FENCED_ERRORS,
+    COORDINATOR_ERRORS,
+    code_in,
+)
 from kpax.proto.errors import KafkaError, error_for_code
 from kpax.proto.messages import ConsumerGroupHeartbeatRequest
 from kpax.structs import TopicPartition
@@ -37,8 +42,6 @@ log = logging.getLogger("kpax.consumer.group")
 
 __all__ = ["ConsumerGroup"]
 
-_COORDINATOR_ERRORS = frozenset({14, 15, 16})
-_FENCED = frozenset({25, 110})  # UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH
 _LEAVE = -1
 _LEAVE_STATIC = -2
 
@@ -146,10 +149,10 @@ class ConsumerGroup(GroupBase):
             self.coordinator_dead()
             raise
         code = resp.error_code
-        if code in _COORDINATOR_ERRORS:
+        if code_in(code, COORDINATOR_ERRORS):
             self.coordinator_dead()
             raise error_for_code(code)(f"ConsumerGroupHeartbeat for group {self.group_id!r}")
-        if code in _FENCED:
+        if code_in(code, CONSUMER_MEMBER_FENCED_ERRORS):
             log.info("group %s: member fenced (%s), rejoining", self.group_id, code)
             self.stable.clear()
             lost = self.member.assigned_partitions()

@@ -18,6 +18,8 @@ from typing import Any
 
 from kpax.broker.backoff import Backoff
 from kpax.cluster.cluster import Cluster
+from kpax.proto.error_codes import UnknownTopicOrPartitionError
+from kpax.proto.error_families import STALE_METADATA_ERRORS
 from kpax.proto.errors import KafkaError, KafkaTimeoutError, error_for_code
 from kpax.proto.messages import ListOffsetsRequest, OffsetForLeaderEpochRequest
 from kpax.structs import TopicPartition
@@ -30,9 +32,6 @@ LATEST = -1
 _MAX_TIMESTAMP = 2**63 - 1
 #: The lowest special ListOffsets timestamp (-5: latest tiered offset, KIP-1005).
 _MIN_SPEC = -5
-
-#: Errors after which the leader is looked up again and the call retried.
-LEADER_ERRORS = frozenset({3, 5, 6, 9, 56, 74, 75, 78, 100, 103})
 
 
 async def _by_leader(
@@ -86,14 +85,16 @@ async def _retrying(  # noqa: PLR0917
                     continue
                 raise res
             for tp in parts:
-                r = res.get(tp, 3)
-                if isinstance(r, int):
-                    if r in LEADER_ERRORS:
+                r = res.get(tp)
+                if r is None or isinstance(r, int):
+                    # A partition missing from the answer: the broker does not host it.
+                    err = UnknownTopicOrPartitionError if r is None else error_for_code(r)
+                    if issubclass(err, STALE_METADATA_ERRORS):
                         cluster.leader_is_down(tp.topic, tp.partition)
                         retry.append(tp)
-                        last = f"{tp}: {error_for_code(r).__name__}"
+                        last = f"{tp}: {err.__name__}"
                         continue
-                    raise error_for_code(r)(f"{what} for {tp} on broker {node}")
+                    raise err(f"{what} for {tp} on broker {node}")
                 done[tp] = r
         todo = retry
         if todo:

@@ -50,7 +50,7 @@ from kpax.producer.transactions import (
     TransactionManager,
     TxnState,
 )
-from kpax.proto.error_codes import MessageTooLargeError
+from kpax.proto.error_codes import MessageTooLargeError, UnknownTopicOrPartitionError
 from kpax.proto.errors import (
     ClientClosedError,
     IllegalStateError,
@@ -472,7 +472,9 @@ class AsyncProducer:
                 break
             except KafkaError as exc:
                 remaining = deadline - time.monotonic()
-                if remaining <= 0 or not (exc.retriable or exc.code == 3):
+                if remaining <= 0 or not (
+                    exc.retriable or isinstance(exc, UnknownTopicOrPartitionError)
+                ):
                     raise KafkaTimeoutError(
                         f"topic {topic!r} not present in metadata after {limit * 1000:.0f} ms "
                         f"(max_block_ms): {exc.message}"

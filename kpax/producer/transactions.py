@@ -35,6 +35,14 @@ from typing import Any
 from kpax.broker.backoff import Backoff
 from kpax.cluster.cluster import GROUP, TRANSACTION, Cluster
 from kpax.producer.idempotence import ProducerIdentity
+from kpax.proto.error_codes import ConcurrentTransactionsError, ProducerFencedError
+from kpax.proto.error_families import (
+    COORDINATOR_ERRORS,
+    PRODUCER_FENCED_ERRORS,
+    TXN_FATAL_ERRORS,
+    TXN_RETRY_ERRORS,
+    code_in,
+)
 from kpax.proto.errors import (
     IllegalStateError,
     KafkaError,
@@ -54,16 +62,6 @@ from kpax.structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartitio
 log = logging.getLogger("kpax.producer")
 
 __all__ = ["ConsumerGroupMetadata", "TransactionAbortedError", "TransactionManager", "TxnState"]
-
-_COORDINATOR_ERRORS = {14, 15, 16}  # loading, not available, not coordinator
-_CONCURRENT_TRANSACTIONS = 51
-_FATAL = {
-    47,  # INVALID_PRODUCER_EPOCH
-    53,  # TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-    90,  # PRODUCER_FENCED
-    48,  # INVALID_TRANSACTION_TIMEOUT
-}
-_OPERATION_NOT_ATTEMPTED = 55
 
 
 class TxnState(enum.Enum):
@@ -151,15 +149,15 @@ class TransactionManager:
         """A batch of the transaction failed: fatal if fenced, else abortable."""
         if self.state is TxnState.FATAL:
             return
-        if error.code in _FATAL:
+        if isinstance(error, TXN_FATAL_ERRORS):
             self._fatal(error)
         elif self.state in (TxnState.IN_TRANSACTION, TxnState.COMMITTING):
             self.state = TxnState.ABORTABLE_ERROR
             self._error = error
 
     def _fatal(self, error: KafkaError) -> None:
-        if error.code in (47, 90):
-            fenced = error_for_code(90)(
+        if isinstance(error, PRODUCER_FENCED_ERRORS):
+            fenced = ProducerFencedError(
                 f"{self._describe()} was fenced: another producer with the same "
                 "transactional id started (or the transaction timed out)"
             )
@@ -190,15 +188,15 @@ class TransactionManager:
                 resp = await broker.request(build(), max_version=max_version)
                 code = getattr(resp, "error_code", 0)
                 if code:
-                    if code in _COORDINATOR_ERRORS:
+                    if code_in(code, COORDINATOR_ERRORS):
                         self.cluster.coordinator_is_down(key, key_type)
                     raise error_for_code(code)(
                         f"{what} for {self._describe()} on {broker.describe()}"
                     )
                 return resp
             except KafkaError as exc:
-                retriable = exc.retriable or exc.code == _CONCURRENT_TRANSACTIONS
-                if exc.code in _FATAL:
+                retriable = exc.retriable or isinstance(exc, ConcurrentTransactionsError)
+                if isinstance(exc, TXN_FATAL_ERRORS):
                     self._fatal(exc)
                     assert self._error is not None
                     raise self._error from None
@@ -209,7 +207,7 @@ class TransactionManager:
                     raise KafkaTimeoutError(
                         f"{what} for {self._describe()} did not succeed in time: {exc.message}"
                     ) from None
-                if exc.code not in _COORDINATOR_ERRORS and exc.code != _CONCURRENT_TRANSACTIONS:
+                if not isinstance(exc, (*COORDINATOR_ERRORS, ConcurrentTransactionsError)):
                     self.cluster.coordinator_is_down(key, key_type)
                 await asyncio.sleep(delay)
 
@@ -294,9 +292,7 @@ class TransactionManager:
                         self._added.add(tp)
                         self._pending.discard(tp)
                         self._open_on_broker = True
-                    elif code in (_OPERATION_NOT_ATTEMPTED, _CONCURRENT_TRANSACTIONS) or (
-                        error_for_code(code).retriable
-                    ):
+                    elif code_in(code, TXN_RETRY_ERRORS) or error_for_code(code).retriable:
                         retry = True
                     else:
                         self.fail(
@@ -374,14 +370,14 @@ class TransactionManager:
                 f"TxnOffsetCommit of group {group.group_id!r} for {self._describe()} on "
                 f"{broker.describe()}"
             )
-            if code in _FATAL:
+            if isinstance(err, TXN_FATAL_ERRORS):
                 self._fatal(err)
                 assert self._error is not None
                 raise self._error
-            if code in _COORDINATOR_ERRORS:
+            if isinstance(err, COORDINATOR_ERRORS):
                 self.cluster.coordinator_is_down(group.group_id, GROUP)
             delay = backoff.next_delay()
-            if not (err.retriable or code == _CONCURRENT_TRANSACTIONS) or (
+            if not (err.retriable or isinstance(err, ConcurrentTransactionsError)) or (
                 time.monotonic() + delay > deadline
             ):
                 self.fail(err)

@@ -27,16 +27,11 @@ breaks, every request in flight fails at once with a retriable
 :class:`KafkaConnectionError` naming the broker. Reconnecting is the job of
 :class:`kpax.broker.broker.Broker`.
 
-Receiving uses ``asyncio.BufferedProtocol``: small responses are cut from a
-fixed scratch buffer; a large one (a Fetch response) gets a buffer of its own
-that the socket fills directly, so its record bytes are never copied again.
-That buffer never holds more than what has arrived plus 1 MiB: it starts at
-``min(size, 1 MiB)`` and grows by 1 MiB as bytes come in (a ``bytearray``
-resize, which for large buffers the C library does by remapping pages, not by
-copying). A 4-byte size prefix is untrusted: a bogus one (a TLS alert read as
-a size is 350 MB) costs at most 1 MiB, and a large frame gets its buffer only
-after its correlation id has been checked against the oldest request in
-flight.
+Receiving uses ``asyncio.BufferedProtocol`` over the sans-I/O
+:class:`kpax.proto.framing.ResponseReader`, which cuts the frames, gives a
+large one (a Fetch response) a buffer of its own that the socket fills
+directly (never more than what has arrived plus 1 MiB), and matches each
+frame to the oldest request in flight; this class only decodes and delivers.
 
 Wrong listener: the first bytes a PLAINTEXT or SASL_PLAINTEXT connection reads
 are checked for a TLS record header (``0x14``-``0x17``, ``0x03``, ``0x00``-``0x04``),
@@ -60,7 +55,6 @@ import collections
 import logging
 import random
 import ssl
-import struct
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -83,6 +77,7 @@ from kpax.proto.errors import (
     UnsupportedApiError,
     error_for_code,
 )
+from kpax.proto.framing import ResponseReader, TlsRecordSeen
 from kpax.proto.header import decode_response, encode_request
 from kpax.proto.messages import (
     ApiVersionsRequest,
@@ -93,14 +88,7 @@ from kpax.proto.messages import (
 
 log = logging.getLogger("kpax.broker")
 
-_SIZE = struct.Struct(">i")
-_SCRATCH = 256 * 1024
-#: A large frame's buffer holds at most this much more than has arrived.
-_GROW = 1024 * 1024
-_ZEROS = memoryview(bytes(_GROW))
 _NEVER = float("inf")
-#: TLS record content types: change_cipher_spec, alert, handshake, application_data.
-_TLS_RECORDS = {20: "change_cipher_spec", 21: "alert", 22: "handshake", 23: "application_data"}
 
 R = TypeVar("R")
 
@@ -173,7 +161,6 @@ class BrokerConnection(asyncio.BufferedProtocol):
         self.last_activity = time.monotonic()
         self._loop = asyncio.get_running_loop()
         self._transport: asyncio.Transport | None = None
-        self._in_flight: collections.deque[_InFlight] = collections.deque()
         self._next_id = random.randint(0, 1 << 20)
         self._max_in_flight = options.max_in_flight
         # Requests not written yet, in call order; ``_urgent`` holds those that
@@ -192,16 +179,11 @@ class BrokerConnection(asyncio.BufferedProtocol):
         self._reauth_task: asyncio.Task[None] | None = None
         self._drained = asyncio.Event()  # set whenever nothing is in flight
         self._drained.set()
-        # receive state
-        self._scratch = bytearray(_SCRATCH)
-        self._scratch_view = memoryview(self._scratch)
-        self._start = 0
-        self._end = 0
-        self._frame: bytearray | None = None
-        self._frame_view: memoryview | None = None
-        self._frame_pos = 0
-        self._frame_size = 0  # what the size prefix announced (len(_frame) grows to it)
-        self._responses = 0  # responses matched so far
+        # receive state: the sans-I/O reader cuts frames and matches them to requests
+        self._reader: ResponseReader[_InFlight] = ResponseReader(
+            options.max_response_size, detect_tls=not options.uses_tls
+        )
+        self._in_flight = self._reader.in_flight
         self._past_api_versions = False  # answered anything but ApiVersions
         #: The client's connection metrics (None: not counted); counted once opened.
         self._metrics = options.metrics
@@ -574,95 +556,22 @@ class BrokerConnection(asyncio.BufferedProtocol):
     # ------------------------------------------------------------ receiving
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        view = self._frame_view
-        if view is not None:
-            if self._frame_pos == len(view):
-                view = self._grow_frame()
-            return view[self._frame_pos :]
-        if self._end == _SCRATCH:
-            self._compact()
-        return self._scratch_view[self._end :]
-
-    def _grow_frame(self) -> memoryview:
-        """Room for the next bytes of a large frame: at most ``_GROW`` beyond
-        what has arrived. Called from :meth:`get_buffer`, when the transport
-        holds no view of the buffer any more, so the bytearray can be resized
-        in place (large buffers grow by page remapping, without a copy)."""
-        frame, view = self._frame, self._frame_view
-        assert frame is not None and view is not None
-        more = min(_GROW, self._frame_size - len(frame))
-        view.release()
-        try:
-            frame += _ZEROS[:more]
-        except BufferError:  # a view is still held somewhere: grow by copying
-            grown = bytearray(len(frame) + more)
-            grown[: len(frame)] = frame
-            frame = self._frame = grown
-        view = self._frame_view = memoryview(frame)
-        return view
-
-    def _compact(self) -> None:
-        n = self._end - self._start
-        if self._start:
-            self._scratch[0:n] = self._scratch[self._start : self._end]
-        self._start, self._end = 0, n
+        return self._reader.get_buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
         self.last_activity = time.monotonic()
+        reader = self._reader
         if self._closed is not None:  # bytes after close (a TLS shutdown) are dropped
-            self._start = self._end = 0
+            reader.reset()
             return
-        if self._frame is not None:
-            self._frame_pos += nbytes
-            if self._frame_pos == self._frame_size:
-                frame = self._frame
-                self._frame = self._frame_view = None
-                self._deliver(frame)
-            return
-        self._end += nbytes
-        self._parse_scratch()
-
-    def _parse_scratch(self) -> None:
-        buf = self._scratch
-        while self._closed is None:
-            start = self._start
-            avail = self._end - start
-            if avail < 4:
-                break
-            if self._responses == 0 and not self.options.uses_tls:
-                record = _tls_record(buf, start)
-                if record is not None:
-                    self._tls_listener(record)
-                    return
-            (size,) = _SIZE.unpack_from(buf, start)
-            if size < 4 or size > self.options.max_response_size:
-                self._bad_size(size, bytes(buf[start : start + 4]))
-                return
-            if avail - 4 >= size:
-                begin = start + 4
-                self._start = begin + size
-                self._deliver(bytes(buf[begin : self._start]))
-                continue
-            if size + 4 > _SCRATCH:
-                # A large frame gets its own buffer, filled directly by the socket --
-                # once its correlation id shows it answers the oldest request.
-                if avail < 8:
-                    break
-                (correlation_id,) = _SIZE.unpack_from(buf, start + 4)
-                if not self._matches_oldest(correlation_id):
-                    return
-                have = avail - 4
-                frame = bytearray(min(size, _GROW))  # > have: have < _SCRATCH and < size
-                frame[:have] = buf[start + 4 : self._end]
-                self._frame, self._frame_view = frame, memoryview(frame)
-                self._frame_pos, self._frame_size = have, size
-                self._start = self._end = 0
-                return
-            break
-        if self._start == self._end:
-            self._start = self._end = 0
-        elif self._start > _SCRATCH // 2:
-            self._compact()
+        for entry, frame in reader.buffer_updated(nbytes):
+            self._deliver(entry, frame)
+        error = reader.error
+        if error is not None and self._closed is None:
+            if isinstance(error, TlsRecordSeen):
+                self._tls_listener(error.record)
+            else:
+                self._protocol_error(error.message)
 
     def _tls_listener(self, record: str) -> None:
         tls = "SASL_SSL" if self.options.uses_sasl else "SSL"
@@ -674,54 +583,11 @@ class BrokerConnection(asyncio.BufferedProtocol):
             abort=True,
         )
 
-    def _bad_size(self, size: int, prefix: bytes) -> None:
-        if size < 0:
-            why = "negative"
-        elif size < 4:
-            why = "shorter than a correlation id"
-        else:
-            why = f"above max_response_size ({self.options.max_response_size})"
-        hint = "; is this a Kafka listener?" if self._responses == 0 else ""
-        self._protocol_error(
-            f"bad response size {size} (size prefix {prefix.hex(' ')}): {why}{hint}"
-        )
-
-    def _matches_oldest(self, correlation_id: int) -> bool:
-        """True when ``correlation_id`` is the oldest request's; else the
-        connection is closed with a protocol error naming both."""
-        if self._in_flight and self._in_flight[0].correlation_id == correlation_id:
-            return True
-        if self._in_flight:
-            oldest = self._in_flight[0]
-            expected = (
-                f"{oldest.request_name} v{oldest.version}, correlation id {oldest.correlation_id}"
-            )
-        else:
-            expected = "none in flight"
-        self._protocol_error(
-            f"response correlation id {correlation_id} does not match the oldest "
-            f"request in flight ({expected})"
-        )
-        return False
-
     def _partial_response(self) -> str:
         """`` after 1024 of 419430400 bytes of a response`` while one is being read."""
-        if self._frame is not None:
-            return f" after {self._frame_pos} of {self._frame_size} bytes of a response"
-        avail = self._end - self._start
-        if avail >= 4:
-            (size,) = _SIZE.unpack_from(self._scratch, self._start)
-            return f" after {avail - 4} of {size} bytes of a response"
-        if avail:
-            return f" after {avail} of the 4 bytes of a response size"
-        return ""
+        return self._reader.partial_response()
 
-    def _deliver(self, frame: bytes | bytearray) -> None:
-        (correlation_id,) = _SIZE.unpack_from(frame, 0)  # size >= 4 was checked
-        if not self._matches_oldest(correlation_id):
-            return
-        entry = self._in_flight.popleft()
-        self._responses += 1
+    def _deliver(self, entry: _InFlight, frame: bytes | bytearray) -> None:
         if self._metrics is not None:
             self._metrics.response_received(time.monotonic() - entry.sent, len(frame) + 4)
         if entry.api_key != ApiVersionsRequest.API_KEY:
@@ -833,7 +699,7 @@ class BrokerConnection(asyncio.BufferedProtocol):
         self._closed = exc or KafkaConnectionError(f"connection to {self.describe()} closed")
         if self._counted and self._metrics is not None:
             self._metrics.closed.record()
-        self._frame = self._frame_view = None  # a half-read response is dropped
+        self._reader.reset()  # a half-read response is dropped
         if self._reauth_timer is not None:
             self._reauth_timer.cancel()
         if self._timeout_timer is not None:
@@ -878,15 +744,6 @@ def describe_broker(node_id: int | None, address: str) -> str:
     if node_id is None or node_id < 0:
         return f"broker {address}"
     return f"broker {node_id} ({address})"
-
-
-def _tls_record(buf: bytearray, offset: int) -> str | None:
-    """The TLS record type when ``buf[offset:]`` starts like a TLS record header
-    (content type, version 3.0-3.4), else None."""
-    record = _TLS_RECORDS.get(buf[offset])
-    if record is not None and buf[offset + 1] == 3 and buf[offset + 2] <= 4:
-        return record
-    return None
 
 
 def _os_reason(exc: BaseException) -> str:

@@ -1,11 +1,13 @@
-"""kpax.producer — partitioner, accumulator, sender, idempotence (transactions later).
+"""kpax.producer — partitioner, accumulator, sender, idempotence, transactions.
 
 Modules: options (config), serializers, partitioner, batch (ProducerBatch,
-RecordFuture), accumulator, sender, idempotence (producer id/epoch; the
-transaction manager's future slot), client (``AsyncProducer`` =
-``kpax.aio.Producer``), sync (``Producer`` = ``kpax.Producer``). See docs/producer.md.
+RecordFuture, BulkFuture), fastpath and _sendpath (the C send path), accumulator,
+sender, idempotence (producer id and epoch), transactions (the transaction
+manager), client (``AsyncProducer`` = ``kpax.aio.Producer``), sync (``Producer``
+= ``kpax.Producer``). See docs/producer.md.
 
-Imports: kpax.cluster, kpax.broker, kpax.proto, kpax.loop_thread, kpax.structs.
+Imports: kpax.cluster, kpax.broker, kpax.proto, kpax.loop_thread, kpax.sync_face,
+kpax.metrics, kpax.structs.
 """
 
 from kpax.producer.batch import BulkFuture, RecordFuture

@@ -66,6 +66,12 @@ from kpax.producer.batch import ProducerBatch, delivery_error
 from kpax.producer.idempotence import ProducerIdentity
 from kpax.producer.transactions import TransactionManager
 from kpax.proto.compression import codec_id
+from kpax.proto.error_codes import (
+    DuplicateSequenceNumberError,
+    UnknownServerError,
+    UnknownTopicIdError,
+)
+from kpax.proto.error_families import LEADER_OR_TOPIC_ERRORS, SEQUENCE_ERRORS
 from kpax.proto.errors import KafkaError, error_for_code
 from kpax.proto.messages import ProduceRequest
 from kpax.proto.produce_wire import PartitionResult, decode_produce_response, encode_produce
@@ -76,13 +82,6 @@ log = logging.getLogger("kpax.producer")
 
 __all__ = ["Sender"]
 
-_DUPLICATE_SEQUENCE = 46
-_SEQUENCE_ERRORS = frozenset(
-    {45, 47, 59}
-)  # OUT_OF_ORDER_SEQUENCE, INVALID_PRODUCER_EPOCH, UNKNOWN_PRODUCER_ID
-_LEADER_ERRORS = frozenset(
-    {3, 5, 6, 74, 75, 100}
-)  # unknown topic/id, leader not available, not leader, epochs
 _MAX_SEQUENCE = 2**31 - 1
 
 
@@ -445,7 +444,7 @@ class Sender:
                 for name, parts in topics.items():
                     info = self.cluster.snapshot.topics.get(name)
                     if info is None or info.topic_id is None:
-                        raise error_for_code(100)(f"no topic id known for {name!r}")
+                        raise UnknownTopicIdError(f"no topic id known for {name!r}")
                     ids[info.topic_id.bytes] = name
                     keyed.append((info.topic_id, parts))
             else:
@@ -549,7 +548,7 @@ class Sender:
                 self._failed(
                     pq,
                     b,
-                    error_for_code(-1)(f"no response for {pq.topic}-{pq.partition} from {where}"),
+                    UnknownServerError(f"no response for {pq.topic}-{pq.partition} from {where}"),
                     unknown=True,
                     describe=where,
                 )
@@ -559,17 +558,18 @@ class Sender:
                 pq.acked = True
                 self._finish(pq, b, base_offset, log_append_time, None)
                 continue
-            if code == _DUPLICATE_SEQUENCE:
-                self._finish(pq, b, -1, -1, None)
+            error = error_for_code(code)
+            if issubclass(error, DuplicateSequenceNumberError):
+                self._finish(pq, b, -1, -1, None)  # written before: a retry's duplicate
                 continue
-            err = error_for_code(code)(
+            err = error(
                 f"producing {b.count} record(s) to {pq.topic}-{pq.partition} on {where}",
                 error_message=message,
             )
-            if code in _LEADER_ERRORS:
+            if isinstance(err, LEADER_OR_TOPIC_ERRORS):
                 self.cluster.leader_is_down(pq.topic, pq.partition)
                 refresh = True
-            if self.identity is not None and code in _SEQUENCE_ERRORS:
+            if self.identity is not None and isinstance(err, SEQUENCE_ERRORS):
                 if self.txn is not None:
                     # A transactional producer never bumps its own epoch: the batch
                     # fails, fencing is fatal and anything else aborts the transaction.

@@ -144,14 +144,8 @@ def test_except_clause() -> None:
 ROOT = Path(__file__).resolve().parents[2]
 KPAX = ROOT / "kpax"
 
-#: Files still allowed to match Kafka errors by number. Temporary: another change
-#: is converting them (their numeric sets map to SEQUENCE_ERRORS,
-#: LEADER_OR_TOPIC_ERRORS, DuplicateSequenceNumberError, UnknownTopicIdError,
-#: UnknownServerError). Remove each entry once its file is converted.
-ALLOWED = {
-    "kpax/producer/sender.py",
-    "kpax/broker/connection.py",
-}
+#: Files allowed to match Kafka errors by number (none: every client file matches by class).
+ALLOWED: set[str] = set()
 
 _CONSTANT = re.compile(r"^_*[A-Z][A-Z0-9_]*$")
 _FAMILY_NAME = re.compile(r"_(ERRORS|CODES)$")

@@ -362,7 +362,8 @@ class Cluster:
             p = info.partitions.get(partition)
             if p is None:
                 raise UnknownTopicOrPartitionError(
-                    f"topic {topic!r} has no partition {partition} (it has {len(info.partitions)})"
+                    f"topic {topic!r} has no partition {partition} (it has {len(info.partitions)})",
+                    retriable=False,  # the metadata was just refreshed: retrying cannot help
                 )
             if p.leader >= 0 and p.leader in self.snapshot.brokers:
                 return self.broker(p.leader), p

@@ -2,25 +2,24 @@
 
 Role: ``list_offsets`` (ListOffsets: earliest / latest / by timestamp) and
 ``end_offsets_for_epochs`` (OffsetForLeaderEpoch, KIP-320 truncation
-detection), each routed to the partitions' leaders, retried on leader
-changes with backoff until the timeout.
+detection), each routed to the partitions' leaders through the one request
+path (:meth:`kpax.cluster.request_path.RequestPath.fan_out`), retried on
+leader changes with backoff until the timeout.
 
 Imports: kpax.cluster, kpax.broker, kpax.proto, kpax.structs, kpax.consumer.state.
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from kpax.broker.backoff import Backoff
+from kpax.broker.broker import Broker
 from kpax.cluster.cluster import Cluster
-from kpax.proto.error_codes import UnknownTopicOrPartitionError
+from kpax.cluster.request_path import RequestPath, RetryPolicy, ToLeader
 from kpax.proto.error_families import STALE_METADATA_ERRORS
-from kpax.proto.errors import KafkaError, KafkaTimeoutError, error_for_code
+from kpax.proto.errors import BrokerResponseError, KafkaError, KafkaTimeoutError, error_for_code
 from kpax.proto.messages import ListOffsetsRequest, OffsetForLeaderEpochRequest
 from kpax.structs import TopicPartition
 
@@ -34,73 +33,59 @@ _MAX_TIMESTAMP = 2**63 - 1
 _MIN_SPEC = -5
 
 
-async def _by_leader(
-    cluster: Cluster, tps: list[TopicPartition], timeout: float
-) -> dict[int, list[TopicPartition]]:
-    out: dict[int, list[TopicPartition]] = defaultdict(list)
-    for tp in tps:
-        broker, _ = await cluster.leader(tp.topic, tp.partition, timeout=timeout)
-        assert broker.node_id is not None
-        out[broker.node_id].append(tp)
-    return out
-
-
 def _leader_epoch(cluster: Cluster, tp: TopicPartition) -> int:
     info = cluster.snapshot.topics.get(tp.topic)
     p = info.partitions.get(tp.partition) if info is not None else None
     return p.leader_epoch if p is not None else -1
 
 
-async def _retrying(  # noqa: PLR0917
+def _transient(error: KafkaError) -> bool:
+    """Retry a partition whose leader moved or is not ready (the stale-metadata
+    family) or whose broker could not be reached; any other answer is final."""
+    if not error.retriable:
+        return False
+    return isinstance(error, STALE_METADATA_ERRORS) or not isinstance(error, BrokerResponseError)
+
+
+async def _by_leader(  # noqa: PLR0917
     cluster: Cluster,
     tps: list[TopicPartition],
     timeout: float,
     retry_backoff: tuple[int, int],
-    send: Any,
+    send: Callable[[Broker, list[TopicPartition]], Awaitable[dict[TopicPartition, Any]]],
     what: str,
 ) -> dict[TopicPartition, Any]:
-    """Run ``send(broker, tps) -> {tp: result | error_code}`` per leader until all succeed."""
-    deadline = time.monotonic() + timeout
-    backoff = Backoff(*retry_backoff)
-    todo = list(dict.fromkeys(tps))
-    done: dict[TopicPartition, Any] = {}
-    last = ""
-    while todo:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise KafkaTimeoutError(f"{what} for {', '.join(map(str, todo))} timed out: {last}")
-        groups = await _by_leader(cluster, todo, left)
-        results = await asyncio.gather(
-            *(send(cluster.broker(node), parts) for node, parts in groups.items()),
-            return_exceptions=True,
-        )
-        retry: list[TopicPartition] = []
-        for (node, parts), res in zip(groups.items(), results, strict=True):
-            if isinstance(res, BaseException):
-                if isinstance(res, KafkaError) and res.retriable:
-                    last = res.message
-                    retry.extend(parts)
-                    for tp in parts:
-                        cluster.leader_is_down(tp.topic, tp.partition)
-                    continue
-                raise res
-            for tp in parts:
-                r = res.get(tp)
-                if r is None or isinstance(r, int):
-                    # A partition missing from the answer: the broker does not host it.
-                    err = UnknownTopicOrPartitionError if r is None else error_for_code(r)
-                    if issubclass(err, STALE_METADATA_ERRORS):
-                        cluster.leader_is_down(tp.topic, tp.partition)
-                        retry.append(tp)
-                        last = f"{tp}: {err.__name__}"
-                        continue
-                    raise err(f"{what} for {tp} on broker {node}")
-                done[tp] = r
-        todo = retry
-        if todo:
-            await asyncio.sleep(min(backoff.next_delay(), max(deadline - time.monotonic(), 0)))
-            await cluster.refresh({tp.topic for tp in todo})
-    return done
+    """Run ``send(broker, tps) -> {tp: result | error_code}`` on each leader, through
+    the one request path, until every partition has its result; raise the first
+    final error, or a KafkaTimeoutError naming what is left when time runs out."""
+
+    async def on_leader(broker: Broker, parts: list[TopicPartition]) -> dict[TopicPartition, Any]:
+        answers = await send(broker, parts)
+        return {
+            tp: error_for_code(r)(f"{what} for {tp} on {broker.describe()}")
+            if isinstance(r, int)
+            else r
+            for tp, r in answers.items()
+        }
+
+    path = RequestPath(cluster, RetryPolicy(*retry_backoff))
+    result = await path.fan_out(
+        what,
+        tps,
+        lambda tp: ToLeader(tp.topic, tp.partition),
+        on_leader,
+        timeout=timeout,
+        retry=lambda error, _deadline: _transient(error),
+        resolve_timeout=None,
+    )
+    if result.errors:
+        for err in result.errors.values():
+            if not _transient(err):
+                raise err
+        left = list(result.errors)
+        last = result.errors[left[-1]].message
+        raise KafkaTimeoutError(f"{what} for {', '.join(map(str, left))} timed out: {last}")
+    return dict(result.succeeded)
 
 
 async def list_offsets(
@@ -151,7 +136,7 @@ async def list_offsets(
                 out[tp] = p.error_code or (p.offset, p.timestamp, p.leader_epoch)
         return out
 
-    return await _retrying(cluster, list(specs), timeout, retry_backoff, send, "listing offsets")
+    return await _by_leader(cluster, list(specs), timeout, retry_backoff, send, "listing offsets")
 
 
 async def end_offsets_for_epochs(
@@ -191,6 +176,6 @@ async def end_offsets_for_epochs(
                 )
         return out
 
-    return await _retrying(
+    return await _by_leader(
         cluster, list(epochs), timeout, retry_backoff, send, "OffsetForLeaderEpoch"
     )

@@ -1,0 +1,346 @@
+"""The one request path: route to the right broker, split per broker, retry inside one deadline.
+
+Role: a client request goes to "the leader of this partition", "the
+coordinator of this group (or transactional id)", "this broker", "any broker"
+or "the controller". :class:`RequestPath` turns such a :data:`Route` into a
+broker (:meth:`~RequestPath.resolve`), forgets a route the broker's answer
+proved stale (:meth:`~RequestPath.forget`: a leader on the leader families, a
+coordinator on :data:`~kpax.proto.error_families.COORDINATOR_ERRORS` or a
+broken connection) and retries with one backoff policy inside one
+:class:`Deadline`:
+
+- :meth:`~RequestPath.call` -- one request to one route, resent while the
+  error is retriable;
+- :meth:`~RequestPath.fan_out` -- many keys (partitions, groups...), one
+  request per broker for the keys it serves, all brokers at once; each key
+  that failed retriably is routed again and retried, the others keep their
+  result or error (a :class:`~kpax.structs.BatchResult`).
+
+Changing how kpax retries (which errors, how long, what is refreshed) is a
+change here, not in each client.
+
+Imports: kpax.broker, kpax.cluster.cluster, kpax.proto, kpax.structs, the standard library.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from kpax.broker.backoff import Backoff
+from kpax.broker.broker import Broker
+from kpax.cluster.cluster import GROUP, Cluster
+from kpax.proto.error_codes import NotLeaderOrFollowerError
+from kpax.proto.error_families import COORDINATOR_ERRORS, STALE_METADATA_ERRORS
+from kpax.proto.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
+from kpax.structs import BatchResult
+
+__all__ = [
+    "ANY_BROKER",
+    "CONTROLLER",
+    "Deadline",
+    "RequestPath",
+    "RetryPolicy",
+    "Route",
+    "ToCoordinator",
+    "ToLeader",
+    "ToNode",
+]
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class Deadline:
+    """One deadline for a whole call, however many attempts it takes."""
+
+    __slots__ = ("at", "started", "total")
+
+    def __init__(self, timeout: float) -> None:
+        self.started = time.monotonic()
+        self.total = timeout
+        self.at = self.started + timeout
+
+    def left(self) -> float:
+        """Seconds left (0 once passed)."""
+        return max(self.at - time.monotonic(), 0.0)
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    @property
+    def expired(self) -> bool:
+        return time.monotonic() >= self.at
+
+    async def sleep(self, delay: float) -> bool:
+        """Sleep ``delay`` seconds, unless that would pass the deadline: False then
+        (without sleeping)."""
+        if time.monotonic() + delay >= self.at:
+            return False
+        await asyncio.sleep(delay)
+        return True
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How long to wait between attempts: ``retry_backoff_ms`` doubling up to
+    ``retry_backoff_max_ms``, with jitter (the Java client's rule)."""
+
+    backoff_ms: int = 100
+    backoff_max_ms: int = 1000
+
+    def backoff(self) -> Backoff:
+        return Backoff(self.backoff_ms, self.backoff_max_ms)
+
+
+@dataclass(frozen=True)
+class ToLeader:
+    """The leader of ``topic``/``partition``."""
+
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True)
+class ToCoordinator:
+    """The coordinator of group (``key_type=GROUP``) or transactional id
+    (``key_type=TRANSACTION``) ``key``."""
+
+    key: str
+    key_type: int = GROUP
+
+
+@dataclass(frozen=True)
+class ToNode:
+    """Broker ``node_id`` itself (e.g. describe its configs or log dirs)."""
+
+    node_id: int
+
+
+@dataclass(frozen=True)
+class _AnyBroker:
+    """The least loaded broker (metadata-like requests any broker answers)."""
+
+
+@dataclass(frozen=True)
+class _Controller:
+    """The broker the cluster metadata names as controller."""
+
+
+ANY_BROKER = _AnyBroker()
+CONTROLLER = _Controller()
+
+Route = ToLeader | ToCoordinator | ToNode | _AnyBroker | _Controller
+
+#: ``retry(error, deadline)``: may a key that failed with ``error`` be tried again?
+RetryRule = Callable[[KafkaError, Deadline], bool]
+
+
+def retriable(error: KafkaError, deadline: Deadline) -> bool:
+    """The default rule: the error says retrying can help."""
+    return error.retriable
+
+
+@dataclass
+class _Pending(Generic[K]):
+    key: K
+    route: Route
+    error: KafkaError | None = None
+
+
+class RequestPath:
+    """See the module docstring. One per client, over its :class:`Cluster`."""
+
+    def __init__(self, cluster: Cluster, policy: RetryPolicy | None = None) -> None:
+        self.cluster = cluster
+        self.policy = policy or RetryPolicy(cluster.retry_backoff_ms, cluster.retry_backoff_max_ms)
+
+    def deadline(self, timeout: float | None) -> Deadline:
+        """A deadline ``timeout`` seconds away (default: the request timeout)."""
+        if timeout is None:
+            timeout = self.cluster.options.request_timeout_ms / 1000
+        return Deadline(timeout)
+
+    # ------------------------------------------------------------ routes
+
+    async def resolve(self, route: Route, deadline: Deadline) -> Broker:
+        """The broker for ``route`` now (looking the leader or coordinator up,
+        within the deadline, when it is not known)."""
+        cluster = self.cluster
+        left = max(deadline.left(), 0.001)
+        if isinstance(route, ToLeader):
+            broker, _ = await cluster.leader(route.topic, route.partition, timeout=left)
+            return broker
+        if isinstance(route, ToCoordinator):
+            return await cluster.coordinator(route.key, route.key_type, timeout=left)
+        if isinstance(route, ToNode):
+            await cluster.start()
+            return cluster.broker(route.node_id)
+        await cluster.start()
+        if isinstance(route, _Controller):
+            return cluster.controller()
+        return cluster.least_loaded_broker()
+
+    def forget(self, route: Route, error: BaseException) -> None:
+        """Drop what ``error`` proved stale about ``route``: a partition's leader
+        (leader families, broken connection), a coordinator (coordinator family,
+        broken connection)."""
+        broken = isinstance(error, (KafkaConnectionError, KafkaTimeoutError))
+        if isinstance(route, ToLeader):
+            if broken or isinstance(error, STALE_METADATA_ERRORS):
+                self.cluster.leader_is_down(route.topic, route.partition)
+        elif isinstance(route, ToCoordinator) and (broken or isinstance(error, COORDINATOR_ERRORS)):
+            self.cluster.coordinator_is_down(route.key, route.key_type)
+
+    async def _refresh(self, routes: Iterable[Route], deadline: Deadline) -> None:
+        topics = sorted({r.topic for r in routes if isinstance(r, ToLeader)})
+        if not topics or deadline.expired:
+            return
+        try:
+            await asyncio.wait_for(self.cluster.refresh(topics), max(deadline.left(), 0.001))
+        except (KafkaError, asyncio.TimeoutError):
+            pass  # the next attempt reports what is still wrong
+
+    # ------------------------------------------------------------ one route
+
+    async def call(
+        self,
+        what: str,
+        route: Route,
+        send: Callable[[Broker], Awaitable[V]],
+        *,
+        timeout: float | None = None,
+        retry: RetryRule = retriable,
+    ) -> V:
+        """``await send(broker)`` on ``route``'s broker; ``send`` raises a
+        KafkaError for an error answer. Retried, rerouted, while ``retry`` allows
+        and the deadline is not passed; then the last error is raised (a
+        KafkaTimeoutError naming ``what`` when time ran out first)."""
+        deadline = self.deadline(timeout)
+        backoff = self.policy.backoff()
+        while True:
+            try:
+                broker = await self.resolve(route, deadline)
+                return await asyncio.wait_for(send(broker), max(deadline.left(), 0.001))
+            except asyncio.TimeoutError:
+                raise KafkaTimeoutError(
+                    f"{what} did not complete within {deadline.total:g}s"
+                ) from None
+            except KafkaError as exc:
+                if not retry(exc, deadline):
+                    raise
+                self.forget(route, exc)
+                if not await deadline.sleep(backoff.next_delay()):
+                    raise
+                await self._refresh([route], deadline)
+
+    # ------------------------------------------------------------ many keys
+
+    async def fan_out(
+        self,
+        what: str,
+        keys: Iterable[K],
+        route_of: Callable[[K], Route],
+        send: Callable[[Broker, list[K]], Awaitable[Mapping[K, Any]]],
+        *,
+        timeout: float | None = None,
+        retry: RetryRule = retriable,
+        resolve_timeout: float | None = 0.5,
+    ) -> BatchResult[K, Any]:
+        """For each key, ``route_of(key)``; keys are grouped by broker and
+        ``send(broker, keys)`` runs for every broker at once, returning per key
+        a value or a KafkaError instance (a key it leaves out failed with
+        NOT_LEADER_OR_FOLLOWER). A KafkaError raised by ``send`` is the outcome
+        of all its keys. Keys whose error ``retry`` allows are routed again and
+        retried after a backoff (and a metadata refresh of their topics) until
+        the deadline; the rest keep their value or error.
+
+        ``resolve_timeout`` bounds each route lookup (an unresolved route is a
+        retriable outcome of its key); None: the whole deadline."""
+        deadline = self.deadline(timeout)
+        backoff = self.policy.backoff()
+        pending = [_Pending(k, route_of(k)) for k in dict.fromkeys(keys)]
+        values: dict[K, Any] = {}
+        errors: dict[K, KafkaError] = {}
+        while pending:
+            try:
+                outcome = await asyncio.wait_for(
+                    self._attempt(what, pending, send, deadline, resolve_timeout),
+                    max(deadline.left(), 0.001),
+                )
+            except asyncio.TimeoutError:
+                exc = KafkaTimeoutError(f"{what} did not complete within {deadline.total:g}s")
+                errors.update((p.key, exc) for p in pending)
+                break
+            retry_next: list[_Pending[K]] = []
+            for p in pending:
+                result = outcome[p.key]
+                if not isinstance(result, KafkaError):
+                    values[p.key] = result
+                    continue
+                if retry(result, deadline):
+                    self.forget(p.route, result)
+                    p.error = result
+                    retry_next.append(p)
+                else:
+                    errors[p.key] = result
+            pending = retry_next
+            if not pending:
+                break
+            if not await deadline.sleep(backoff.next_delay()):
+                for p in pending:
+                    errors[p.key] = p.error or KafkaTimeoutError(
+                        f"{what} {p.key} did not complete within {deadline.total:g}s"
+                    )
+                break
+            await self._refresh([p.route for p in pending], deadline)
+        return BatchResult(values, errors)
+
+    async def _attempt(
+        self,
+        what: str,
+        pending: list[_Pending[K]],
+        send: Callable[[Broker, list[K]], Awaitable[Mapping[K, Any]]],
+        deadline: Deadline,
+        resolve_timeout: float | None,
+    ) -> dict[K, Any]:
+        """One round: route every pending key, one request per broker, all at once."""
+        out: dict[K, Any] = {}
+        groups: dict[int, tuple[Broker, list[K]]] = {}
+        for p in pending:
+            limit = (
+                deadline
+                if resolve_timeout is None
+                else Deadline(min(resolve_timeout, deadline.left()))
+            )
+            try:
+                broker = await self.resolve(p.route, limit)
+            except KafkaError as exc:
+                out[p.key] = exc
+                continue
+            node = broker.node_id if broker.node_id is not None else -1
+            groups.setdefault(node, (broker, []))[1].append(p.key)
+        calls = list(groups.values())
+        answers = await asyncio.gather(
+            *(send(broker, group) for broker, group in calls), return_exceptions=True
+        )
+        for (broker, group), answer in zip(calls, answers, strict=True):
+            if isinstance(answer, KafkaError):
+                for key in group:
+                    out[key] = answer
+                continue
+            if isinstance(answer, BaseException):
+                raise answer
+            for key in group:
+                out[key] = answer.get(key, _MISSING)
+                if out[key] is _MISSING:
+                    out[key] = NotLeaderOrFollowerError(
+                        f"{what}: {broker.describe()} did not answer for {key}"
+                    )
+        return out
+
+
+_MISSING: Any = object()

@@ -14,7 +14,10 @@ broken connection) and retries with one backoff policy inside one
 - :meth:`~RequestPath.fan_out` -- many keys (partitions, groups...), one
   request per broker for the keys it serves, all brokers at once; each key
   that failed retriably is routed again and retried, the others keep their
-  result or error (a :class:`~kpax.structs.BatchResult`).
+  result or error (a :class:`~kpax.structs.BatchResult`);
+- :meth:`~RequestPath.each` -- the retry loop under ``fan_out``, for callers
+  that route a batch themselves (admin calls that go to any broker or the
+  controller).
 
 Changing how kpax retries (which errors, how long, what is refreshed) is a
 change here, not in each client.
@@ -28,7 +31,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 from kpax.broker.backoff import Backoff
 from kpax.broker.broker import Broker
@@ -144,13 +147,6 @@ def retriable(error: KafkaError, deadline: Deadline) -> bool:
     return error.retriable
 
 
-@dataclass
-class _Pending(Generic[K]):
-    key: K
-    route: Route
-    error: KafkaError | None = None
-
-
 class RequestPath:
     """See the module docstring. One per client, over its :class:`Cluster`."""
 
@@ -214,16 +210,23 @@ class RequestPath:
         *,
         timeout: float | None = None,
         retry: RetryRule = retriable,
+        cut: bool = True,
     ) -> V:
         """``await send(broker)`` on ``route``'s broker; ``send`` raises a
         KafkaError for an error answer. Retried, rerouted, while ``retry`` allows
         and the deadline is not passed; then the last error is raised (a
-        KafkaTimeoutError naming ``what`` when time ran out first)."""
+        KafkaTimeoutError naming ``what`` when time ran out first).
+
+        ``cut=False``: an attempt already sent is not cut at the deadline (its
+        own request timeout bounds it: a JoinGroup may wait a whole rebalance);
+        the deadline then only stops further attempts."""
         deadline = self.deadline(timeout)
         backoff = self.policy.backoff()
         while True:
             try:
                 broker = await self.resolve(route, deadline)
+                if not cut:
+                    return await send(broker)
                 return await asyncio.wait_for(send(broker), max(deadline.left(), 0.001))
             except asyncio.TimeoutError:
                 raise KafkaTimeoutError(
@@ -238,6 +241,67 @@ class RequestPath:
                 await self._refresh([route], deadline)
 
     # ------------------------------------------------------------ many keys
+
+    async def each(
+        self,
+        what: str,
+        keys: Iterable[K],
+        attempt: Callable[[list[K]], Awaitable[Mapping[K, Any]]],
+        *,
+        timeout: float | None = None,
+        retry: RetryRule = retriable,
+        forget: Callable[[K, KafkaError], None] | None = None,
+        on_retry: Callable[[list[K]], Awaitable[None]] | None = None,
+    ) -> BatchResult[K, Any]:
+        """The retry loop for many keys: ``attempt(keys)`` returns per key a value
+        or a KafkaError instance (it may raise one for all of them). Keys whose
+        error ``retry`` allows go again after a backoff -- ``forget(key, error)``
+        first, ``on_retry(keys)`` (e.g. a metadata refresh) just before -- until
+        the deadline; the others keep their value or error. An attempt never
+        runs past the deadline."""
+        deadline = self.deadline(timeout)
+        backoff = self.policy.backoff()
+        pending = list(dict.fromkeys(keys))
+        last: dict[K, KafkaError] = {}
+        values: dict[K, Any] = {}
+        errors: dict[K, KafkaError] = {}
+        while pending:
+            try:
+                outcome: Mapping[K, Any] = await asyncio.wait_for(
+                    attempt(pending), max(deadline.left(), 0.001)
+                )
+            except asyncio.TimeoutError:
+                exc = KafkaTimeoutError(f"{what} did not complete within {deadline.total:g}s")
+                errors.update(dict.fromkeys(pending, exc))
+                break
+            except KafkaError as exc:
+                outcome = dict.fromkeys(pending, exc)
+            retry_next: list[K] = []
+            for key in pending:
+                result = outcome.get(key, _MISSING)
+                if result is _MISSING:
+                    result = KafkaError(f"{what}: no outcome for {key}", retriable=True)
+                if not isinstance(result, KafkaError):
+                    values[key] = result
+                elif retry(result, deadline):
+                    if forget is not None:
+                        forget(key, result)
+                    last[key] = result
+                    retry_next.append(key)
+                else:
+                    errors[key] = result
+            pending = retry_next
+            if not pending:
+                break
+            if not await deadline.sleep(backoff.next_delay()):
+                errors.update((k, last[k]) for k in pending)
+                break
+            if on_retry is not None:
+                try:
+                    await asyncio.wait_for(on_retry(pending), max(deadline.left(), 0.001))
+                except (KafkaError, asyncio.TimeoutError):
+                    pass  # the next attempt reports what is still wrong
+        return BatchResult(values, errors)
 
     async def fan_out(
         self,
@@ -256,53 +320,41 @@ class RequestPath:
         NOT_LEADER_OR_FOLLOWER). A KafkaError raised by ``send`` is the outcome
         of all its keys. Keys whose error ``retry`` allows are routed again and
         retried after a backoff (and a metadata refresh of their topics) until
-        the deadline; the rest keep their value or error.
+        the deadline (:meth:`each`); the rest keep their value or error.
 
         ``resolve_timeout`` bounds each route lookup (an unresolved route is a
         retriable outcome of its key); None: the whole deadline."""
         deadline = self.deadline(timeout)
-        backoff = self.policy.backoff()
-        pending = [_Pending(k, route_of(k)) for k in dict.fromkeys(keys)]
-        values: dict[K, Any] = {}
-        errors: dict[K, KafkaError] = {}
-        while pending:
-            try:
-                outcome = await asyncio.wait_for(
-                    self._attempt(what, pending, send, deadline, resolve_timeout),
-                    max(deadline.left(), 0.001),
-                )
-            except asyncio.TimeoutError:
-                exc = KafkaTimeoutError(f"{what} did not complete within {deadline.total:g}s")
-                errors.update((p.key, exc) for p in pending)
-                break
-            retry_next: list[_Pending[K]] = []
-            for p in pending:
-                result = outcome[p.key]
-                if not isinstance(result, KafkaError):
-                    values[p.key] = result
-                    continue
-                if retry(result, deadline):
-                    self.forget(p.route, result)
-                    p.error = result
-                    retry_next.append(p)
-                else:
-                    errors[p.key] = result
-            pending = retry_next
-            if not pending:
-                break
-            if not await deadline.sleep(backoff.next_delay()):
-                for p in pending:
-                    errors[p.key] = p.error or KafkaTimeoutError(
-                        f"{what} {p.key} did not complete within {deadline.total:g}s"
-                    )
-                break
-            await self._refresh([p.route for p in pending], deadline)
-        return BatchResult(values, errors)
+        routes: dict[K, Route] = {}
 
-    async def _attempt(
+        def route(key: K) -> Route:
+            r = routes.get(key)
+            if r is None:
+                r = routes[key] = route_of(key)
+            return r
+
+        async def attempt(pending: list[K]) -> Mapping[K, Any]:
+            limit = resolve_timeout
+            return await self._attempt(what, pending, route, send, deadline, limit)
+
+        async def refresh(pending: list[K]) -> None:
+            await self._refresh([route(k) for k in pending], deadline)
+
+        return await self.each(
+            what,
+            keys,
+            attempt,
+            timeout=deadline.left(),
+            retry=retry,
+            forget=lambda key, error: self.forget(route(key), error),
+            on_retry=refresh,
+        )
+
+    async def _attempt(  # noqa: PLR0917
         self,
         what: str,
-        pending: list[_Pending[K]],
+        pending: list[K],
+        route: Callable[[K], Route],
         send: Callable[[Broker, list[K]], Awaitable[Mapping[K, Any]]],
         deadline: Deadline,
         resolve_timeout: float | None,
@@ -310,19 +362,19 @@ class RequestPath:
         """One round: route every pending key, one request per broker, all at once."""
         out: dict[K, Any] = {}
         groups: dict[int, tuple[Broker, list[K]]] = {}
-        for p in pending:
+        for key in pending:
             limit = (
                 deadline
                 if resolve_timeout is None
                 else Deadline(min(resolve_timeout, deadline.left()))
             )
             try:
-                broker = await self.resolve(p.route, limit)
+                broker = await self.resolve(route(key), limit)
             except KafkaError as exc:
-                out[p.key] = exc
+                out[key] = exc
                 continue
             node = broker.node_id if broker.node_id is not None else -1
-            groups.setdefault(node, (broker, []))[1].append(p.key)
+            groups.setdefault(node, (broker, []))[1].append(key)
         calls = list(groups.values())
         answers = await asyncio.gather(
             *(send(broker, group) for broker, group in calls), return_exceptions=True
@@ -335,11 +387,12 @@ class RequestPath:
             if isinstance(answer, BaseException):
                 raise answer
             for key in group:
-                out[key] = answer.get(key, _MISSING)
-                if out[key] is _MISSING:
-                    out[key] = NotLeaderOrFollowerError(
+                result = answer.get(key, _MISSING)
+                if result is _MISSING:
+                    result = NotLeaderOrFollowerError(
                         f"{what}: {broker.describe()} did not answer for {key}"
                     )
+                out[key] = result
         return out
 
 

@@ -23,10 +23,11 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
-from kpax.broker.backoff import Backoff
+from kpax.broker.broker import Broker
 from kpax.cluster.cluster import GROUP, Cluster
+from kpax.cluster.request_path import RequestPath, RetryPolicy, ToCoordinator
 from kpax.consumer.errors import CommitFailedError
 from kpax.metrics import Metrics
 from kpax.proto.error_families import COORDINATOR_ERRORS, STALE_GENERATION_ERRORS, code_in
@@ -37,6 +38,8 @@ from kpax.structs import OffsetAndMetadata, TopicPartition
 log = logging.getLogger("kpax.consumer.group")
 
 __all__ = ["GroupBase", "Membership"]
+
+R = TypeVar("R")
 
 _OFFSET_COMMIT_MAX = 9
 _OFFSET_FETCH_MAX = 9
@@ -82,6 +85,8 @@ class GroupBase:
         self._timeout = config["request_timeout_ms"] / 1000
         self._api_timeout = config["default_api_timeout_ms"] / 1000
         self._backoff = (config["retry_backoff_ms"], config["retry_backoff_max_ms"])
+        #: The one request path (routing to the coordinator, retries, deadline).
+        self.requests = RequestPath(cluster, RetryPolicy(*self._backoff))
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closed = False
         self._wake = asyncio.Event()
@@ -146,30 +151,37 @@ class GroupBase:
         self.cluster.coordinator_is_down(self.group_id, GROUP)
 
     async def coordinator_request(self, req: Any, *, what: str, **kwargs: Any) -> Any:
-        """Send ``req`` to the coordinator, rediscovering it (with backoff) while it moves."""
-        deadline = time.monotonic() + self._api_timeout
-        backoff = Backoff(*self._backoff)
-        while True:
-            try:
-                broker = await self.coordinator()
-                resp = await broker.request(req, **kwargs)
-            except KafkaError as exc:
-                if not exc.retriable or time.monotonic() > deadline:
-                    if isinstance(exc, BrokerResponseError) or self.group_id in exc.message:
-                        raise
-                    raise type(exc)(
-                        f"{what} for group {self.group_id!r}: {exc.message}",
-                        retriable=exc.retriable,
-                    ) from exc
-                self.coordinator_dead()
-                await asyncio.sleep(backoff.next_delay())
-                continue
+        """Send ``req`` to the coordinator through the one request path: found
+        again (with backoff) while it moves, for up to the API timeout. An
+        answer still naming a coordinator error then is returned as is."""
+
+        async def send(broker: Broker) -> Any:
+            resp = await broker.request(req, **kwargs)
             code = getattr(resp, "error_code", 0)
-            if code_in(code, COORDINATOR_ERRORS) and time.monotonic() < deadline:
-                self.coordinator_dead()
-                await asyncio.sleep(backoff.next_delay())
-                continue
+            if code_in(code, COORDINATOR_ERRORS):
+                moved = error_for_code(code)(f"{what} for group {self.group_id!r}")
+                moved.response = resp  # type: ignore[attr-defined]
+                raise moved
             return resp
+
+        try:
+            return await self.requests.call(
+                what,
+                ToCoordinator(self.group_id, GROUP),
+                send,
+                timeout=self._api_timeout,
+                cut=False,
+            )
+        except KafkaError as exc:
+            answered = getattr(exc, "response", None)
+            if answered is not None:
+                return answered
+            if isinstance(exc, BrokerResponseError) or self.group_id in exc.message:
+                raise
+            raise type(exc)(
+                f"{what} for group {self.group_id!r}: {exc.message}",
+                retriable=exc.retriable,
+            ) from exc
 
     # ------------------------------------------------------------ listener
 
@@ -239,44 +251,61 @@ class GroupBase:
                 for t, ps in topics.items()
             ],
         )
-        deadline = time.monotonic() + self._api_timeout
-        backoff = Backoff(*self._backoff)
         metrics = self.member.metrics_registry
-        while True:
+
+        async def send(broker: Broker) -> None:
             started = time.monotonic()
-            resp = await self.coordinator_request(
-                req, what="OffsetCommit", max_version=_OFFSET_COMMIT_MAX
-            )
+            resp = await broker.request(req, max_version=_OFFSET_COMMIT_MAX)
             if metrics is not None:  # commit-latency: one OffsetCommit round trip
                 metrics.sensor("commit-latency").record((time.monotonic() - started) * 1000.0)
-            retry = False
-            for t in resp.topics:
-                for p in t.partitions:
-                    code = p.error_code
-                    if not code:
-                        continue
-                    where = f"{t.name}-{p.partition_index}"
-                    err = error_for_code(code)
-                    if issubclass(err, STALE_GENERATION_ERRORS):
-                        self.on_generation_error(code)
-                        raise CommitFailedError(
-                            f"commit of {where} for group {self.group_id!r} failed: "
-                            f"{err.__name__} (generation {generation}, member "
-                            f"{member_id!r}); the group rebalanced (or this member was evicted "
-                            "for exceeding max_poll_interval_ms) and the partition may belong "
-                            "to another member now"
-                        )
-                    if issubclass(err, COORDINATOR_ERRORS) or err.retriable:
-                        if issubclass(err, COORDINATOR_ERRORS):
-                            self.coordinator_dead()
-                        retry = True
-                        continue
+            codes = [
+                (f"{t.name}-{p.partition_index}", p.error_code)
+                for t in resp.topics
+                for p in t.partitions
+            ]
+            again: KafkaError | None = None
+            for where, code in codes:
+                if not code:
+                    continue
+                err = error_for_code(code)
+                if issubclass(err, STALE_GENERATION_ERRORS):
+                    self.on_generation_error(code)
+                    raise CommitFailedError(
+                        f"commit of {where} for group {self.group_id!r} failed: "
+                        f"{err.__name__} (generation {generation}, member "
+                        f"{member_id!r}); the group rebalanced (or this member was evicted "
+                        "for exceeding max_poll_interval_ms) and the partition may belong "
+                        "to another member now"
+                    )
+                if not err.retriable:
                     raise err(f"OffsetCommit of {where} for group {self.group_id!r}")
-            if not retry:
-                return
-            if time.monotonic() > deadline:
-                raise KafkaTimeoutError(f"OffsetCommit for group {self.group_id!r} timed out")
-            await asyncio.sleep(backoff.next_delay())
+                again = again or err(f"OffsetCommit of {where} for group {self.group_id!r}")
+            if again is not None:
+                raise again  # coordinator moved or another retriable error: resent
+
+        await self._coordinator_call("OffsetCommit", send)
+
+    async def _coordinator_call(
+        self, what: str, send: Callable[[Broker], Awaitable[R]], *, timeout_error: bool = True
+    ) -> R:
+        """``send(broker)`` to the coordinator through the one request path (found
+        again while it moves; a retriable error is resent with backoff). Past the
+        API timeout the last error is raised -- with ``timeout_error`` a retriable
+        one becomes a KafkaTimeoutError naming the group."""
+        try:
+            return await self.requests.call(
+                what,
+                ToCoordinator(self.group_id, GROUP),
+                send,
+                timeout=self._api_timeout,
+                cut=False,
+            )
+        except KafkaError as exc:
+            if not timeout_error or not exc.retriable or isinstance(exc, KafkaTimeoutError):
+                raise
+            raise KafkaTimeoutError(
+                f"{what} for group {self.group_id!r} timed out: {exc.message}"
+            ) from exc
 
     def on_generation_error(self, code: int) -> None:
         """A commit or heartbeat found the generation gone (subclasses rejoin)."""
@@ -288,65 +317,57 @@ class GroupBase:
         topics: dict[str, list[int]] = defaultdict(list)
         for tp in tps:
             topics[tp.topic].append(tp.partition)
-        broker = await self.coordinator()
-        version = await broker.api_version(OffsetFetchRequest, _OFFSET_FETCH_MAX)
         stable = self.config["isolation_level"] == "read_committed"
-        if version >= 8:
-            req = OffsetFetchRequest(
-                groups=[
-                    OffsetFetchRequest.OffsetFetchRequestGroup(
-                        group_id=self.group_id,
-                        member_id=None,
-                        member_epoch=-1,
-                        topics=[
-                            OffsetFetchRequest.OffsetFetchRequestTopics(name=t, partition_indexes=p)
-                            for t, p in topics.items()
-                        ],
-                    )
-                ],
-                require_stable=stable,
-            )
-        else:
-            req = OffsetFetchRequest(
-                group_id=self.group_id,
-                topics=[
-                    OffsetFetchRequest.OffsetFetchRequestTopic(name=t, partition_indexes=p)
-                    for t, p in topics.items()
-                ],
-                require_stable=stable,
-            )
-        deadline = time.monotonic() + self._api_timeout
-        backoff = Backoff(*self._backoff)
-        while True:
-            resp = await self.coordinator_request(
-                req, what="OffsetFetch", max_version=_OFFSET_FETCH_MAX
-            )
+
+        async def send(broker: Broker) -> Any:
+            version = await broker.api_version(OffsetFetchRequest, _OFFSET_FETCH_MAX)
+            if version >= 8:
+                req = OffsetFetchRequest(
+                    groups=[
+                        OffsetFetchRequest.OffsetFetchRequestGroup(
+                            group_id=self.group_id,
+                            member_id=None,
+                            member_epoch=-1,
+                            topics=[
+                                OffsetFetchRequest.OffsetFetchRequestTopics(
+                                    name=t, partition_indexes=p
+                                )
+                                for t, p in topics.items()
+                            ],
+                        )
+                    ],
+                    require_stable=stable,
+                )
+            else:
+                req = OffsetFetchRequest(
+                    group_id=self.group_id,
+                    topics=[
+                        OffsetFetchRequest.OffsetFetchRequestTopic(name=t, partition_indexes=p)
+                        for t, p in topics.items()
+                    ],
+                    require_stable=stable,
+                )
+            resp = await broker.request(req, version=version)
             if version >= 8:
                 g = resp.groups[0]
                 code, rtopics = g.error_code, g.topics
             else:
                 code, rtopics = resp.error_code, resp.topics
-            codes = [code] + [p.error_code for t in rtopics for p in t.partitions]
-            bad = [c for c in codes if c]
-            if bad:
-                err = error_for_code(bad[0])
-                if (issubclass(err, COORDINATOR_ERRORS) or err.retriable) and (
-                    time.monotonic() < deadline
-                ):
-                    if issubclass(err, COORDINATOR_ERRORS):
-                        self.coordinator_dead()
-                    await asyncio.sleep(backoff.next_delay())
-                    continue
-                raise err(f"OffsetFetch for group {self.group_id!r}")
-            out: dict[TopicPartition, OffsetAndMetadata | None] = dict.fromkeys(tps)
-            for t in rtopics:
-                for p in t.partitions:
-                    tp = TopicPartition(t.name, p.partition_index)
-                    if p.committed_offset >= 0:
-                        out[tp] = OffsetAndMetadata(
-                            p.committed_offset, p.metadata or "", p.committed_leader_epoch
-                        )
-            return out
+            bad = [c for c in [code] + [p.error_code for t in rtopics for p in t.partitions] if c]
+            if bad:  # a coordinator move or another retriable error is resent
+                raise error_for_code(bad[0])(f"OffsetFetch for group {self.group_id!r}")
+            return rtopics
+
+        rtopics = await self._coordinator_call("OffsetFetch", send, timeout_error=False)
+        out: dict[TopicPartition, OffsetAndMetadata | None] = dict.fromkeys(tps)
+        for t in rtopics:
+            for p in t.partitions:
+                tp = TopicPartition(t.name, p.partition_index)
+                if p.committed_offset >= 0:
+                    out[tp] = OffsetAndMetadata(
+                        p.committed_offset, p.metadata or "", p.committed_leader_epoch
+                    )
+        return out
 
     async def _auto_commit_loop(self) -> None:
         interval = self.config["auto_commit_interval_ms"] / 1000

@@ -13,17 +13,17 @@ This is also the slot where the transaction manager (a later release) goes:
 it will own a ``transactional_id``, find the transaction coordinator and call
 InitProducerId there; the sender only asks this object for (id, epoch).
 
-Imports: kpax.cluster, kpax.broker.backoff, kpax.proto, the standard library.
+Imports: kpax.cluster (cluster, request_path), kpax.broker, kpax.proto, the standard library.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 
-from kpax.broker.backoff import Backoff
+from kpax.broker.broker import Broker
 from kpax.cluster.cluster import Cluster
+from kpax.cluster.request_path import ANY_BROKER, RequestPath, RetryPolicy
 from kpax.proto.errors import KafkaError, KafkaTimeoutError, error_for_code
 from kpax.proto.messages import InitProducerIdRequest
 
@@ -41,7 +41,8 @@ class ProducerIdentity:
         self.cluster = cluster
         self.producer_id = -1
         self.producer_epoch = -1
-        self._backoff = (retry_backoff_ms, retry_backoff_max_ms)
+        #: The one request path (any broker, retries, deadline).
+        self.requests = RequestPath(cluster, RetryPolicy(retry_backoff_ms, retry_backoff_max_ms))
         self._lock: asyncio.Lock | None = None
         #: Set by the sender when sequences must be reset with a new epoch.
         self.bump_needed = False
@@ -74,25 +75,22 @@ class ProducerIdentity:
         async with self._lock:
             if not bump and self.producer_id >= 0:
                 return
-            deadline = time.monotonic() + timeout
-            backoff = Backoff(*self._backoff)
-            while True:
-                try:
-                    await self._attempt(bump)
-                    return
-                except KafkaError as exc:
-                    if not exc.retriable:
-                        raise
-                    delay = backoff.next_delay()
-                    if time.monotonic() + delay > deadline:
-                        raise KafkaTimeoutError(
-                            f"InitProducerId did not succeed within {timeout:g}s: {exc.message}"
-                        ) from exc
-                    await asyncio.sleep(delay)
+            try:
+                await self.requests.call(
+                    "InitProducerId",
+                    ANY_BROKER,
+                    lambda broker: self._attempt(broker, bump),
+                    timeout=timeout,
+                    cut=False,
+                )
+            except KafkaError as exc:
+                if not exc.retriable or isinstance(exc, KafkaTimeoutError):
+                    raise
+                raise KafkaTimeoutError(
+                    f"InitProducerId did not succeed within {timeout:g}s: {exc.message}"
+                ) from exc
 
-    async def _attempt(self, bump: bool) -> None:
-        await self.cluster.start()
-        broker = self.cluster.least_loaded_broker()
+    async def _attempt(self, broker: Broker, bump: bool) -> None:
         version = await broker.api_version(InitProducerIdRequest)
         pid, epoch = (self.producer_id, self.producer_epoch) if bump and version >= 3 else (-1, -1)
         req = InitProducerIdRequest(

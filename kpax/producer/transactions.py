@@ -29,15 +29,15 @@ import enum
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from kpax.broker.backoff import Backoff
+from kpax.broker.broker import Broker
 from kpax.cluster.cluster import GROUP, TRANSACTION, Cluster
+from kpax.cluster.request_path import Deadline, RequestPath, RetryPolicy, ToCoordinator
 from kpax.producer.idempotence import ProducerIdentity
 from kpax.proto.error_codes import ConcurrentTransactionsError, ProducerFencedError
 from kpax.proto.error_families import (
-    COORDINATOR_ERRORS,
     PRODUCER_FENCED_ERRORS,
     TXN_FATAL_ERRORS,
     TXN_RETRY_ERRORS,
@@ -62,6 +62,14 @@ from kpax.structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartitio
 log = logging.getLogger("kpax.producer")
 
 __all__ = ["ConsumerGroupMetadata", "TransactionAbortedError", "TransactionManager", "TxnState"]
+
+
+def _txn_retriable(error: KafkaError, deadline: Deadline | None = None) -> bool:
+    """Resend on a retriable error or CONCURRENT_TRANSACTIONS (the coordinator is
+    still ending the previous transaction); never on a fatal one."""
+    if isinstance(error, TXN_FATAL_ERRORS):
+        return False
+    return error.retriable or isinstance(error, ConcurrentTransactionsError)
 
 
 class TxnState(enum.Enum):
@@ -97,6 +105,8 @@ class TransactionManager:
         self.transaction_timeout_ms = transaction_timeout_ms
         self.request_timeout = request_timeout_ms / 1000
         self._backoff = (retry_backoff_ms, retry_backoff_max_ms)
+        #: The one request path (coordinators, retries, deadline).
+        self.requests = RequestPath(cluster, RetryPolicy(retry_backoff_ms, retry_backoff_max_ms))
         self._wake_sender = wake_sender
         self._on_new_epoch = on_new_epoch
         self.state = TxnState.UNINITIALIZED
@@ -178,38 +188,51 @@ class TransactionManager:
         max_version: int | None = None,
     ) -> Any:
         """Send a coordinator request until it succeeds, retrying retriable errors
-        (and CONCURRENT_TRANSACTIONS) until ``deadline``; returns the response."""
-        backoff = Backoff(*self._backoff)
-        while True:
-            try:
-                broker = await self.cluster.coordinator(
-                    key, key_type, timeout=max(deadline - time.monotonic(), 0.001)
-                )
-                resp = await broker.request(build(), max_version=max_version)
-                code = getattr(resp, "error_code", 0)
-                if code:
-                    if code_in(code, COORDINATOR_ERRORS):
-                        self.cluster.coordinator_is_down(key, key_type)
-                    raise error_for_code(code)(
-                        f"{what} for {self._describe()} on {broker.describe()}"
-                    )
-                return resp
-            except KafkaError as exc:
-                retriable = exc.retriable or isinstance(exc, ConcurrentTransactionsError)
-                if isinstance(exc, TXN_FATAL_ERRORS):
-                    self._fatal(exc)
-                    assert self._error is not None
-                    raise self._error from None
-                if not retriable:
-                    raise
-                delay = backoff.next_delay()
-                if time.monotonic() + delay > deadline:
-                    raise KafkaTimeoutError(
-                        f"{what} for {self._describe()} did not succeed in time: {exc.message}"
-                    ) from None
-                if not isinstance(exc, (*COORDINATOR_ERRORS, ConcurrentTransactionsError)):
-                    self.cluster.coordinator_is_down(key, key_type)
-                await asyncio.sleep(delay)
+        (and CONCURRENT_TRANSACTIONS) until ``deadline``, through the one request
+        path; returns the response."""
+
+        async def send(broker: Broker) -> Any:
+            resp = await broker.request(build(), max_version=max_version)
+            code = getattr(resp, "error_code", 0)
+            if code:
+                raise error_for_code(code)(f"{what} for {self._describe()} on {broker.describe()}")
+            return resp
+
+        return await self._coordinator_call(
+            what, ToCoordinator(key, key_type), send, deadline, describe=self._describe()
+        )
+
+    async def _coordinator_call(
+        self,
+        what: str,
+        route: ToCoordinator,
+        send: Callable[[Broker], Awaitable[Any]],
+        deadline: float,
+        *,
+        describe: str,
+    ) -> Any:
+        """``send(broker)`` on ``route`` until it succeeds; a fatal transaction
+        error fails the producer; retriable ones (and CONCURRENT_TRANSACTIONS) are
+        resent until ``deadline``, then reported as a KafkaTimeoutError."""
+        try:
+            return await self.requests.call(
+                what,
+                route,
+                send,
+                timeout=max(deadline - time.monotonic(), 0.001),
+                retry=_txn_retriable,
+                cut=False,
+            )
+        except KafkaError as exc:
+            if isinstance(exc, TXN_FATAL_ERRORS):
+                self._fatal(exc)
+                assert self._error is not None
+                raise self._error from None
+            if _txn_retriable(exc) and not isinstance(exc, KafkaTimeoutError):
+                raise KafkaTimeoutError(
+                    f"{what} for {describe} did not succeed in time: {exc.message}"
+                ) from None
+            raise
 
     async def init(self, timeout: float) -> None:
         """InitProducerId at the coordinator: fences older producers with this id
@@ -356,33 +379,32 @@ class TransactionManager:
                 for t, ps in by_topic.items()
             ],
         )
-        backoff = Backoff(*self._backoff)
-        while True:
-            broker = await self.cluster.coordinator(
-                group.group_id, GROUP, timeout=max(deadline - time.monotonic(), 0.001)
-            )
+
+        async def send(broker: Broker) -> None:
             resp = await broker.request(request)
             codes = {p.error_code for t in resp.topics for p in t.partitions} - {0}
-            if not codes:
-                return
-            code = min(codes)
-            err = error_for_code(code)(
-                f"TxnOffsetCommit of group {group.group_id!r} for {self._describe()} on "
-                f"{broker.describe()}"
+            if codes:
+                raise error_for_code(min(codes))(
+                    f"TxnOffsetCommit of group {group.group_id!r} for {self._describe()} on "
+                    f"{broker.describe()}"
+                )
+
+        try:
+            await self.requests.call(
+                "TxnOffsetCommit",
+                ToCoordinator(group.group_id, GROUP),
+                send,
+                timeout=max(deadline - time.monotonic(), 0.001),
+                retry=_txn_retriable,
+                cut=False,
             )
+        except KafkaError as err:
             if isinstance(err, TXN_FATAL_ERRORS):
                 self._fatal(err)
                 assert self._error is not None
-                raise self._error
-            if isinstance(err, COORDINATOR_ERRORS):
-                self.cluster.coordinator_is_down(group.group_id, GROUP)
-            delay = backoff.next_delay()
-            if not (err.retriable or isinstance(err, ConcurrentTransactionsError)) or (
-                time.monotonic() + delay > deadline
-            ):
-                self.fail(err)
-                raise err
-            await asyncio.sleep(delay)
+                raise self._error from None
+            self.fail(err)
+            raise
 
     # ------------------------------------------------------------ ending
 

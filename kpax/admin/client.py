@@ -144,6 +144,11 @@ class AsyncAdmin:
         )
         self._timeout = self.config["default_api_timeout_ms"] / 1000
 
+    @property
+    def timeout(self) -> float:
+        """``default_api_timeout_ms`` in seconds: the timeout of calls given none."""
+        return float(self._timeout)
+
     async def start(self) -> AsyncAdmin:
         await self.cluster.start()
         return self

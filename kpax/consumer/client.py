@@ -296,6 +296,16 @@ class AsyncConsumer:
     def subscription(self) -> set[str]:
         return set(self._subscribed)
 
+    @property
+    def subscribed(self) -> bool:
+        """True while subscribed to topics (group-managed assignment)."""
+        return bool(self._subscribed)
+
+    @property
+    def api_timeout(self) -> float:
+        """``default_api_timeout_ms`` in seconds: the timeout of calls given none."""
+        return float(self._api_timeout)
+
     async def unsubscribe(self) -> None:
         self._check()
         if self.group is not None and self._subscribed:
@@ -493,7 +503,10 @@ class AsyncConsumer:
 
     # ------------------------------------------------------------ poll
 
-    def _poll_tick(self) -> None:
+    def poll_tick(self) -> None:
+        """What every poll does first (non-blocking; the sync face calls it from
+        the polling thread): raise the consumer's fatal error if any, and tell
+        the group this member is polling (``max_poll_interval_ms``)."""
         if self._fatal is not None:
             raise self._fatal
         if self.group is not None:
@@ -505,7 +518,7 @@ class AsyncConsumer:
         """Records ready now, else waits up to ``timeout`` seconds for some (at most
         ``max_records``, default ``max_poll_records``)."""
         self._check()
-        self._poll_tick()
+        self.poll_tick()
         limit = max_records or self._max_records
         records = self.buffer.take(limit)
         if records:
@@ -526,7 +539,7 @@ class AsyncConsumer:
         self._check()
         buffer = self.buffer
         while not self._closed:
-            self._poll_tick()
+            self.poll_tick()
             chunk = buffer.take_chunk()
             if chunk is None:
                 await buffer.wait_async(1.0)

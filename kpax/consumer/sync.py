@@ -12,7 +12,7 @@ iteration, as in the Java client, so a listener may call ``commit()``.
 Not thread-safe for concurrent polling from several threads (neither is
 Java's); other methods may be called from any thread.
 
-Imports: kpax.consumer.client, kpax.consumer.*, kpax.loop_thread,
+Imports: kpax.consumer.client, kpax.consumer.*, kpax.sync_face,
 kpax.structs, kpax.proto.errors.
 """
 
@@ -21,21 +21,20 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import time
-from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
-from types import TracebackType
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from kpax.consumer.client import AsyncConsumer
 from kpax.consumer.record import ConsumerRecord
 from kpax.consumer.state import PartitionState
-from kpax.loop_thread import LoopThread
-from kpax.proto.errors import ClientClosedError, KafkaTimeoutError
+from kpax.proto.errors import KafkaTimeoutError
 from kpax.structs import (
     ConsumerGroupMetadata,
     OffsetAndMetadata,
     OffsetAndTimestamp,
     TopicPartition,
 )
+from kpax.sync_face import SyncFace
 
 log = logging.getLogger("kpax.consumer")
 
@@ -44,12 +43,15 @@ T = TypeVar("T")
 __all__ = ["Consumer"]
 
 
-class Consumer:
+class Consumer(SyncFace):
     """``kpax.Consumer("host:9092", group_id="g", auto_offset_reset="earliest")``.
 
     ``subscribe([...])`` or ``assign([...])``, then ``poll(timeout)`` (a list
     of :class:`ConsumerRecord`) or ``for rec in consumer``. A context manager.
     """
+
+    _call_what = "consumer call"
+    _closed_text = "the consumer is closed"
 
     def __init__(
         self,
@@ -63,18 +65,12 @@ class Consumer:
         names = list(topics)
         if bootstrap_servers is None and names and (":" in names[0] or "," in names[0]):
             bootstrap_servers = names.pop(0)
-        self._core = AsyncConsumer(bootstrap_servers, **config)  # validates options first
+        core = self._core = AsyncConsumer(bootstrap_servers, **config)  # validates options first
         self._consumer_timeout = consumer_timeout_ms / 1000 if consumer_timeout_ms else None
-        self._thread = LoopThread("kpax-consumer")
-        self._closed = False
-        self._margin = 5.0 + self._core.config["request_timeout_ms"] / 1000
-        self._max_records: int = self._core.config["max_poll_records"]
-        try:
-            self._thread.run(self._core.start(), self._margin + 30, what="consumer start")
-        except BaseException:
-            self._thread.run(self._core.close(5.0), 10.0)
-            self._thread.stop()
-            raise
+        margin = 5.0 + core.config["request_timeout_ms"] / 1000
+        super().__init__("kpax-consumer", core.api_timeout, margin)
+        self._max_records: int = core.config["max_poll_records"]
+        self._start(core.start(), margin + 30, "consumer start", lambda: core.close(5.0), 10.0)
         self._buffer = self._core.buffer
         fetcher = self._core.fetcher
         assert fetcher is not None
@@ -92,13 +88,6 @@ class Consumer:
 
     # ------------------------------------------------------------ plumbing
 
-    def _run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
-        if self._closed:
-            coro.close()
-            raise ClientClosedError("the consumer is closed")
-        limit = (timeout if timeout is not None else self._core._api_timeout) + self._margin
-        return self._thread.run(coro, limit, what="consumer call")
-
     def _call(self, fn: Callable[..., T], *args: Any) -> T:
         async def run() -> T:
             return fn(*args)
@@ -112,34 +101,25 @@ class Consumer:
 
     def close(self, timeout: float = 30.0) -> None:
         """Commit (auto-commit), leave the group and stop; returns within ``timeout``."""
-        if self._closed:
-            return
+        self._close_once(self._core.close(timeout), timeout + 2.0, "consumer close")
+
+    def _closing(self) -> None:
+        # The revoke listener call runs here, on the caller's thread, while the
+        # consumer is still open (it may commit).
         core = self._core
-        try:
-            listener = core.listener
-            if listener is not None and core.states and core._subscribed:
-                core.listener = None
-                fn = getattr(listener, "on_partitions_revoked", None)
-                if fn is not None:
-                    try:
-                        fn(set(core.states))
-                    except Exception:
-                        log.exception("rebalance listener on_partitions_revoked failed")
-            core.listener_runner = None
-            self._thread.run(core.close(timeout), timeout + 2.0, what="consumer close")
-        except Exception as exc:
-            log.warning("consumer close: %s", exc)
-        finally:
-            self._closed = True
-            self._thread.stop()
+        listener = core.listener
+        if listener is not None and core.states and core.subscribed:
+            core.listener = None
+            fn = getattr(listener, "on_partitions_revoked", None)
+            if fn is not None:
+                try:
+                    fn(set(core.states))
+                except Exception:
+                    log.exception("rebalance listener on_partitions_revoked failed")
+        core.listener_runner = None
 
-    def __enter__(self) -> Consumer:
-        return self
-
-    def __exit__(
-        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
+    def _close_failed(self, exc: Exception) -> None:
+        log.warning("consumer close: %s", exc)
 
     def metrics(self) -> dict[str, float]:
         """``{metric-name: value}``: see :meth:`AsyncConsumer.metrics` and
@@ -156,8 +136,8 @@ class Consumer:
         by every call (not while that partition is paused) until it is seeked
         (``seek(e.topic_partition, e.next_offset)`` skips a bad batch) or unassigned."""
         if self._closed:
-            raise ClientClosedError("the consumer is closed")
-        self._core._poll_tick()
+            raise self._closed_error("poll")
+        self._core.poll_tick()
         buffer = self._buffer
         limit = max_records or self._max_records
         records = buffer.take(limit)
@@ -180,7 +160,7 @@ class Consumer:
         core = self._core
         idle = self._consumer_timeout
         while not self._closed:
-            core._poll_tick()
+            core.poll_tick()
             chunk = buffer.take_chunk()
             if chunk is None:
                 if not buffer.wait_sync(idle if idle is not None else 1.0) and idle is not None:
@@ -218,13 +198,20 @@ class Consumer:
         core = self._core
         if core.group is None:
             return core.assignment()
-        deadline = time.monotonic() + timeout
-        while not core.group.stable.is_set():
-            if time.monotonic() > deadline:
-                raise KafkaTimeoutError(f"no assignment within {timeout:g}s")
-            core._poll_tick()
-            self._buffer.wait_sync(0.05)
-            self._run_app_calls()
+        stable = core.group.stable
+        if not stable.is_set():
+
+            def step(seconds: float) -> None:
+                core.poll_tick()
+                self._buffer.wait_sync(seconds)
+                self._run_app_calls()
+
+            self._wait_until(
+                lambda: True if stable.is_set() else None,
+                step,
+                timeout,
+                lambda: KafkaTimeoutError(f"no assignment within {timeout:g}s"),
+            )
         return core.assignment()
 
     def _run_app_calls(self) -> None:
@@ -309,7 +296,7 @@ class Consumer:
             self._core.consumed_offsets(changed_only=True) if offsets is None else dict(offsets)
         )
         if self._closed:
-            raise ClientClosedError("the consumer is closed")
+            raise self._closed_error("commit_async")
 
         async def run() -> None:
             await self._core.commit_async(snapshot, callback)

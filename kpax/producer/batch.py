@@ -218,6 +218,13 @@ class RecordFuture(FutureBase):
     __slots__ = ()
     _batch: ProducerBatch
 
+    #: The record's position in its batch (read only): 0 when its send opened a
+    #: new batch. The base's own field under a public name, as cheap to read.
+    if TYPE_CHECKING:
+        batch_index: int
+    else:
+        batch_index = FutureBase._index
+
     def done(self) -> bool:
         return self._batch.done
 

@@ -11,11 +11,14 @@ custom partitioner), and append. ``send`` returns a
 :class:`~kpax.structs.RecordMetadata`.
 
 The sync face (``kpax.Producer``, kpax.producer.sync) runs this object on a
-:class:`~kpax.loop_thread.LoopThread` and calls :meth:`AsyncProducer._append`
-from its own thread: everything ``_append`` touches is thread-safe. Where the
-C send path is built (kpax.producer.fastpath), the common record skips
-``_append``: :meth:`new_appender` gives each face a C appender doing the same
-in C, and everything else still goes through ``_append``.
+:class:`~kpax.loop_thread.LoopThread` and calls its non-blocking public API
+from its own thread: :meth:`AsyncProducer.try_append` (``send``),
+:meth:`~AsyncProducer.plan_many` / :meth:`~AsyncProducer.try_fill`
+(``send_many``) and :meth:`~AsyncProducer.memory_full_error`; everything they
+touch is thread-safe. Where the C send path is built (kpax.producer.fastpath),
+the common record skips ``try_append``: :meth:`new_appender` gives each face a
+C appender doing the same in C, and everything else still goes through
+``try_append``.
 
 Imports: kpax.producer.*, kpax.cluster, kpax.metrics, kpax.broker.options, kpax.proto, kpax.structs.
 """
@@ -27,7 +30,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from itertools import accumulate
-from typing import Any
+from typing import Any, TypeVar
 
 from kpax.broker.options import connection_options
 from kpax.cluster.cluster import Cluster
@@ -63,6 +66,8 @@ from kpax.structs import ConsumerGroupMetadata, OffsetAndMetadata, RecordMetadat
 __all__ = ["AsyncProducer", "check_timestamp"]
 
 log = logging.getLogger("kpax.producer")
+
+T = TypeVar("T")
 
 _BATCH_OVERHEAD = 61  # a v2 batch header
 _MAX_TIMESTAMP = 2**63 - 1
@@ -236,7 +241,7 @@ class AsyncProducer:
         #: The C send path's appenders (kpax.producer.fastpath), disabled at close.
         self._appenders: list[Any] = []
         fast = self.new_appender(None)
-        self._try_append: Callable[..., RecordFuture | None] | None = (
+        self._fast_append: Callable[..., RecordFuture | None] | None = (
             fast.try_append if fast is not None else None
         )
 
@@ -489,7 +494,7 @@ class AsyncProducer:
 
     # ------------------------------------------------------------ sending
 
-    def _append(  # noqa: PLR0917 - the hot path: positional arguments are cheaper
+    def try_append(  # noqa: PLR0917 - the hot path: positional arguments are cheaper
         self,
         topic: str,
         value: Any,
@@ -499,7 +504,10 @@ class AsyncProducer:
         headers: Any,
         n: int,
     ) -> RecordFuture | None:
-        """Serialize, partition and append (thread-safe); None when buffer memory is full."""
+        """Serialize, partition and append (thread-safe, never blocks); None when
+        buffer memory is full (wait for memory and call again, at most
+        ``max_block_ms`` in all, then raise :meth:`memory_full_error`). ``n``: the
+        topic's partition count (``num_partitions[topic]`` or :meth:`wait_topic`)."""
         if self.closed:
             raise ClientClosedError("send() on a closed producer")
         txn = self.txn
@@ -551,7 +559,7 @@ class AsyncProducer:
             timestamp = check_timestamp(timestamp)
         return self.accumulator.append(topic, partition, timestamp, key, value, headers, n, size)
 
-    def _plan_many(  # noqa: PLR0917 - argument checks and partitioning in one place
+    def plan_many(  # noqa: PLR0917 - argument checks and partitioning in one place
         self,
         topic: str,
         values: Sequence[Any],
@@ -561,7 +569,8 @@ class AsyncProducer:
         headers: Any,
         n: int,
     ) -> _BulkPlan:
-        """Serialize, check and partition a ``send_many`` (thread-safe, appends nothing)."""
+        """Serialize, check and partition a ``send_many`` (thread-safe, appends
+        nothing); :meth:`try_fill` appends the plan."""
         if self.closed:
             raise ClientClosedError("send_many() on a closed producer")
         txn = self.txn
@@ -675,7 +684,7 @@ class AsyncProducer:
             )
         return columns
 
-    def _fill(self, plan: _BulkPlan, n: int) -> bool:
+    def try_fill(self, plan: _BulkPlan, n: int) -> bool:
         """Append the plan's records (thread-safe); False when buffer memory is full
         (call again: it resumes where it stopped)."""
         if self.closed:
@@ -690,7 +699,7 @@ class AsyncProducer:
             plan.next += 1
         return True
 
-    def _memory_full(self, topic: str, plan: _BulkPlan | None = None) -> KafkaTimeoutError:
+    def memory_full_error(self, topic: str, plan: _BulkPlan | None = None) -> KafkaTimeoutError:
         """The error of a send that waited ``max_block_ms`` for buffer memory. For
         a ``send_many`` that buffered some of its records first, ``err.partial``
         is the BulkFuture of those (they are sent; the others are not)."""
@@ -707,6 +716,34 @@ class AsyncProducer:
                 "sent: err.partial is their BulkFuture, the rest were not sent"
             )
         return err
+
+    def _filled(self, plan: _BulkPlan, n: int) -> bool | None:
+        """``try_fill`` as a ``_wait_memory`` attempt: True when done, None to wait more."""
+        return True if self.try_fill(plan, n) else None
+
+    async def _wait_memory(
+        self, topic: str, plan: _BulkPlan | None, attempt: Callable[..., T | None], *args: Any
+    ) -> T:
+        """The asyncio buffer-memory wait of ``send`` and ``send_many``:
+        ``attempt(*args)`` each time memory is freed until it returns something
+        other than None; after ``max_block_ms`` raise :meth:`memory_full_error`.
+        (The sync face waits on the accumulator's condition instead, with
+        ``SyncFace._wait_until``.)"""
+        deadline = time.monotonic() + self._max_block
+        event = self._memory_event
+        assert event is not None
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise self.memory_full_error(topic, plan)
+            event.clear()
+            try:
+                await asyncio.wait_for(event.wait(), remaining)
+            except asyncio.TimeoutError:
+                pass
+            result = attempt(*args)
+            if result is not None:
+                return result
 
     async def send_many(
         self,
@@ -731,21 +768,9 @@ class AsyncProducer:
         n = self.num_partitions.get(topic)
         if n is None:
             n = await self.wait_topic(topic)
-        plan = self._plan_many(topic, values, keys, partition, timestamp, headers, n)
-        if not self._fill(plan, n):
-            deadline = time.monotonic() + self._max_block
-            assert self._memory_event is not None
-            while True:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise self._memory_full(topic, plan)
-                self._memory_event.clear()
-                try:
-                    await asyncio.wait_for(self._memory_event.wait(), remaining)
-                except asyncio.TimeoutError:
-                    pass
-                if self._fill(plan, n):
-                    break
+        plan = self.plan_many(topic, values, keys, partition, timestamp, headers, n)
+        if not self.try_fill(plan, n):
+            await self._wait_memory(topic, plan, self._filled, plan, n)
         fut = BulkFuture(topic, len(values), plan.timestamp, plan.segments)
         if callback is not None:
             fut.add_callback(callback)
@@ -765,7 +790,7 @@ class AsyncProducer:
         """Buffer a record; returns its future (``await`` it for RecordMetadata).
         Waits (up to ``max_block_ms``) only for a new topic's metadata or for
         buffer memory."""
-        fast = self._try_append
+        fast = self._fast_append
         if fast is not None:
             fut = fast(topic, value, key, partition, timestamp, headers)
             if fut is not None:
@@ -777,20 +802,12 @@ class AsyncProducer:
         n = self.num_partitions.get(topic)
         if n is None:
             n = await self.wait_topic(topic)
-        fut = self._append(topic, value, key, partition, timestamp, headers, n)
+        fut = self.try_append(topic, value, key, partition, timestamp, headers, n)
         if fut is None:
-            deadline = time.monotonic() + self._max_block
-            assert self._memory_event is not None
-            while fut is None:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise self._memory_full(topic)
-                self._memory_event.clear()
-                try:
-                    await asyncio.wait_for(self._memory_event.wait(), remaining)
-                except asyncio.TimeoutError:
-                    pass
-                fut = self._append(topic, value, key, partition, timestamp, headers, n)
+            # (no closure here: send's locals stay plain locals)
+            fut = await self._wait_memory(
+                topic, None, self.try_append, topic, value, key, partition, timestamp, headers, n
+            )
         if callback is not None:
             fut.add_callback(callback)
         return fut

@@ -11,50 +11,56 @@ first send to a new topic (metadata, bounded by ``max_block_ms``), a full
 buffer (blocks up to ``max_block_ms``), ``flush`` and ``close`` wait on the
 I/O thread. Safe to call from several threads.
 
-Imports: kpax.producer.client, kpax.producer.batch, kpax.loop_thread, kpax.proto.errors.
+Imports: kpax.producer.client, kpax.producer.batch, kpax.sync_face, kpax.proto.errors.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Coroutine, Mapping, Sequence
-from types import TracebackType
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
+from typing import Any, TypeVar
 
-from kpax.loop_thread import LoopThread
 from kpax.producer.batch import BulkFuture, Callback, RecordFuture
 from kpax.producer.client import AsyncProducer
-from kpax.proto.errors import ClientClosedError, KafkaTimeoutError
+from kpax.proto.errors import KafkaTimeoutError
 from kpax.structs import ConsumerGroupMetadata, OffsetAndMetadata
+from kpax.sync_face import SyncFace
 
 __all__ = ["Producer"]
+
+T = TypeVar("T")
 
 
 def _yield() -> None:
     time.sleep(0)
 
 
-class Producer:
+def _filled(core: AsyncProducer, plan: Any, n: int) -> bool | None:
+    """``try_fill`` as a ``_wait_memory`` attempt: True when done, None to wait more."""
+    return True if core.try_fill(plan, n) else None
+
+
+class Producer(SyncFace):
     """``kpax.Producer("host:9092", acks="all", linger_ms=5)``; a context manager."""
 
+    _closed_text = "{what} on a closed producer"
+
     def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, **config: Any) -> None:
-        self._core = AsyncProducer(bootstrap_servers, **config)  # validates options first
-        self.config = self._core.config
-        self._thread = LoopThread("kpax-producer")
-        self._closed = False
+        core = self._core = AsyncProducer(bootstrap_servers, **config)  # validates options first
+        self.config = core.config
         self._max_block = self.config["max_block_ms"] / 1000
-        self._nparts = self._core.num_partitions
-        self._append = self._core._append
-        try:
-            self._thread.run(
-                self._core.start(),
-                self._max_block + self.config["request_timeout_ms"] / 1000,
-                what="producer start",
-            )
-        except BaseException:
-            self._thread.run(self._core.close(0), 5.0)
-            self._thread.stop()
-            raise
+        # calls given no timeout wait max_block_ms; every call's wait has 5 s more
+        super().__init__("kpax-producer", self._max_block, 5.0)
+        self._nparts = core.num_partitions
+        self._append = core.try_append  # bound once: send's per-record call
+        self._start(
+            core.start(),
+            self._max_block + self.config["request_timeout_ms"] / 1000,
+            "producer start",
+            lambda: core.close(0),
+            5.0,
+        )
         # The C send path (kpax.producer.fastpath): this instance's ``send`` is
         # the C appender's, which hands anything but the common record to the
         # Python ``send`` below -- same arguments, same results.
@@ -85,8 +91,11 @@ class Producer:
             n = self._wait_topic(topic)
         fut = self._append(topic, value, key, partition, timestamp, headers, n)
         if fut is None:
-            fut = self._wait_memory(topic, value, key, partition, timestamp, headers, n)
-        elif fut._index == 0:
+            # (no closure here: send's locals stay plain locals)
+            fut = self._wait_memory(
+                topic, None, self._append, topic, value, key, partition, timestamp, headers, n
+            )
+        elif fut.batch_index == 0:
             _yield()  # a new batch: let the I/O thread take the GIL (see module docstring)
         if callback is not None:
             fut.add_callback(callback)
@@ -110,17 +119,9 @@ class Producer:
         if n is None:
             n = self._wait_topic(topic)
         core = self._core
-        plan = core._plan_many(topic, values, keys, partition, timestamp, headers, n)
-        if not core._fill(plan, n):
-            deadline = time.monotonic() + self._max_block
-            acc = core.accumulator
-            while True:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise core._memory_full(topic, plan)
-                acc.wait_for_memory(min(remaining, 0.05))
-                if core._fill(plan, n):
-                    break
+        plan = core.plan_many(topic, values, keys, partition, timestamp, headers, n)
+        if not core.try_fill(plan, n):
+            self._wait_memory(topic, plan, _filled, core, plan, n)
         if plan.segments and plan.segments[-1][1] == 0:
             _yield()  # a new batch: let the I/O thread take the GIL (as send does)
         fut = BulkFuture(topic, len(values), plan.timestamp, plan.segments)
@@ -130,31 +131,22 @@ class Producer:
 
     def _wait_topic(self, topic: str) -> int:
         if self._closed:
-            raise ClientClosedError("send() on a closed producer")
-        return self._thread.run(
-            self._core.wait_topic(topic), self._max_block + 5.0, what=f"metadata for {topic!r}"
-        )
+            raise self._closed_error("send()")
+        return self._run(self._core.wait_topic(topic), None, what=f"metadata for {topic!r}")
 
-    def _wait_memory(  # noqa: PLR0917 - same arguments as AsyncProducer._append
-        self,
-        topic: str,
-        value: Any,
-        key: Any,
-        partition: int | None,
-        timestamp: int | None,
-        headers: Any,
-        n: int,
-    ) -> RecordFuture:
-        deadline = time.monotonic() + self._max_block
-        acc = self._core.accumulator
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise self._core._memory_full(topic)
-            acc.wait_for_memory(min(remaining, 0.05))
-            fut = self._append(topic, value, key, partition, timestamp, headers, n)
-            if fut is not None:
-                return fut
+    def _wait_memory(
+        self, topic: str, plan: Any, attempt: Callable[..., T | None], *args: Any
+    ) -> T:
+        """Buffer memory is full: ``attempt(*args)`` again as memory is freed
+        (until not None), at most ``max_block_ms``, then raise the core's
+        memory-full error."""
+        core = self._core
+        return self._wait_until(
+            partial(attempt, *args),
+            core.accumulator.wait_for_memory,
+            self._max_block,
+            partial(core.memory_full_error, topic, plan),
+        )
 
     def metrics(self) -> dict[str, float]:
         """``{metric-name: value}``: see :meth:`AsyncProducer.metrics` and
@@ -166,21 +158,13 @@ class Producer:
         after ``timeout`` seconds)."""
         if self._closed:
             return
-        limit = None if timeout is None else timeout + 5.0
-        self._thread.run(self._core.flush(timeout), limit, what="flush")
+        self._run(self._core.flush(timeout), timeout, what="flush", unbounded=True)
 
     # ------------------------------------------------------------ transactions
     # (see AsyncProducer: same methods, same semantics)
 
-    def _txn_call(self, coro: Coroutine[Any, Any, None], timeout: float | None, what: str) -> None:
-        if self._closed:
-            coro.close()
-            raise ClientClosedError(f"{what} on a closed producer")
-        limit = (self._max_block if timeout is None else timeout) + 5.0
-        self._thread.run(coro, limit, what=what)
-
     def init_transactions(self, timeout: float | None = None) -> None:
-        self._txn_call(self._core.init_transactions(timeout), timeout, "init_transactions")
+        self._run(self._core.init_transactions(timeout), timeout, "init_transactions")
 
     def begin_transaction(self) -> None:
         self._core.begin_transaction()
@@ -191,45 +175,32 @@ class Producer:
         group_metadata: ConsumerGroupMetadata | str,
         timeout: float | None = None,
     ) -> None:
-        self._txn_call(
+        self._run(
             self._core.send_offsets_to_transaction(offsets, group_metadata, timeout),
             timeout,
             "send_offsets_to_transaction",
         )
 
     def commit_transaction(self, timeout: float | None = None) -> None:
-        self._txn_call(self._core.commit_transaction(timeout), timeout, "commit_transaction")
+        self._run(self._core.commit_transaction(timeout), timeout, "commit_transaction")
 
     def abort_transaction(self, timeout: float | None = None) -> None:
-        self._txn_call(self._core.abort_transaction(timeout), timeout, "abort_transaction")
+        self._run(self._core.abort_transaction(timeout), timeout, "abort_transaction")
 
     def partitions_for(self, topic: str) -> list[int]:
-        return self._thread.run(
-            self._core.partitions_for(topic), self._max_block + 5.0, what="partitions_for"
-        )
+        return self._run(self._core.partitions_for(topic), None, what="partitions_for")
 
     def close(self, timeout: float | None = None) -> None:
         """Deliver what is buffered (at most ``timeout`` seconds), fail the rest with
         ClientClosedError, close connections and stop the I/O thread. Returns within
         ``timeout`` (plus a small margin for closing sockets)."""
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            limit = None if timeout is None else timeout + 2.0
-            self._thread.run(self._core.close(timeout), limit, what="producer close")
-        except KafkaTimeoutError:
-            pass
-        finally:
-            self._thread.stop(2.0)
+        limit = None if timeout is None else timeout + 2.0
+        self._close_once(self._core.close(timeout), limit, "producer close", stop_timeout=2.0)
 
-    def __enter__(self) -> Producer:
-        return self
-
-    def __exit__(
-        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
+    def _close_failed(self, exc: Exception) -> None:
+        # outlasting ``timeout`` is not an error: the rest failed with ClientClosedError
+        if not isinstance(exc, KafkaTimeoutError):
+            raise exc
 
     def __del__(self) -> None:
         if not getattr(self, "_closed", True):

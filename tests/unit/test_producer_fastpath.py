@@ -40,10 +40,10 @@ def _producer(**kw: Any) -> AsyncProducer:
 
 
 def _send_c(p: AsyncProducer, args: tuple[Any, ...], taken: list[int]) -> RecordFuture:
-    assert p._try_append is not None
-    fut = p._try_append(*args)
+    assert p._fast_append is not None
+    fut = p._fast_append(*args)
     if fut is None:  # what send() does: the Python path
-        fut = p._append(*args, p.num_partitions[args[0]])
+        fut = p.try_append(*args, p.num_partitions[args[0]])
     else:
         taken[0] += 1
     assert fut is not None
@@ -51,7 +51,7 @@ def _send_c(p: AsyncProducer, args: tuple[Any, ...], taken: list[int]) -> Record
 
 
 def _send_py(p: AsyncProducer, args: tuple[Any, ...]) -> RecordFuture:
-    fut = p._append(*args, p.num_partitions[args[0]])
+    fut = p.try_append(*args, p.num_partitions[args[0]])
     assert fut is not None
     return fut
 
@@ -71,7 +71,7 @@ def _state(p: AsyncProducer) -> dict[int, list[Any]]:
 def _compare(calls: list[tuple[Any, ...]]) -> int:
     """Feed both paths; return how many records the C path took itself."""
     c, py = _producer(), _producer()
-    py._try_append = None
+    py._fast_append = None
     taken = [0]
     for args in calls:
         fc = _send_c(c, args, taken)
@@ -115,7 +115,7 @@ def test_many_keyless_and_keyed_records_identical_batches():
 
 def test_the_c_path_takes_the_common_record_and_leaves_the_rest():
     p = _producer()
-    ta = p._try_append
+    ta = p._fast_append
     assert ta is not None
     _send_py(p, (TOPIC, b"first", None, 0, 1, None))  # opens partition 0's batch
     _send_py(p, (TOPIC, b"first", b"k", None, 1, None))
@@ -144,9 +144,9 @@ def test_the_c_path_takes_the_common_record_and_leaves_the_rest():
 
 
 def test_producers_that_need_python_get_no_c_path():
-    assert _producer(value_serializer=lambda v: v)._try_append is None
-    assert _producer(partitioner=lambda t, k, v, n: 0)._try_append is None
-    assert _producer(transactional_id="x", enable_idempotence=True)._try_append is None
+    assert _producer(value_serializer=lambda v: v)._fast_append is None
+    assert _producer(partitioner=lambda t, k, v, n: 0)._fast_append is None
+    assert _producer(transactional_id="x", enable_idempotence=True)._fast_append is None
 
 
 def test_lock_is_a_plain_lock():
@@ -189,7 +189,7 @@ def test_no_references_leak_from_the_c_path():
     ts = 1_700_000_000_000
     before = sys.getrefcount(value)
     for _ in range(10_000):
-        fut = p._try_append(TOPIC, value, None, 0, ts, None)
+        fut = p._fast_append(TOPIC, value, None, 0, ts, None)
         assert fut is not None
     del fut
     batch = p.accumulator.queues[TOPIC][0].open

@@ -115,7 +115,7 @@ def test_records_fill_a_batch_then_a_new_one_starts():
     # 1000-byte batches: 61 header + 121 per record -> 7 records each
     assert len(pq.ready) == 2 and pq.open is not None
     assert [len(b.values) for b in pq.ready] == [7, 7] and len(pq.open.values) == 6
-    assert [f._index for f in futs[:8]] == [0, 1, 2, 3, 4, 5, 6, 0]  # type: ignore[union-attr]
+    assert [f.batch_index for f in futs[:8]] == [0, 1, 2, 3, 4, 5, 6, 0]  # type: ignore[union-attr]
     data = encode_columns(pq.ready[0].timestamps, pq.ready[0].keys, pq.ready[0].values)
     (batch,) = decode_batches(data)
     assert len(list(batch)) == 7 and len(data) <= 1000
@@ -194,7 +194,7 @@ def test_concurrent_appends_lose_nothing():
     batches = [*pq.ready, pq.open]
     total = sum(len(b.values) for b in batches if b is not None)
     assert total == 20_000
-    seen = {(id(f._batch), f._index) for fl in futs for f in fl if f is not None}  # type: ignore[union-attr]
+    seen = {(id(f._batch), f.batch_index) for fl in futs for f in fl if f is not None}  # type: ignore[union-attr]
     assert len(seen) == 20_000
 
 

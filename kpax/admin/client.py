@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
-import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -44,16 +43,15 @@ from kpax.admin.types import (
     UserScramCredentials,
     UserScramCredentialUpsertion,
 )
-from kpax.broker.backoff import Backoff
 from kpax.broker.broker import Broker
 from kpax.broker.options import COMMON_OPTIONS, connection_options
 from kpax.cluster.cluster import GROUP, Cluster
+from kpax.cluster.request_path import Deadline, RequestPath, RetryPolicy, ToLeader
 from kpax.config import Option, positive_int, resolve
 from kpax.metrics import ConnectionMetrics, Metrics, metrics_enabled
 from kpax.proto.error_codes import (
     GroupIdNotFoundError,
     LeaderNotAvailableError,
-    NotLeaderOrFollowerError,
     UnknownMemberIdError,
     UnknownTopicOrPartitionError,
     UnsupportedVersionError,
@@ -64,7 +62,7 @@ from kpax.proto.error_families import (
     UNKNOWN_TOPIC_ERRORS,
     code_in,
 )
-from kpax.proto.errors import KafkaError, KafkaTimeoutError, UnsupportedApiError, error_for_code
+from kpax.proto.errors import KafkaError, UnsupportedApiError, error_for_code
 from kpax.proto.messages import (
     AlterUserScramCredentialsRequest as AlterScramRequest,
 )
@@ -143,6 +141,11 @@ class AsyncAdmin:
             allow_auto_topic_creation=False,
         )
         self._timeout = self.config["default_api_timeout_ms"] / 1000
+        #: The one request path (routing, retries, deadline) every call goes through.
+        self.requests = RequestPath(
+            self.cluster,
+            RetryPolicy(self.config["retry_backoff_ms"], self.config["retry_backoff_max_ms"]),
+        )
 
     @property
     def timeout(self) -> float:
@@ -173,12 +176,6 @@ class AsyncAdmin:
 
     # ------------------------------------------------------------ machinery
 
-    def _deadline(self, timeout: float | None) -> float:
-        return time.monotonic() + (self._timeout if timeout is None else timeout)
-
-    def _backoff(self) -> Backoff:
-        return Backoff(self.config["retry_backoff_ms"], self.config["retry_backoff_max_ms"])
-
     async def _per_item(
         self,
         what: str,
@@ -197,64 +194,27 @@ class AsyncAdmin:
         protocol calls it retriable, but an admin call should not wait a
         minute to say a topic does not exist)."""
         await self.cluster.start()
-        started = time.monotonic()
-        deadline = self._deadline(timeout)
 
-        def retriable(err: KafkaError) -> bool:
+        def retry(err: KafkaError, deadline: Deadline) -> bool:
             if isinstance(err, UNKNOWN_TOPIC_ERRORS):
-                return time.monotonic() - started < unknown_topic_grace
-            return err.retriable and time.monotonic() < deadline
+                return deadline.elapsed() < unknown_topic_grace
+            return err.retriable
 
-        backoff = self._backoff()
-        pending = list(dict.fromkeys(items))
-        values: dict[K, Any] = {}
-        errors: dict[K, KafkaError] = {}
-        while pending:
-            retry: list[K] = []
-            try:
-                # No attempt may run past the call's deadline (a retry started just
-                # before it would otherwise add a whole request timeout).
-                outcome = await asyncio.wait_for(
-                    attempt(pending), max(deadline - time.monotonic(), 0.001)
-                )
-            except asyncio.TimeoutError:
-                exc = KafkaTimeoutError(f"{what} did not complete within {deadline - started:g}s")
-                errors.update(dict.fromkeys(pending, exc))
-                break
-            except KafkaError as exc:
-                if not retriable(exc):
-                    errors.update(dict.fromkeys(pending, exc))
-                    break
-                retry = pending
-                outcome = {}
-            for key, result in outcome.items():
-                if isinstance(result, KafkaError):
-                    if retriable(result):
-                        retry.append(key)
-                    else:
-                        errors[key] = result
-                else:
-                    values[key] = result
-            pending = retry
-            if pending:
-                delay = backoff.next_delay()
-                if time.monotonic() + delay >= deadline:
-                    last = {k: outcome.get(k) for k in pending}
-                    for k in pending:
-                        err = last.get(k)
-                        errors[k] = (
-                            err
-                            if isinstance(err, KafkaError)
-                            else KafkaTimeoutError(f"{what} {k} did not complete in time")
-                        )
-                    break
-                await asyncio.sleep(delay)
-                if on_retry is not None:
-                    try:
-                        await asyncio.wait_for(on_retry(), max(deadline - time.monotonic(), 0.001))
-                    except (KafkaError, asyncio.TimeoutError):
-                        pass  # the next attempt reports what is still wrong
-        return BatchResult(values, errors)
+        refresh = None
+        if on_retry is not None:
+            again = on_retry
+
+            async def refresh(_keys: list[K]) -> None:
+                await again()
+
+        return await self.requests.each(
+            what,
+            items,
+            attempt,
+            timeout=self._timeout if timeout is None else timeout,
+            retry=retry,
+            on_retry=refresh,
+        )
 
     async def _refresh(self) -> None:
         await self.cluster.refresh()
@@ -553,20 +513,6 @@ class AsyncAdmin:
 
     # ------------------------------------------------------------ offsets and records
 
-    async def _by_leader(
-        self, partitions: Iterable[TopicPartition]
-    ) -> tuple[dict[int, tuple[Broker, list[TopicPartition]]], Outcome[TopicPartition]]:
-        groups: dict[int, tuple[Broker, list[TopicPartition]]] = {}
-        failed: Outcome[TopicPartition] = {}
-        for tp in partitions:
-            try:
-                broker, _ = await self.cluster.leader(tp.topic, tp.partition, timeout=0.5)
-            except KafkaError as exc:
-                failed[tp] = exc
-                continue
-            groups.setdefault(broker.node_id or -1, (broker, []))[1].append(tp)
-        return groups, failed
-
     async def list_offsets(
         self,
         specs: Mapping[TopicPartition, str | int],
@@ -609,45 +555,26 @@ class AsyncAdmin:
         timeout: float | None,
     ) -> BatchResult[TopicPartition, Any]:
         """Send one request per leader (``on_leader``) for the partitions it leads,
-        all at once; partitions whose request failed are retried."""
-        parts = list(partitions)
+        all at once, through the one request path; partitions whose request or
+        answer failed retriably are routed again and retried. An unknown topic
+        is final after a short grace period (a topic just created may not be
+        known to every broker yet)."""
+        await self.cluster.start()
 
-        async def attempt(items: list[TopicPartition]) -> Outcome[TopicPartition]:
-            groups, out = await self._by_leader(items)
-            calls = list(groups.values())
-            for (_, tps), part in zip(
-                calls,
-                await asyncio.gather(*(on_leader(b, t) for b, t in calls), return_exceptions=True),
-                strict=True,
-            ):
-                if isinstance(part, KafkaError):
-                    if not part.retriable:  # e.g. a request that cannot be encoded
-                        for tp in tps:
-                            out[tp] = part
-                    continue  # the whole request failed (connection): its partitions retry
-                if isinstance(part, BaseException):
-                    raise part
-                out.update(part)
-            for tp in items:
-                out.setdefault(tp, NotLeaderOrFollowerError(f"{what} of {tp}"))
-            return out
+        def retry(err: KafkaError, deadline: Deadline) -> bool:
+            if isinstance(err, UNKNOWN_TOPIC_ERRORS):
+                return deadline.elapsed() < _NEW_TOPIC_GRACE
+            return err.retriable
 
-        return await self._per_item(
+        return await self.requests.fan_out(
             what,
-            parts,
-            attempt,
-            timeout,
-            on_retry=self._refresh_leaders(parts),
-            unknown_topic_grace=_NEW_TOPIC_GRACE,
+            partitions,
+            lambda tp: ToLeader(tp.topic, tp.partition),
+            on_leader,
+            timeout=self._timeout if timeout is None else timeout,
+            retry=retry,
+            resolve_timeout=0.5,
         )
-
-    def _refresh_leaders(self, tps: Iterable[TopicPartition]) -> Callable[[], Awaitable[None]]:
-        topics = sorted({tp.topic for tp in tps})
-
-        async def refresh() -> None:
-            await self.cluster.refresh(topics)
-
-        return refresh
 
     async def _list_offsets_on(
         self,

@@ -22,7 +22,7 @@ Bootstrap tries every address; when none answers, one
 :class:`NoBrokersAvailableError` lists each address and why (DNS, refused,
 timeout, TLS, auth).
 
-Imports: kpax.broker, kpax.cluster.metadata, kpax.proto, the standard library.
+Imports: kpax.broker, kpax.cluster.metadata, kpax.metrics, kpax.proto, the standard library.
 """
 
 from __future__ import annotations
@@ -32,13 +32,14 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kpax.broker.backoff import Backoff
 from kpax.broker.broker import Broker
-from kpax.broker.options import ConnectionOptions
+from kpax.broker.options import ConnectionOptions, connection_options
 from kpax.cluster.metadata import ClusterSnapshot, PartitionInfo, TopicInfo, snapshot_from_response
+from kpax.metrics import ConnectionMetrics
 from kpax.proto.error_codes import LeaderNotAvailableError, UnknownTopicOrPartitionError
 from kpax.proto.error_families import code_of
 from kpax.proto.errors import (
@@ -99,6 +100,32 @@ class Cluster:
         self._started = False
         self._start_lock: asyncio.Lock | None = None
         self._background: set[asyncio.Future[None]] = set()
+
+    @classmethod
+    def from_config(
+        cls,
+        config: Mapping[str, Any],
+        connection_metrics: ConnectionMetrics | None = None,
+        *,
+        allow_auto_topic_creation: bool | None = None,
+    ) -> Cluster:
+        """The cluster of a client from its resolved (validated) configuration:
+        ``bootstrap_servers``, the connection options
+        (:func:`~kpax.broker.options.connection_options`, counting into
+        ``connection_metrics``), ``metadata_max_age_ms``, ``retry_backoff_ms``,
+        ``retry_backoff_max_ms``. Topics are auto-created when
+        ``allow_auto_topic_creation`` says so (None: as the config's
+        ``allow_auto_create_topics``, True when it has none)."""
+        if allow_auto_topic_creation is None:
+            allow_auto_topic_creation = bool(config.get("allow_auto_create_topics", True))
+        return cls(
+            config["bootstrap_servers"],
+            connection_options(config, connection_metrics),
+            metadata_max_age_ms=config["metadata_max_age_ms"],
+            retry_backoff_ms=config["retry_backoff_ms"],
+            retry_backoff_max_ms=config["retry_backoff_max_ms"],
+            allow_auto_topic_creation=allow_auto_topic_creation,
+        )
 
     # ------------------------------------------------------------ lifecycle
 

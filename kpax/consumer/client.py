@@ -28,7 +28,6 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from kpax.broker.options import connection_options
 from kpax.cluster.cluster import Cluster
 from kpax.config import resolve
 from kpax.consumer.buffer import FetchBuffer
@@ -78,14 +77,7 @@ class AsyncConsumer:
         self._conn_metrics = ConnectionMetrics(m) if m is not None else None
         if m is not None:  # made here, once: the group records commits in it
             m.sensor("commit-latency")
-        self.cluster = Cluster(
-            self.config["bootstrap_servers"],
-            connection_options(self.config, self._conn_metrics),
-            metadata_max_age_ms=self.config["metadata_max_age_ms"],
-            retry_backoff_ms=self.config["retry_backoff_ms"],
-            retry_backoff_max_ms=self.config["retry_backoff_max_ms"],
-            allow_auto_topic_creation=self.config["allow_auto_create_topics"],
-        )
+        self.cluster = Cluster.from_config(self.config, self._conn_metrics)
         self.states: dict[TopicPartition, PartitionState] = {}
         self.buffer = FetchBuffer(m.sensor("records-consumed") if m is not None else None)
         self.fetcher: Fetcher | None = None

@@ -32,7 +32,6 @@ from collections.abc import Callable, Mapping, Sequence
 from itertools import accumulate
 from typing import Any, TypeVar
 
-from kpax.broker.options import connection_options
 from kpax.cluster.cluster import Cluster
 from kpax.metrics import ConnectionMetrics, Metrics, metrics_enabled, tagged
 from kpax.producer.accumulator import Accumulator, Column, Segment, fit, record_size
@@ -180,14 +179,7 @@ class AsyncProducer:
         #: Counters behind :meth:`metrics` (None when switched off: kpax.metrics._ENABLED).
         self._metrics = Metrics() if metrics_enabled() else None
         self._conn_metrics = ConnectionMetrics(self._metrics) if self._metrics else None
-        self.cluster = Cluster(
-            cfg["bootstrap_servers"],
-            connection_options(cfg, self._conn_metrics),
-            metadata_max_age_ms=cfg["metadata_max_age_ms"],
-            retry_backoff_ms=cfg["retry_backoff_ms"],
-            retry_backoff_max_ms=cfg["retry_backoff_max_ms"],
-            allow_auto_topic_creation=cfg["allow_auto_create_topics"],
-        )
+        self.cluster = Cluster.from_config(cfg, self._conn_metrics)
         custom = cfg["partitioner"]
         self.partitioner: Any = (
             DefaultPartitioner(cfg["batch_size"]) if custom is None else as_partitioner(custom)
@@ -493,6 +485,12 @@ class AsyncProducer:
         return sorted(self.cluster.snapshot.topics[topic].partitions)
 
     # ------------------------------------------------------------ sending
+
+    def hand_off(self, limit: float) -> None:
+        """From a thread other than the producer's loop (the sync face), right
+        after a send opened a new batch: wait, GIL released, until the sender has
+        sent what is ready, at most ``limit`` seconds (:meth:`Sender.hand_off`)."""
+        self.sender.hand_off(limit)
 
     def try_append(  # noqa: PLR0917 - the hot path: positional arguments are cheaper
         self,

@@ -29,12 +29,16 @@ class Backoff:
 
     def next_delay(self) -> float:
         """Seconds to wait now; counts one more failure."""
-        if self._base == 0:
-            self._failures += 1
-            return 0.0
-        exp = min(self._failures, 32)
+        delay = self.delay(self._failures)
         self._failures += 1
-        delay = min(self._base * (2**exp), self._max)
+        return delay
+
+    def delay(self, failures: int) -> float:
+        """Seconds to wait after ``failures`` earlier failures (0: the first
+        retry), without counting one."""
+        if self._base == 0:
+            return 0.0
+        delay = min(self._base * (2 ** min(failures, 32)), self._max)
         return float(delay * self._rand.uniform(0.8, 1.2))
 
     def reset(self) -> None:

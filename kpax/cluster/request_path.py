@@ -98,6 +98,11 @@ class RetryPolicy:
     def backoff(self) -> Backoff:
         return Backoff(self.backoff_ms, self.backoff_max_ms)
 
+    def delay(self, attempt: int) -> float:
+        """Seconds before retry number ``attempt`` (1 for the first retry) of
+        something retried on its own schedule (a producer batch)."""
+        return Backoff(self.backoff_ms, self.backoff_max_ms).delay(max(attempt - 1, 0))
+
 
 @dataclass(frozen=True)
 class ToLeader:

@@ -53,13 +53,14 @@ import asyncio
 import contextlib
 import functools
 import logging
+import threading
 import time
 import uuid
 from typing import Any
 
-from kpax.broker.backoff import Backoff
 from kpax.broker.connection import BrokerConnection
 from kpax.cluster.cluster import Cluster
+from kpax.cluster.request_path import RetryPolicy
 from kpax.metrics import Metrics
 from kpax.producer.accumulator import Accumulator, PartitionQueue
 from kpax.producer.batch import ProducerBatch, delivery_error
@@ -110,10 +111,15 @@ class Sender:
         comp = config["compression_type"]
         self.codec = codec_id(None if comp == "none" else comp)
         self.backoff_ms = (config["retry_backoff_ms"], config["retry_backoff_max_ms"])
+        #: The clients' one retry policy (kpax.cluster.request_path): a batch's backoff.
+        self.retry_policy = RetryPolicy(*self.backoff_ms)
         self.per_partition = (
             min(self.max_in_flight, 5) if identity is not None else self.max_in_flight
         )
         self._wake = asyncio.Event()
+        #: Set at the end of a round a caller thread waits for (:meth:`hand_off`).
+        self.round_end = threading.Event()
+        self.round_waited = False
         self._broker_in_flight: dict[int, int] = {}
         self._connecting: dict[int, int] = {}  # requests waiting for a connection, per broker
         self._versions: dict[int, int] = {}
@@ -140,6 +146,19 @@ class Sender:
 
     def wake(self) -> None:
         self._wake.set()
+
+    def hand_off(self, limit: float) -> None:
+        """Called from a caller thread (the sync face) that has just handed the
+        sender a new batch: block -- GIL released -- until the sender has been
+        round once (sent what is ready and gone back to sleep), at most
+        ``limit`` seconds. The I/O thread then runs its round without competing
+        for the GIL with the caller at every system call, and the caller does
+        not give up its CPU as ``time.sleep(0)`` would (which waits out the
+        scheduler's timer slack)."""
+        end = self.round_end
+        end.clear()
+        self.round_waited = True
+        end.wait(limit)
 
     # ------------------------------------------------------------ main loop
 
@@ -191,6 +210,9 @@ class Sender:
             # transaction manager may be adding the very partitions we wait for).
             await asyncio.sleep(0)
             return
+        if self.round_waited:  # a caller thread handed us a batch and waits (hand_off)
+            self.round_waited = False
+            self.round_end.set()
         handle = None
         if deadline is not None:
             handle = loop.call_later(max(deadline - time.monotonic(), 0.0), self._wake.set)
@@ -665,10 +687,7 @@ class Sender:
         if b.attempts > self.retries:
             self.complete(b, -1, -1, err)
             return
-        backoff = Backoff(*self.backoff_ms)
-        delay = 0.0
-        for _ in range(min(b.attempts, 16)):
-            delay = backoff.next_delay()
+        delay = self.retry_policy.delay(b.attempts)
         now = time.monotonic()
         if now + delay - b.created > self.delivery_timeout:
             self.complete(

@@ -1,6 +1,10 @@
 """kpax.admin — topics, partitions, configs, offsets, groups, ACLs, users.
 
-Imports: kpax.cluster, kpax.broker, kpax.proto.
+``AsyncAdmin`` (kpax.admin.client) combines one mixin per domain (kpax.admin.topics,
+.configs, .offsets, .groups, .acls, .users, .cluster) over kpax.admin.base;
+``Admin`` (kpax.admin.sync) is its blocking face; kpax.admin.types the value types.
+
+Imports: kpax.admin.client, kpax.admin.sync, kpax.admin.types.
 """
 
 from kpax.admin.client import ADMIN_OPTIONS, AsyncAdmin

@@ -1,0 +1,145 @@
+"""Admin operations on configs (``ConfigAdmin``): describe_configs, incremental_alter_configs.
+
+Role: the mixin of :class:`~kpax.admin.client.AsyncAdmin` for topic and
+broker configuration: a broker's own resources go to that broker, the rest to
+any broker, one request per broker; per-resource results.
+
+Imports: kpax.admin.base, kpax.admin.types, kpax.broker, kpax.proto, kpax.structs,
+the standard library.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from kpax.admin.base import AdminBase, Outcome, broker_error
+from kpax.admin.types import (
+    AlterConfigOp,
+    ConfigEntry,
+    ConfigResource,
+    ConfigResourceType,
+    ConfigSource,
+)
+from kpax.broker.broker import Broker
+from kpax.proto.messages import DescribeConfigsRequest, IncrementalAlterConfigsRequest
+from kpax.structs import BatchResult
+
+
+class ConfigAdmin(AdminBase):
+    """Config calls: describe_configs, incremental_alter_configs."""
+
+    def _config_broker(self, resource: ConfigResource) -> Broker:
+        if resource.type in (ConfigResourceType.BROKER, ConfigResourceType.BROKER_LOGGER) and (
+            resource.name.isdigit()
+        ):
+            return self.cluster.broker(int(resource.name))
+        return self.cluster.least_loaded_broker()
+
+    async def describe_configs(
+        self,
+        resources: Iterable[ConfigResource],
+        *,
+        keys: Iterable[str] | None = None,
+        include_synonyms: bool = False,
+        include_documentation: bool = False,
+        timeout: float | None = None,
+    ) -> BatchResult[ConfigResource, dict[str, ConfigEntry]]:
+        """Configuration entries of topics and brokers (``keys`` limits which)."""
+        key_list = list(keys) if keys is not None else None
+
+        async def attempt(items: list[ConfigResource]) -> Outcome[ConfigResource]:
+            by_broker: dict[int, tuple[Broker, list[ConfigResource]]] = {}
+            for r in items:
+                b = self._config_broker(r)
+                by_broker.setdefault(id(b), (b, []))[1].append(r)
+            out: Outcome[ConfigResource] = {}
+            for broker, group in by_broker.values():
+                req = DescribeConfigsRequest(
+                    resources=[
+                        DescribeConfigsRequest.DescribeConfigsResource(
+                            resource_type=int(r.type),
+                            resource_name=r.name,
+                            configuration_keys=key_list,
+                        )
+                        for r in group
+                    ],
+                    include_synonyms=include_synonyms,
+                    include_documentation=include_documentation,
+                )
+                resp = await broker.request(req)
+                for res in resp.results:
+                    key = ConfigResource(ConfigResourceType(res.resource_type), res.resource_name)
+                    if res.error_code:
+                        out[key] = broker_error(
+                            res.error_code, f"describe configs of {key}", res.error_message
+                        )
+                        continue
+                    out[key] = {
+                        c.name: ConfigEntry(
+                            name=c.name,
+                            value=c.value,
+                            read_only=c.read_only,
+                            source=_config_source(c.config_source),
+                            is_sensitive=c.is_sensitive,
+                            synonyms=tuple(
+                                (s.name, s.value, s.source) for s in getattr(c, "synonyms", [])
+                            ),
+                            documentation=getattr(c, "documentation", None),
+                        )
+                        for c in res.configs
+                    }
+            return out
+
+        return await self._per_item("describe configs", resources, attempt, timeout)
+
+    async def incremental_alter_configs(
+        self,
+        changes: Mapping[ConfigResource, Iterable[AlterConfigOp]],
+        *,
+        validate_only: bool = False,
+        timeout: float | None = None,
+    ) -> BatchResult[ConfigResource, None]:
+        """Set, delete, append to or subtract from configuration values."""
+        ops = {r: list(c) for r, c in changes.items()}
+
+        async def attempt(items: list[ConfigResource]) -> Outcome[ConfigResource]:
+            out: Outcome[ConfigResource] = {}
+            by_broker: dict[int, tuple[Broker, list[ConfigResource]]] = {}
+            for r in items:
+                b = self._config_broker(r)
+                by_broker.setdefault(id(b), (b, []))[1].append(r)
+            for broker, group in by_broker.values():
+                req = IncrementalAlterConfigsRequest(
+                    resources=[
+                        IncrementalAlterConfigsRequest.AlterConfigsResource(
+                            resource_type=int(r.type),
+                            resource_name=r.name,
+                            configs=[
+                                IncrementalAlterConfigsRequest.AlterableConfig(
+                                    name=op.name, config_operation=int(op.op), value=op.value
+                                )
+                                for op in ops[r]
+                            ],
+                        )
+                        for r in group
+                    ],
+                    validate_only=validate_only,
+                )
+                resp = await broker.request(req)
+                for res in resp.responses:
+                    key = ConfigResource(ConfigResourceType(res.resource_type), res.resource_name)
+                    out[key] = (
+                        broker_error(res.error_code, f"alter configs of {key}", res.error_message)
+                        if res.error_code
+                        else None
+                    )
+            return out
+
+        return await self._per_item("alter configs", ops, attempt, timeout)
+
+
+def _config_source(value: int) -> ConfigSource:
+    try:
+        return ConfigSource(value)
+    except ValueError:
+        return ConfigSource.UNKNOWN

@@ -117,8 +117,10 @@ class Sender:
             min(self.max_in_flight, 5) if identity is not None else self.max_in_flight
         )
         self._wake = asyncio.Event()
-        #: Set at the end of a round a caller thread waits for (:meth:`hand_off`).
-        self.round_end = threading.Event()
+        #: Released at the end of a round a caller thread waits for (:meth:`hand_off`):
+        #: a bare lock used as a binary semaphore, cheaper to signal than an Event.
+        self._round_end = threading.Lock()
+        self._round_end.acquire()
         self.round_waited = False
         self._broker_in_flight: dict[int, int] = {}
         self._connecting: dict[int, int] = {}  # requests waiting for a connection, per broker
@@ -155,10 +157,10 @@ class Sender:
         for the GIL with the caller at every system call, and the caller does
         not give up its CPU as ``time.sleep(0)`` would (which waits out the
         scheduler's timer slack)."""
-        end = self.round_end
-        end.clear()
         self.round_waited = True
-        end.wait(limit)
+        # ``_round_end`` is held while there is no signal: acquiring it waits for
+        # the sender to release it (and takes it back, ready for the next time).
+        self._round_end.acquire(True, limit)
 
     # ------------------------------------------------------------ main loop
 
@@ -212,7 +214,8 @@ class Sender:
             return
         if self.round_waited:  # a caller thread handed us a batch and waits (hand_off)
             self.round_waited = False
-            self.round_end.set()
+            with contextlib.suppress(RuntimeError):  # (already signalled)
+                self._round_end.release()
         handle = None
         if deadline is not None:
             handle = loop.call_later(max(deadline - time.monotonic(), 0.0), self._wake.set)

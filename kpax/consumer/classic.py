@@ -39,6 +39,7 @@ from kpax.consumer.assignors.protocol import (
     encode_subscription,
 )
 from kpax.consumer.group import GroupBase, Membership
+from kpax.consumer.options import ConsumerSettings
 from kpax.proto.error_codes import (
     FencedInstanceIdError,
     MemberIdRequiredError,
@@ -60,10 +61,10 @@ __all__ = ["ClassicGroup"]
 
 
 class ClassicGroup(GroupBase):
-    def __init__(self, cluster: Cluster, config: dict[str, Any], member: Membership) -> None:
-        super().__init__(cluster, config, member)
+    def __init__(self, cluster: Cluster, settings: ConsumerSettings, member: Membership) -> None:
+        super().__init__(cluster, settings, member)
         self.assignors: list[Assignor] = [
-            get_assignor(a) for a in config["partition_assignment_strategy"]
+            get_assignor(a) for a in settings.partition_assignment_strategy
         ]
         self.cooperative = all("cooperative" in a.rebalance_protocols for a in self.assignors)
         self.need_join = True
@@ -164,7 +165,7 @@ class ClassicGroup(GroupBase):
                 user_data=a.subscription_user_data(owned, self.generation),
                 owned_partitions=owned if self.cooperative else [],
                 generation_id=self.generation,
-                rack_id=self.config["client_rack"],
+                rack_id=self.settings.client_rack,
             )
             out.append(
                 JoinGroupRequest.JoinGroupRequestProtocol(
@@ -179,12 +180,12 @@ class ClassicGroup(GroupBase):
         self.need_join = False
         if not self.cooperative:
             await self.revoke(self.member.assigned_partitions())
-        rebalance_timeout = self.config["max_poll_interval_ms"]
+        rebalance_timeout = self.settings.max_poll_interval_ms
         join_timeout = rebalance_timeout / 1000 + 5.0
         while True:
             req = JoinGroupRequest(
                 group_id=self.group_id,
-                session_timeout_ms=self.config["session_timeout_ms"],
+                session_timeout_ms=self.settings.session_timeout_ms,
                 rebalance_timeout_ms=rebalance_timeout,
                 member_id=self.member_id,
                 group_instance_id=self.instance_id,
@@ -298,8 +299,8 @@ class ClassicGroup(GroupBase):
             self._heartbeat = None
 
     async def _heartbeat_loop(self, generation: int, member_id: str) -> None:
-        interval = self.config["heartbeat_interval_ms"] / 1000
-        session = self.config["session_timeout_ms"] / 1000
+        interval = self.settings.heartbeat_interval_ms / 1000
+        session = self.settings.session_timeout_ms / 1000
         last_ok = time.monotonic()
         while not self._closed:
             await asyncio.sleep(interval)
@@ -308,7 +309,7 @@ class ClassicGroup(GroupBase):
                     "group %s: no poll for more than max_poll_interval_ms (%d ms): leaving "
                     "the group; the member rejoins at its next poll",
                     self.group_id,
-                    self.config["max_poll_interval_ms"],
+                    self.settings.max_poll_interval_ms,
                 )
                 self.poll_expired = True
                 await self._send_leave("consumer poll timeout has expired")

@@ -37,7 +37,7 @@ from kpax.consumer.fetcher import Fetcher
 from kpax.consumer.group import GroupBase, call_maybe_async
 from kpax.consumer.kip848 import ConsumerGroup
 from kpax.consumer.offsets import EARLIEST, LATEST, list_offsets
-from kpax.consumer.options import CONSUMER_OPTIONS
+from kpax.consumer.options import CONSUMER_OPTIONS, ConsumerSettings
 from kpax.consumer.record import ConsumerRecord
 from kpax.consumer.state import PartitionState
 from kpax.metrics import NAN, ConnectionMetrics, Metrics, metrics_enabled, tagged
@@ -71,6 +71,8 @@ class AsyncConsumer:
         if bootstrap_servers is not None:
             config["bootstrap_servers"] = bootstrap_servers
         self.config = resolve("consumer", CONSUMER_OPTIONS, config)
+        #: The typed view of ``config`` the consumer's components read (built once).
+        self.settings = settings = ConsumerSettings.from_config(self.config)
         #: Counters behind :meth:`metrics` (kpax.metrics; None when switched off).
         self.metrics_registry: Metrics | None = Metrics() if metrics_enabled() else None
         m = self.metrics_registry
@@ -91,8 +93,8 @@ class AsyncConsumer:
         self._closed = False
         self._started = False
         self._fatal: BaseException | None = None
-        self._max_records: int = self.config["max_poll_records"]
-        self._api_timeout = self.config["default_api_timeout_ms"] / 1000
+        self._max_records = settings.max_poll_records
+        self._api_timeout = settings.api_timeout
 
     # ------------------------------------------------------------ lifecycle
 
@@ -100,22 +102,26 @@ class AsyncConsumer:
         if self._started:
             return
         await self.cluster.start()
-        self.fetcher = Fetcher(
-            self.cluster, self.states, self.buffer, self.config, self.metrics_registry
+        settings = self.settings
+        if settings.group_id is not None:
+            cls = ConsumerGroup if settings.group_protocol == "consumer" else ClassicGroup
+            self.group = cls(self.cluster, settings, self)
+        self.fetcher = fetcher = Fetcher(
+            self.cluster,
+            self.states,
+            self.buffer,
+            settings,
+            self.metrics_registry,
+            committed_lookup=self._committed_lookup if self.group is not None else None,
         )
-        max_chunks = self.config["fetch_buffer_chunks"]
-        fetcher = self.fetcher
+        max_chunks = settings.fetch_buffer_chunks
 
         def drained(st: PartitionState) -> None:
             if st.puts - st.takes == max_chunks - 1:
                 fetcher.wake()
 
         self.buffer.on_drained = drained
-        if self.config["group_id"] is not None:
-            cls = ConsumerGroup if self.config["group_protocol"] == "consumer" else ClassicGroup
-            self.group = cls(self.cluster, self.config, self)
-            self.fetcher.committed_lookup = self.group.fetch_committed
-        self.fetcher.start()
+        fetcher.start()
         self._started = True
 
     async def __aenter__(self) -> AsyncConsumer:
@@ -157,7 +163,7 @@ class AsyncConsumer:
         assert self.group is not None
         if self._subscribed:
             await self.group.leave()
-        elif self.config["enable_auto_commit"] and self.states:
+        elif self.settings.enable_auto_commit and self.states:
             await self.group.commit(self.consumed_offsets(changed_only=True))
 
     # ------------------------------------------------------------ Membership (for the group)
@@ -304,9 +310,7 @@ class AsyncConsumer:
             await self.group.leave()
             await self.group.stop_tasks()
             cls = type(self.group)
-            self.group = cls(self.cluster, self.config, self)
-            assert self.fetcher is not None
-            self.fetcher.committed_lookup = self.group.fetch_committed
+            self.group = cls(self.cluster, self.settings, self)
         self._subscribed = []
         self._manual = False
         self.remove_partitions(set(self.states))
@@ -376,6 +380,14 @@ class AsyncConsumer:
         generation, member_id = group.commit_identity()  # a member epoch under KIP-848
         return ConsumerGroupMetadata(group.group_id, generation, member_id, group.instance_id)
 
+    async def _committed_lookup(
+        self, tps: list[TopicPartition]
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """Where the fetcher finds committed offsets to start from: the current
+        group's (``unsubscribe`` replaces the group; the fetcher keeps this)."""
+        assert self.group is not None
+        return await self.group.fetch_committed(tps)
+
     async def committed(
         self, partitions: Iterable[TopicPartition]
     ) -> dict[TopicPartition, OffsetAndMetadata | None]:
@@ -389,9 +401,9 @@ class AsyncConsumer:
         return await list_offsets(
             self.cluster,
             specs,
-            isolation_level=1 if self.config["isolation_level"] == "read_committed" else 0,
+            isolation_level=self.settings.isolation,
             timeout=self._api_timeout,
-            retry_backoff=(self.config["retry_backoff_ms"], self.config["retry_backoff_max_ms"]),
+            retry_backoff=self.settings.retry_backoff,
         )
 
     async def beginning_offsets(
@@ -458,7 +470,7 @@ class AsyncConsumer:
         ``records-lag-max``, ``commit-latency-avg``..., and per-partition
         ``records-lag{topic=t,partition=0}``. Safe to call from any thread."""
         out: dict[str, float] = {}
-        read_committed = self.config["isolation_level"] == "read_committed"
+        read_committed = self.settings.read_committed
         lags: list[int] = []
         for tp, st in list(self.states.items()):
             end = st.last_stable_offset if read_committed else st.high_watermark

@@ -35,7 +35,7 @@ buffer in the order of the Fetch response, so the records of partitions
 before it are never held back by it.
 
 Positions still unknown (new assignment, reset) are resolved here too: from
-the committed offsets (``committed_lookup``, given by the group code) or by
+the committed offsets (``committed_lookup``: the group's, passed at construction) or by
 ListOffsets.
 
 Imports: kpax.cluster, kpax.broker, kpax.proto, kpax.structs, kpax.metrics, kpax.consumer.*.
@@ -57,7 +57,7 @@ from kpax.cluster.cluster import Cluster
 from kpax.consumer.buffer import Chunk, FetchBuffer
 from kpax.consumer.errors import LogTruncationError, NoOffsetForPartitionError
 from kpax.consumer.offsets import EARLIEST, LATEST, end_offsets_for_epochs, list_offsets
-from kpax.consumer.options import max_decompressed_batch_bytes
+from kpax.consumer.options import ConsumerSettings
 from kpax.consumer.record import ConsumerRecord
 from kpax.consumer.state import PartitionState
 from kpax.metrics import Metrics
@@ -119,8 +119,10 @@ class Fetcher:
         cluster: Cluster,
         states: dict[TopicPartition, PartitionState],
         buffer: FetchBuffer,
-        config: dict[str, Any],
+        settings: ConsumerSettings,
         metrics: Metrics | None = None,
+        *,
+        committed_lookup: CommittedLookup | None = None,
     ) -> None:
         self.cluster = cluster
         #: fetch-latency (ms) and fetch-size (bytes of records) per Fetch response.
@@ -128,19 +130,20 @@ class Fetcher:
         self.m_size = metrics.sensor("fetch-size") if metrics is not None else None
         self.states = states
         self.buffer = buffer
-        self.config = config
-        self.read_committed = config["isolation_level"] == "read_committed"
-        self.isolation = 1 if self.read_committed else 0
-        self.reset_policy: str = config["auto_offset_reset"]
-        self.max_chunks: int = config["fetch_buffer_chunks"]
-        self.key_deserializer = config["key_deserializer"]
-        self.value_deserializer = config["value_deserializer"]
-        self.check_crcs: bool = config["check_crcs"]
-        self.max_decompressed = max_decompressed_batch_bytes(config)
-        self.committed_lookup: CommittedLookup | None = None
-        self._backoff = (config["retry_backoff_ms"], config["retry_backoff_max_ms"])
-        self._timeout = config["request_timeout_ms"] / 1000
-        self._api_timeout = config["default_api_timeout_ms"] / 1000
+        self.settings = settings
+        self.read_committed = settings.read_committed
+        self.isolation = settings.isolation
+        self.reset_policy = settings.auto_offset_reset
+        self.max_chunks = settings.fetch_buffer_chunks
+        self.key_deserializer = settings.key_deserializer
+        self.value_deserializer = settings.value_deserializer
+        self.check_crcs = settings.check_crcs
+        self.max_decompressed = settings.max_decompressed_batch_bytes
+        #: Committed offsets of partitions to start from (the group's; None: no group).
+        self.committed_lookup = committed_lookup
+        self._backoff = settings.retry_backoff
+        self._timeout = settings.request_timeout
+        self._api_timeout = settings.api_timeout
         self._inflight: dict[int, asyncio.Task[None]] = {}
         self._sessions: dict[int, _Session] = {}
         self._backoff_until: dict[int, float] = {}
@@ -407,7 +410,8 @@ class Fetcher:
         if session is None:
             session = self._sessions[node] = _Session()
         use_ids = version >= 13
-        max_bytes = self.config["max_partition_fetch_bytes"]
+        settings = self.settings
+        max_bytes = settings.max_partition_fetch_bytes
         wanted: dict[TopicPartition, tuple[int, int, int]] = {}
         sent: dict[TopicPartition, tuple[PartitionState, int, int]] = {}
         for st in parts:
@@ -471,17 +475,17 @@ class Fetcher:
                     ids[info.topic_id] = tp.topic
         req = FetchRequest(
             replica_id=-1,
-            max_wait_ms=self.config["fetch_max_wait_ms"],
-            min_bytes=self.config["fetch_min_bytes"],
-            max_bytes=self.config["fetch_max_bytes"],
+            max_wait_ms=settings.fetch_max_wait_ms,
+            min_bytes=settings.fetch_min_bytes,
+            max_bytes=settings.fetch_max_bytes,
             isolation_level=self.isolation,
             session_id=session.id,
             session_epoch=epoch,
             topics=req_topics,
             forgotten_topics_data=forgotten_data,
-            rack_id=self.config["client_rack"] or "",
+            rack_id=settings.client_rack or "",
         )
-        timeout = self._timeout + self.config["fetch_max_wait_ms"] / 1000
+        timeout = self._timeout + settings.fetch_max_wait_ms / 1000
         started = time.monotonic()
         resp = await broker.request(req, version=version, timeout=timeout)
         self.fetches += 1

@@ -29,6 +29,7 @@ from kpax.broker.broker import Broker
 from kpax.cluster.cluster import GROUP, Cluster
 from kpax.cluster.request_path import RequestPath, RetryPolicy, ToCoordinator
 from kpax.consumer.errors import CommitFailedError
+from kpax.consumer.options import ConsumerSettings
 from kpax.metrics import Metrics
 from kpax.proto.error_families import COORDINATOR_ERRORS, STALE_GENERATION_ERRORS, code_in
 from kpax.proto.errors import BrokerResponseError, KafkaError, KafkaTimeoutError, error_for_code
@@ -71,20 +72,22 @@ class Membership(Protocol):
 
 
 class GroupBase:
-    def __init__(self, cluster: Cluster, config: dict[str, Any], member: Membership) -> None:
+    def __init__(self, cluster: Cluster, settings: ConsumerSettings, member: Membership) -> None:
+        if settings.group_id is None:
+            raise ValueError("a consumer group needs a group_id")
         self.cluster = cluster
-        self.config = config
+        self.settings = settings
         self.member = member
-        self.group_id: str = config["group_id"]
-        self.instance_id: str | None = config["group_instance_id"]
+        self.group_id: str = settings.group_id
+        self.instance_id: str | None = settings.group_instance_id
         self.member_id = ""
         self.generation = -1
         self.subscription: list[str] = []
         self.last_poll = time.monotonic()
         self.poll_expired = False
-        self._timeout = config["request_timeout_ms"] / 1000
-        self._api_timeout = config["default_api_timeout_ms"] / 1000
-        self._backoff = (config["retry_backoff_ms"], config["retry_backoff_max_ms"])
+        self._timeout = settings.request_timeout
+        self._api_timeout = settings.api_timeout
+        self._backoff = settings.retry_backoff
         #: The one request path (routing to the coordinator, retries, deadline).
         self.requests = RequestPath(cluster, RetryPolicy(*self._backoff))
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -112,7 +115,7 @@ class GroupBase:
             self.member.fail(exc)
 
     def start(self) -> None:
-        if self.config["enable_auto_commit"]:
+        if self.settings.enable_auto_commit:
             self.spawn(self._auto_commit_loop())
 
     async def stop_tasks(self) -> None:
@@ -139,7 +142,7 @@ class GroupBase:
         return self.generation >= 0
 
     def poll_overdue(self) -> bool:
-        limit: int = self.config["max_poll_interval_ms"]
+        limit = self.settings.max_poll_interval_ms
         return time.monotonic() - self.last_poll > limit / 1000
 
     # ------------------------------------------------------------ coordinator
@@ -191,7 +194,7 @@ class GroupBase:
         # No record of these partitions reaches the application from now on, so
         # the positions committed below are final (no duplicate for the next owner).
         self.member.freeze_partitions(set(tps))
-        if not lost and self.config["enable_auto_commit"]:
+        if not lost and self.settings.enable_auto_commit:
             try:
                 await self.commit(self._owned_offsets(tps))
             except KafkaError as exc:
@@ -317,7 +320,7 @@ class GroupBase:
         topics: dict[str, list[int]] = defaultdict(list)
         for tp in tps:
             topics[tp.topic].append(tp.partition)
-        stable = self.config["isolation_level"] == "read_committed"
+        stable = self.settings.read_committed
 
         async def send(broker: Broker) -> Any:
             version = await broker.api_version(OffsetFetchRequest, _OFFSET_FETCH_MAX)
@@ -370,7 +373,7 @@ class GroupBase:
         return out
 
     async def _auto_commit_loop(self) -> None:
-        interval = self.config["auto_commit_interval_ms"] / 1000
+        interval = self.settings.auto_commit_interval_ms / 1000
         while not self._closed:
             await asyncio.sleep(interval)
             offsets = self.member.consumed_offsets(changed_only=True)

@@ -29,6 +29,7 @@ from typing import Any
 from kpax.broker.backoff import Backoff
 from kpax.cluster.cluster import Cluster
 from kpax.consumer.group import GroupBase, Membership
+from kpax.consumer.options import ConsumerSettings
 from kpax.proto.error_families import (
     CONSUMER_MEMBER_FENCED_ERRORS,
     COORDINATOR_ERRORS,
@@ -51,11 +52,11 @@ def _new_member_id() -> str:
 
 
 class ConsumerGroup(GroupBase):
-    def __init__(self, cluster: Cluster, config: dict[str, Any], member: Membership) -> None:
-        super().__init__(cluster, config, member)
+    def __init__(self, cluster: Cluster, settings: ConsumerSettings, member: Membership) -> None:
+        super().__init__(cluster, settings, member)
         self.member_id = _new_member_id()
         self.epoch = 0
-        self.interval = config["heartbeat_interval_ms"] / 1000
+        self.interval = settings.heartbeat_interval_ms / 1000
         self._task: asyncio.Task[Any] | None = None
         self._send_subscription = True
         self._ack = False
@@ -135,10 +136,10 @@ class ConsumerGroup(GroupBase):
             member_id=self.member_id,
             member_epoch=self.epoch,
             instance_id=self.instance_id,
-            rack_id=self.config["client_rack"] if full else None,
-            rebalance_timeout_ms=self.config["max_poll_interval_ms"] if full else -1,
+            rack_id=self.settings.client_rack if full else None,
+            rebalance_timeout_ms=self.settings.max_poll_interval_ms if full else -1,
             subscribed_topic_names=list(self.subscription) if full else None,
-            server_assignor=self.config["group_remote_assignor"] if full else None,
+            server_assignor=self.settings.group_remote_assignor if full else None,
             topic_partitions=self._owned() if (full or self._ack) else None,
         )
         self._ack = False

@@ -1,5 +1,10 @@
 """Consumer configuration: the Java client's option names in snake_case, Java defaults.
 
+The option table (:data:`CONSUMER_OPTIONS`) validates what the application
+gives; :class:`ConsumerSettings` is the typed, frozen view of the validated
+configuration, built once per consumer and passed to its components (fetcher,
+group, the sync face) in place of string lookups.
+
 kpax adds ``fetch_buffer_chunks`` and ``max_decompressed_batch_bytes`` (the most
 one compressed batch may decompress to; None: :func:`max_decompressed_batch_bytes`
 picks ``max(2 * fetch_max_bytes, 64 MiB)``, see docs/consumer.md for why).
@@ -9,13 +14,15 @@ Imports: kpax.broker.options, kpax.config, kpax.proto.compression.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
 from typing import Any
 
 from kpax.broker.options import COMMON_OPTIONS
 from kpax.config import Option, boolean, non_negative_int, one_of, optional_str, positive_int
 from kpax.proto.compression import DEFAULT_MAX_DECOMPRESSED_SIZE
 
-__all__ = ["CONSUMER_OPTIONS", "max_decompressed_batch_bytes"]
+__all__ = ["CONSUMER_OPTIONS", "ConsumerSettings", "max_decompressed_batch_bytes"]
 
 
 def _callable_or_none(value: Any) -> Any:
@@ -68,10 +75,87 @@ CONSUMER_OPTIONS: dict[str, Option] = {
 }
 
 
-def max_decompressed_batch_bytes(config: dict[str, Any]) -> int:
+def max_decompressed_batch_bytes(config: Mapping[str, Any]) -> int:
     """The decompression cap of a resolved consumer config: the option, or by default
     twice ``fetch_max_bytes`` (100 MiB with Java's 50 MiB), at least 64 MiB."""
     value: int | None = config["max_decompressed_batch_bytes"]
     if value is not None:
         return value
     return max(2 * int(config["fetch_max_bytes"]), DEFAULT_MAX_DECOMPRESSED_SIZE)
+
+
+@dataclass(frozen=True)
+class ConsumerSettings:
+    """What the consumer's components read from its validated configuration,
+    typed and frozen (built once: :meth:`from_config`). Field names are the
+    option names; ``max_decompressed_batch_bytes`` is the cap in force (see
+    :func:`max_decompressed_batch_bytes`)."""
+
+    # group
+    group_id: str | None
+    group_instance_id: str | None
+    group_protocol: str
+    group_remote_assignor: str | None
+    partition_assignment_strategy: tuple[Any, ...]
+    session_timeout_ms: int
+    heartbeat_interval_ms: int
+    max_poll_interval_ms: int
+    enable_auto_commit: bool
+    auto_commit_interval_ms: int
+    # fetching
+    client_rack: str | None
+    auto_offset_reset: str
+    isolation_level: str
+    fetch_min_bytes: int
+    fetch_max_wait_ms: int
+    fetch_max_bytes: int
+    max_partition_fetch_bytes: int
+    fetch_buffer_chunks: int
+    max_decompressed_batch_bytes: int
+    check_crcs: bool
+    key_deserializer: Callable[[bytes], Any] | None
+    value_deserializer: Callable[[bytes], Any] | None
+    # polling, requests
+    max_poll_records: int
+    request_timeout_ms: int
+    default_api_timeout_ms: int
+    retry_backoff_ms: int
+    retry_backoff_max_ms: int
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> ConsumerSettings:
+        """The settings of a resolved (validated) consumer configuration."""
+        derived: dict[str, Any] = {
+            "partition_assignment_strategy": tuple(config["partition_assignment_strategy"]),
+            "max_decompressed_batch_bytes": max_decompressed_batch_bytes(config),
+        }
+        return cls(
+            **{
+                f.name: derived[f.name] if f.name in derived else config[f.name]
+                for f in fields(cls)
+            }
+        )
+
+    @property
+    def read_committed(self) -> bool:
+        return self.isolation_level == "read_committed"
+
+    @property
+    def isolation(self) -> int:
+        """The isolation level as Fetch and ListOffsets send it (1: read_committed)."""
+        return 1 if self.read_committed else 0
+
+    @property
+    def request_timeout(self) -> float:
+        """``request_timeout_ms`` in seconds."""
+        return self.request_timeout_ms / 1000
+
+    @property
+    def api_timeout(self) -> float:
+        """``default_api_timeout_ms`` in seconds."""
+        return self.default_api_timeout_ms / 1000
+
+    @property
+    def retry_backoff(self) -> tuple[int, int]:
+        """``(retry_backoff_ms, retry_backoff_max_ms)``."""
+        return self.retry_backoff_ms, self.retry_backoff_max_ms

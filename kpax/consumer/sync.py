@@ -67,15 +67,16 @@ class Consumer(SyncFace):
             bootstrap_servers = names.pop(0)
         core = self._core = AsyncConsumer(bootstrap_servers, **config)  # validates options first
         self._consumer_timeout = consumer_timeout_ms / 1000 if consumer_timeout_ms else None
-        margin = 5.0 + core.config["request_timeout_ms"] / 1000
+        settings = core.settings
+        margin = 5.0 + settings.request_timeout
         super().__init__("kpax-consumer", core.api_timeout, margin)
-        self._max_records: int = core.config["max_poll_records"]
+        self._max_records = settings.max_poll_records
         self._start(core.start(), margin + 30, "consumer start", lambda: core.close(5.0), 10.0)
         self._buffer = self._core.buffer
         fetcher = self._core.fetcher
         assert fetcher is not None
         loop = self._thread.loop
-        max_chunks = self._core.config["fetch_buffer_chunks"]
+        max_chunks = settings.fetch_buffer_chunks
 
         def drained(st: PartitionState) -> None:
             if st.puts - st.takes == max_chunks - 1:

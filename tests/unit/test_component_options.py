@@ -1,11 +1,17 @@
 """Components built from the validated client config: ``Cluster.from_config``
-(one construction for the three clients)."""
+(one construction for the three clients) and the consumer's typed, frozen
+``ConsumerSettings``."""
 
 from __future__ import annotations
 
+from dataclasses import FrozenInstanceError, fields
+
+import pytest
+
 from kpax.cluster.cluster import Cluster
 from kpax.config import resolve
-from kpax.consumer.options import CONSUMER_OPTIONS
+from kpax.consumer.client import AsyncConsumer
+from kpax.consumer.options import CONSUMER_OPTIONS, ConsumerSettings
 from kpax.producer.options import resolve_producer_config
 
 
@@ -40,3 +46,37 @@ def test_cluster_from_config_per_client_auto_creation() -> None:
     # the admin's: never, whatever the config says
     cluster = Cluster.from_config(producer, allow_auto_topic_creation=False)
     assert cluster.allow_auto_topic_creation is False
+
+
+def test_consumer_settings_are_the_validated_config_typed_and_frozen() -> None:
+    config = resolve(
+        "consumer",
+        CONSUMER_OPTIONS,
+        {
+            "bootstrap_servers": "h:1",
+            "group_id": "g",
+            "isolation_level": "read_committed",
+            "partition_assignment_strategy": "range, roundrobin",
+            "fetch_max_bytes": 80 << 20,
+            "request_timeout_ms": 2500,
+            "default_api_timeout_ms": 7000,
+        },
+    )
+    s = ConsumerSettings.from_config(config)
+    assert s.group_id == "g" and s.group_instance_id is None
+    assert s.read_committed and s.isolation == 1
+    assert s.partition_assignment_strategy == ("range", "roundrobin")
+    assert s.max_decompressed_batch_bytes == 160 << 20  # the cap in force
+    assert (s.request_timeout, s.api_timeout) == (2.5, 7.0)
+    assert s.retry_backoff == (config["retry_backoff_ms"], config["retry_backoff_max_ms"])
+    for f in fields(ConsumerSettings):
+        if f.name not in ("partition_assignment_strategy", "max_decompressed_batch_bytes"):
+            assert getattr(s, f.name) == config[f.name], f.name
+    with pytest.raises(FrozenInstanceError):
+        s.group_id = "other"  # type: ignore[misc]
+
+
+def test_async_consumer_builds_its_settings_once() -> None:
+    consumer = AsyncConsumer("h:1", group_id="g", max_poll_records=7)
+    assert consumer.settings.max_poll_records == 7 and consumer.config["max_poll_records"] == 7
+    assert consumer.settings.group_id == "g"

@@ -21,7 +21,7 @@ from kpax.cluster.cluster import Cluster
 from kpax.config import resolve
 from kpax.consumer.buffer import Chunk, FetchBuffer
 from kpax.consumer.fetcher import Fetcher
-from kpax.consumer.options import CONSUMER_OPTIONS, max_decompressed_batch_bytes
+from kpax.consumer.options import CONSUMER_OPTIONS, ConsumerSettings, max_decompressed_batch_bytes
 from kpax.consumer.record import ConsumerRecord
 from kpax.consumer.state import PartitionState
 from kpax.proto.records import Record, decode_batches, encode_batch
@@ -34,7 +34,7 @@ def _fetcher(**options: Any) -> tuple[Fetcher, FetchBuffer]:
     config = resolve("consumer", CONSUMER_OPTIONS, {"bootstrap_servers": "127.0.0.1:1", **options})
     cluster = Cluster(["127.0.0.1:1"], connection_options(config))
     buf = FetchBuffer()
-    return Fetcher(cluster, {}, buf, config), buf
+    return Fetcher(cluster, {}, buf, ConsumerSettings.from_config(config)), buf
 
 
 def _partition(index: int, data: bytes, high_watermark: int = -1) -> SimpleNamespace:

@@ -17,7 +17,7 @@ from kpax.cluster.cluster import Cluster
 from kpax.config import resolve
 from kpax.consumer.buffer import Chunk, FetchBuffer
 from kpax.consumer.fetcher import Fetcher
-from kpax.consumer.options import CONSUMER_OPTIONS
+from kpax.consumer.options import CONSUMER_OPTIONS, ConsumerSettings
 from kpax.consumer.record import ConsumerRecord
 from kpax.consumer.state import PartitionState
 from kpax.proto.records import ControlRecord, Record, encode_batch
@@ -151,7 +151,7 @@ def _fetcher(**options):
     config = resolve("consumer", CONSUMER_OPTIONS, {"bootstrap_servers": "127.0.0.1:1", **options})
     cluster = Cluster(["127.0.0.1:1"], connection_options(config))
     buf = FetchBuffer()
-    return Fetcher(cluster, {}, buf, config), buf
+    return Fetcher(cluster, {}, buf, ConsumerSettings.from_config(config)), buf
 
 
 def _response(data, fetch_offset=0, aborted=()):

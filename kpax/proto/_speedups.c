@@ -260,17 +260,25 @@ write_headers(char *p, char *end, PyObject *snap)
     return p;
 }
 
+/* A plain key or value (bytes or None): copied without the GIL. */
+typedef struct {
+    const char *data;
+    Py_ssize_t len; /* -1: None */
+} Plain;
+
+/* The records section of columns, after ``reserve`` bytes left for the caller
+ * (a batch header); ``*max_ts`` gets the largest timestamp. When every key and
+ * value is bytes or None and there are no headers, the copy loop runs with the
+ * GIL released: the tuples made below keep those immutable objects alive. */
 static PyObject *
-encode_records(PyObject *module, PyObject *args)
+encode_records_impl(PyObject *ts_in, PyObject *keys_in, PyObject *values_in, PyObject *headers_in,
+                    long long base_ts, Py_ssize_t reserve, int64_t *max_ts)
 {
-    PyObject *ts_in, *keys_in, *values_in, *headers_in;
-    long long base_ts;
-    if (!PyArg_ParseTuple(args, "OOOOL:encode_records", &ts_in, &keys_in, &values_in, &headers_in,
-                          &base_ts))
-        return NULL;
     PyObject *tss = NULL, *keys = NULL, *values = NULL, *hdrs = NULL, *snaps = NULL, *out = NULL;
     int64_t *deltas = NULL;
     Py_ssize_t *bodies = NULL;
+    Plain *plain = NULL;
+    int64_t top = INT64_MIN;
 
     /* Tuples, not PySequence_Fast: a list could be changed by Python code run below
      * (a timestamp's __index__, a headers iterable's __iter__) under our feet. */
@@ -313,6 +321,8 @@ encode_records(PyObject *module, PyObject *args)
             goto done;
         }
         deltas[i] = d;
+        if ((int64_t)t > top)
+            top = (int64_t)t;
         if (hdr_items != NULL) {
             PyObject *snap = hdr_items[i] == Py_None ? PyTuple_New(0) : headers_snapshot(hdr_items[i]);
             if (snap == NULL)
@@ -320,7 +330,35 @@ encode_records(PyObject *module, PyObject *args)
             PyTuple_SET_ITEM(snaps, i, snap);
         }
     }
-    /* Pass 2: sizes. */
+    if (max_ts != NULL)
+        *max_ts = top;
+    /* Pass 2: sizes (and whether the copy can run without the GIL). */
+    if (hdr_items == NULL && n > 0) {
+        plain = PyMem_Malloc(sizeof(Plain) * 2 * (size_t)n);
+        if (plain == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        for (Py_ssize_t i = 0; i < n && plain != NULL; i++) {
+            PyObject *objs[2] = {key_items[i], value_items[i]};
+            for (int j = 0; j < 2; j++) {
+                PyObject *o = objs[j];
+                if (o == Py_None) {
+                    plain[2 * i + j].data = NULL;
+                    plain[2 * i + j].len = -1;
+                }
+                else if (PyBytes_CheckExact(o)) {
+                    plain[2 * i + j].data = PyBytes_AS_STRING(o);
+                    plain[2 * i + j].len = PyBytes_GET_SIZE(o);
+                }
+                else {
+                    PyMem_Free(plain);
+                    plain = NULL;
+                    break;
+                }
+            }
+        }
+    }
     Py_ssize_t total = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         int64_t d = deltas[i];
@@ -341,10 +379,34 @@ encode_records(PyObject *module, PyObject *args)
         bodies[i] = body;
         total += varint_size(body) + body;
     }
-    out = PyBytes_FromStringAndSize(NULL, total);
+    out = PyBytes_FromStringAndSize(NULL, reserve + total);
     if (out == NULL)
         goto done;
-    char *p = PyBytes_AS_STRING(out);
+    if (reserve > 0)
+        memset(PyBytes_AS_STRING(out), 0, (size_t)reserve);
+    char *p = PyBytes_AS_STRING(out) + reserve;
+    if (plain != NULL) {
+        /* Pass 3, plain: sizes are exact (immutable bytes), no Python object is
+         * touched, so other threads run meanwhile. */
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t i = 0; i < n; i++) {
+            p = write_varint(p, bodies[i]);
+            *p++ = 0; /* attributes */
+            p = write_varint(p, deltas[i]);
+            p = write_varint(p, i);
+            for (int j = 0; j < 2; j++) {
+                const Plain *b = &plain[2 * i + j];
+                p = write_varint(p, b->len);
+                if (b->len > 0) {
+                    memcpy(p, b->data, (size_t)b->len);
+                    p += b->len;
+                }
+            }
+            *p++ = 0; /* no headers */
+        }
+        Py_END_ALLOW_THREADS
+        goto check;
+    }
     /* Pass 3: bytes, every write bounded by its record's end. */
     for (Py_ssize_t i = 0; i < n; i++) {
         /* p is exactly where pass 2 put this record (checked below), and its fixed
@@ -373,7 +435,8 @@ encode_records(PyObject *module, PyObject *args)
             goto fail;
         }
     }
-    if (p != PyBytes_AS_STRING(out) + total) {
+check:
+    if (p != PyBytes_AS_STRING(out) + reserve + total) {
         PyErr_SetString(PyExc_RuntimeError,
                         "encode_records: a key, value or header changed size while encoding");
         goto fail;
@@ -384,11 +447,108 @@ fail:
 done:
     PyMem_Free(deltas);
     PyMem_Free(bodies);
+    PyMem_Free(plain);
     Py_XDECREF(tss);
     Py_XDECREF(keys);
     Py_XDECREF(values);
     Py_XDECREF(hdrs);
     Py_XDECREF(snaps);
+    return out;
+}
+
+static PyObject *
+encode_records(PyObject *module, PyObject *args)
+{
+    PyObject *ts_in, *keys_in, *values_in, *headers_in;
+    long long base_ts;
+    if (!PyArg_ParseTuple(args, "OOOOL:encode_records", &ts_in, &keys_in, &values_in, &headers_in,
+                          &base_ts))
+        return NULL;
+    return encode_records_impl(ts_in, keys_in, values_in, headers_in, base_ts, 0, NULL);
+}
+
+static uint32_t crc32c_update(uint32_t c, const uint8_t *p, size_t n);
+
+static inline void
+put_be64(char *p, int64_t v)
+{
+    uint64_t u = (uint64_t)v;
+    for (int i = 7; i >= 0; i--) {
+        p[i] = (char)(u & 0xff);
+        u >>= 8;
+    }
+}
+
+static inline void
+put_be32(char *p, int32_t v)
+{
+    uint32_t u = (uint32_t)v;
+    p[0] = (char)(u >> 24);
+    p[1] = (char)(u >> 16);
+    p[2] = (char)(u >> 8);
+    p[3] = (char)u;
+}
+
+static inline void
+put_be16(char *p, int16_t v)
+{
+    uint16_t u = (uint16_t)v;
+    p[0] = (char)(u >> 8);
+    p[1] = (char)u;
+}
+
+#define BATCH_HEADER 61
+
+/* A whole uncompressed RecordBatch v2 (header, CRC-32C, records) from columns:
+ * encode_records + assemble_batch in one buffer, the copy and the CRC without
+ * the GIL. */
+static PyObject *
+encode_batch(PyObject *module, PyObject *args)
+{
+    PyObject *ts_in, *keys_in, *values_in, *headers_in;
+    long long base_ts, base_offset, producer_id;
+    int attributes, producer_epoch, base_sequence, leader_epoch;
+    if (!PyArg_ParseTuple(args, "OOOOLLiLiii:encode_batch", &ts_in, &keys_in, &values_in,
+                          &headers_in, &base_ts, &base_offset, &attributes, &producer_id,
+                          &producer_epoch, &base_sequence, &leader_epoch))
+        return NULL;
+    Py_ssize_t n = PyObject_Length(values_in);
+    if (n < 0)
+        return NULL;
+    if (n == 0) {
+        PyErr_SetString(PyExc_ValueError, "encode_batch: no records");
+        return NULL;
+    }
+    int64_t max_ts = INT64_MIN;
+    PyObject *out = encode_records_impl(ts_in, keys_in, values_in, headers_in, base_ts,
+                                        BATCH_HEADER, &max_ts);
+    if (out == NULL)
+        return NULL;
+    char *h = PyBytes_AS_STRING(out);
+    Py_ssize_t size = PyBytes_GET_SIZE(out);
+    if (size - 12 > INT32_MAX) {
+        Py_DECREF(out);
+        PyErr_SetString(PyExc_OverflowError, "encode_batch: batch larger than 2 GiB");
+        return NULL;
+    }
+    put_be64(h, (int64_t)base_offset);
+    put_be32(h + 8, (int32_t)(size - 12));
+    put_be32(h + 12, (int32_t)leader_epoch);
+    h[16] = 2; /* magic */
+    /* h[17..20]: CRC, below */
+    put_be16(h + 21, (int16_t)attributes);
+    put_be32(h + 23, (int32_t)(n - 1)); /* last offset delta */
+    put_be64(h + 27, (int64_t)base_ts);
+    put_be64(h + 35, max_ts);
+    put_be64(h + 43, (int64_t)producer_id);
+    put_be16(h + 51, (int16_t)producer_epoch);
+    put_be32(h + 53, (int32_t)base_sequence);
+    put_be32(h + 57, (int32_t)n);
+    uint32_t c;
+    Py_BEGIN_ALLOW_THREADS
+    c = ~crc32c_update(~(uint32_t)0, (const uint8_t *)h + 21, (size_t)(size - 21));
+    Py_END_ALLOW_THREADS
+    put_be32(h + 17, (int32_t)c);
     return out;
 }
 
@@ -811,6 +971,16 @@ crc_sse42(uint32_t c, const uint8_t *p, size_t n)
 }
 #endif
 
+static uint32_t
+crc32c_update(uint32_t c, const uint8_t *p, size_t n)
+{
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    return crc_hw ? crc_sse42(c, p, n) : crc_sw(c, p, n);
+#else
+    return crc_sw(c, p, n);
+#endif
+}
+
 static PyObject *
 crc32c(PyObject *module, PyObject *args)
 {
@@ -864,6 +1034,10 @@ crc32c_hardware(PyObject *module, PyObject *unused)
 static PyMethodDef methods[] = {
     {"encode_records", (PyCFunction)encode_records, METH_VARARGS,
      "encode_records(timestamps, keys, values, headers, base_timestamp) -> bytes"},
+    {"encode_batch", (PyCFunction)encode_batch, METH_VARARGS,
+     "encode_batch(timestamps, keys, values, headers, base_timestamp, base_offset, attributes, "
+     "producer_id, producer_epoch, base_sequence, partition_leader_epoch) -> bytes: a whole "
+     "uncompressed RecordBatch v2"},
     {"parse_records", (PyCFunction)(void (*)(void))parse_records, METH_VARARGS | METH_KEYWORDS,
      "parse_records(buf, pos, end, count, base_offset, base_timestamp, template=None, slots=None, "
      "timestamp=None, min_offset=None) -> list"},

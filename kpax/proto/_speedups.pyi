@@ -11,6 +11,20 @@ def encode_records(
     base_timestamp: int,
     /,
 ) -> bytes: ...
+def encode_batch(
+    timestamps: Sequence[int],
+    keys: Sequence[bytes | None],
+    values: Sequence[bytes | None],
+    headers: Sequence[Sequence[tuple[str, bytes | None]] | None] | None,
+    base_timestamp: int,
+    base_offset: int,
+    attributes: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    partition_leader_epoch: int,
+    /,
+) -> bytes: ...
 def parse_records(
     buf: bytes,
     pos: int,

@@ -77,6 +77,58 @@ def test_encode_agrees_with_python(cols: Any) -> None:
 
 
 @needs_c
+@given(
+    columns(),
+    st.integers(-(2**63), 2**63 - 1),
+    st.integers(0, 0x7F),
+    st.integers(-1, 2**63 - 1),
+    st.integers(-1, 2**15 - 1),
+    st.integers(-1, 2**31 - 1),
+    st.integers(-1, 2**31 - 1),
+)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_encode_batch_is_encode_records_plus_assemble_batch(
+    cols: Any, base_offset: int, attributes: int, pid: int, epoch: int, seq: int, ple: int
+) -> None:
+    """The fused C batch encoder (records, header and CRC in one buffer, the copy
+    and the CRC without the GIL) gives the very bytes of the two-step path."""
+    ts, keys, values, headers, base = cols
+    if not ts:
+        return
+    attributes &= ~0x07  # uncompressed
+    try:
+        records = v2._py_encode_records(ts, keys, values, headers, base)
+    except (ValueError, OverflowError):
+        return  # out of range for the format: test_encode_rejects_what_python_rejects
+    want = v2.assemble_batch(
+        records,
+        count=len(ts),
+        base_offset=base_offset,
+        attributes=attributes,
+        last_offset_delta=len(ts) - 1,
+        base_timestamp=base,
+        max_timestamp=max(ts),
+        producer_id=pid,
+        producer_epoch=epoch,
+        base_sequence=seq,
+        partition_leader_epoch=ple,
+    )
+    assert speedups is not None
+    got = speedups.encode_batch(
+        ts, keys, values, headers, base, base_offset, attributes, pid, epoch, seq, ple
+    )
+    assert got == want
+    # bytearray and memoryview values take the copying path: same bytes
+    mixed = [bytearray(v) if isinstance(v, bytes) and i % 2 else v for i, v in enumerate(values)]
+    assert (
+        speedups.encode_batch(
+            ts, keys, mixed, headers, base, base_offset, attributes, pid, epoch, seq, ple
+        )
+        == want
+    )
+
+
+@needs_c
 def test_encode_rejects_what_python_rejects() -> None:
     with pytest.raises(TypeError, match="bytes-like or None"):
         speedups.encode_records([0], [None], ["text"], None, 0)
@@ -198,6 +250,10 @@ def test_no_memory_leak_on_success_and_error_paths() -> None:
 
     def cycle() -> None:
         speedups.encode_records(ts, values, values, hdrs, 0)
+        speedups.encode_batch(ts, values, values, None, 0, 0, 0, 1, 0, 0, -1)  # plain: no GIL
+        speedups.encode_batch(ts, values, values, hdrs, 0, 0, 0, 1, 0, 0, -1)
+        with pytest.raises(ValueError):
+            speedups.encode_batch([], [], [], None, 0, 0, 0, 1, 0, 0, -1)
         speedups.parse_records(data, 0, len(data), 200, 0, 0)
         speedups.parse_records(data, 0, len(data), 200, 0, 0, (0,) * 5, (4, 3, 2, 1, 0), 5, 10)
         with pytest.raises(CorruptRecordError):

@@ -34,6 +34,7 @@ from kpax.proto.records.v2 import (
     HEADER_SIZE,
     Header,
     assemble_batch,
+    encode_batch,
     encode_records,
 )
 
@@ -100,9 +101,6 @@ def encode_columns(
     if magic != 2:
         raise ConfigError(f"unknown record format magic {magic}: expected 0, 1 or 2")
     base_ts = ts[0] if base_timestamp is None else base_timestamp
-    records = encode_records(ts, keys, values, headers, base_ts)
-    if codec != CODEC_NONE:
-        records = compress(codec, records)
     attributes = codec
     if timestamp_type == 1:
         attributes |= ATTR_TIMESTAMP_TYPE
@@ -110,6 +108,24 @@ def encode_columns(
         attributes |= ATTR_TRANSACTIONAL
     if control:
         attributes |= ATTR_CONTROL
+    if codec == CODEC_NONE and encode_batch is not None:
+        batch: bytes = encode_batch(
+            ts,
+            keys,
+            values,
+            headers,
+            base_ts,
+            base_offset,
+            attributes,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            partition_leader_epoch,
+        )
+        return batch
+    records = encode_records(ts, keys, values, headers, base_ts)
+    if codec != CODEC_NONE:
+        records = compress(codec, records)
     return assemble_batch(
         records,
         count=n,

@@ -12,7 +12,9 @@ Two implementations of each loop: ``encode_records``, ``parse_records`` and
 offset) are the C accelerator's (kpax.proto._speedups) when it is built, else
 the pure-Python ``_py_*`` functions below, which stay the reference: same
 inputs, outputs and errors (tests/unit/test_records_speedups.py holds them
-together).
+together). With the accelerator, ``encode_batch`` does ``encode_records`` and
+``assemble_batch`` of an uncompressed batch in one buffer, with the record
+copy and the CRC outside the GIL (the producer seals its batches with it).
 
 Pure-Python hot-path design (measured with bench/proto.py):
 - encoding is column-at-a-time with C-level iteration only: varints come from
@@ -65,6 +67,7 @@ __all__ = [
     "RecordTuple",
     "assemble_batch",
     "encode_headers",
+    "encode_batch",
     "encode_records",
     "parse_records",
 ]
@@ -396,6 +399,10 @@ def _py_parse_rows(  # noqa: PLR0917 - same arguments as the C version
 #: Set KPAX_PURE_PYTHON=1 to run without the C accelerator (tests compare both).
 SPEEDUPS: Final = _speedups is not None
 encode_records = _py_encode_records if _speedups is None else _speedups.encode_records
+#: A whole uncompressed batch in one C call (records, header, CRC; the copy and
+#: the CRC without the GIL), or None without the C module: encode_records +
+#: assemble_batch then, the same bytes.
+encode_batch: Any = None if _speedups is None else _speedups.encode_batch
 parse_records = _py_parse_records if _speedups is None else _speedups.parse_records
 #: parse_records with a row template, the timestamp override and min_offset (see _speedups.pyi).
 parse_rows = _py_parse_rows if _speedups is None else _speedups.parse_records

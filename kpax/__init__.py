@@ -8,6 +8,9 @@ the asyncio face in :mod:`kpax.aio`. See docs/ and docs/architecture.md for the 
 loaded by every pytest run where kpax is installed; ``kpax --version``) does not load
 the client, asyncio and the generated protocol code. ``from kpax import Producer``
 and ``kpax.Producer`` work as before; a name is looked up once, then cached here.
+
+Imports: kpax._version; the rest on first use (kpax.producer, kpax.consumer,
+kpax.admin, kpax.structs, kpax.errors, ...).
 """
 
 from __future__ import annotations

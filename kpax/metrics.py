@@ -17,7 +17,9 @@ request. Each sensor has one writer (the client's I/O loop, or the consumer's
 polling thread) and takes no lock; ``metrics()`` reads from any thread.
 
 Shared utility outside the layers (like kpax.config): the broker layer and the
-clients import it; it imports only the standard library.
+clients import it.
+
+Imports: the standard library only.
 """
 
 from __future__ import annotations

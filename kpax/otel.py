@@ -41,7 +41,7 @@ link to the producer's context extracted from the record headers (the span's
 parent is the current context, not the producer: a consumer batch is its own
 trace, as the conventions suggest).
 
-Imports: opentelemetry-api (and kpax.producer, kpax.consumer for the client types).
+Imports: opentelemetry-api; kpax.producer, kpax.consumer (the client types), kpax.structs.
 """
 
 from __future__ import annotations

@@ -45,7 +45,7 @@ a wrong correlation id or a connection cut in the middle of a response is
 named in the error that every request in flight fails with, and in the error
 of any later request on the closed connection.
 
-Imports: kpax.proto, kpax.broker.*, the standard library.
+Imports: kpax.proto, kpax.broker.*, kpax._version, the standard library.
 """
 
 from __future__ import annotations

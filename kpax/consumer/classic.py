@@ -18,7 +18,7 @@ Static membership (KIP-345): with ``group_instance_id`` the member does not
 send LeaveGroup on close, so it can come back within ``session_timeout_ms``
 and get its partitions back without a rebalance.
 
-Imports: kpax.cluster, kpax.proto, kpax.structs, kpax.consumer.*.
+Imports: kpax.cluster, kpax.broker.backoff, kpax.proto, kpax.structs, kpax.consumer.*.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ partitions for ``session_timeout_ms``). FENCED_MEMBER_EPOCH / UNKNOWN_MEMBER_ID
 lose the partitions (listener ``on_partitions_lost``) and rejoin at epoch 0.
 Commits carry the member epoch.
 
-Imports: kpax.cluster, kpax.proto, kpax.structs, kpax.consumer.*.
+Imports: kpax.cluster, kpax.broker.backoff, kpax.proto, kpax.structs, kpax.consumer.*.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ that creates or fills a batch while the sender sleeps calls ``wake`` once
 (a thread-safe callback), so a busy producer does not pay a cross-thread
 wake-up per record.
 
-Imports: kpax.producer.batch, kpax.producer.partitioner, kpax.proto.records,
+Imports: kpax.producer.{batch,partitioner,fastpath}, kpax.proto.records,
 the standard library.
 """
 

@@ -16,7 +16,8 @@ lock; a batch is completed exactly once, on the producer's I/O loop. Callbacks
 ``fn(metadata, error)`` run on the I/O loop (as the Java client's do): keep
 them short and never block there.
 
-Imports: kpax.structs, kpax.proto (records, errors), the standard library.
+Imports: kpax.producer.fastpath, kpax.structs, kpax.proto (records, errors),
+the standard library.
 """
 
 from __future__ import annotations

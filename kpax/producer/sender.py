@@ -43,8 +43,9 @@ Metrics (kpax.metrics): counted once per completed batch in :meth:`complete`
 (records sent or failed, batch bytes, per topic), per retry and per request;
 never per record.
 
-Imports: kpax.producer.{accumulator,batch,idempotence}, kpax.cluster, kpax.metrics,
-kpax.broker, kpax.proto, the standard library.
+Imports: kpax.producer.{accumulator,batch,idempotence,transactions}, kpax.cluster
+(cluster, request_path), kpax.metrics, kpax.broker, kpax.proto, kpax.structs,
+the standard library.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ what is ready (``AsyncProducer.hand_off``, at most 1 ms). The caller blocks on
 an event rather than ``time.sleep(0)``, which would give up its CPU and wait
 out the scheduler's timer slack.
 
-Imports: kpax.producer.client, kpax.producer.batch, kpax.sync_face, kpax.proto.errors.
+Imports: kpax.producer.{client,batch}, kpax.sync_face, kpax.proto.errors, kpax.structs.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ abort is allowed); PRODUCER_FENCED / INVALID_PRODUCER_EPOCH /
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED are FATAL: every later call raises
 the same error (:class:`ProducerFencedError` for a zombie).
 
-Imports: kpax.cluster, kpax.broker.backoff, kpax.producer.idempotence,
+Imports: kpax.cluster (cluster, request_path), kpax.broker, kpax.producer.idempotence,
 kpax.proto, kpax.structs, the standard library.
 """
 

@@ -14,7 +14,8 @@ or are skipped with a warning. ``Trigger.AvailableNow`` is supported.
 The driver-side Admin client is made on first use and never pickled.
 
 Imports: pyspark.sql.datasource / pyspark.sql.streaming.datasource,
-kpax.spark.options, kpax.spark.planning, kpax.spark.source.
+kpax.spark.options, kpax.spark.planning, kpax.spark.source, kpax.errors,
+kpax.structs.
 """
 
 from __future__ import annotations

@@ -14,7 +14,8 @@ first record always fits. With compression the estimate is scaled by
 ``compression_ratio_estimate`` (1.0 by default, i.e. no credit for compression),
 which the producer may tune per topic as the Java client does.
 
-Imports: the standard library and kpax.proto.{errors,crc,compression,records.*}.
+Imports: the standard library and kpax.proto (errors, crc, compression, records.v2,
+records.legacy).
 """
 
 from __future__ import annotations

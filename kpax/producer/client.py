@@ -486,12 +486,6 @@ class AsyncProducer:
 
     # ------------------------------------------------------------ sending
 
-    def hand_off(self, limit: float) -> None:
-        """From a thread other than the producer's loop (the sync face), right
-        after a send opened a new batch: wait, GIL released, until the sender has
-        sent what is ready, at most ``limit`` seconds (:meth:`Sender.hand_off`)."""
-        self.sender.hand_off(limit)
-
     def try_append(  # noqa: PLR0917 - the hot path: positional arguments are cheaper
         self,
         topic: str,

@@ -54,7 +54,6 @@ import asyncio
 import contextlib
 import functools
 import logging
-import threading
 import time
 import uuid
 from typing import Any
@@ -118,11 +117,6 @@ class Sender:
             min(self.max_in_flight, 5) if identity is not None else self.max_in_flight
         )
         self._wake = asyncio.Event()
-        #: Released at the end of a round a caller thread waits for (:meth:`hand_off`):
-        #: a bare lock used as a binary semaphore, cheaper to signal than an Event.
-        self._round_end = threading.Lock()
-        self._round_end.acquire()
-        self.round_waited = False
         self._broker_in_flight: dict[int, int] = {}
         self._connecting: dict[int, int] = {}  # requests waiting for a connection, per broker
         self._versions: dict[int, int] = {}
@@ -149,19 +143,6 @@ class Sender:
 
     def wake(self) -> None:
         self._wake.set()
-
-    def hand_off(self, limit: float) -> None:
-        """Called from a caller thread (the sync face) that has just handed the
-        sender a new batch: block -- GIL released -- until the sender has been
-        round once (sent what is ready and gone back to sleep), at most
-        ``limit`` seconds. The I/O thread then runs its round without competing
-        for the GIL with the caller at every system call, and the caller does
-        not give up its CPU as ``time.sleep(0)`` would (which waits out the
-        scheduler's timer slack)."""
-        self.round_waited = True
-        # ``_round_end`` is held while there is no signal: acquiring it waits for
-        # the sender to release it (and takes it back, ready for the next time).
-        self._round_end.acquire(True, limit)
 
     # ------------------------------------------------------------ main loop
 
@@ -213,10 +194,6 @@ class Sender:
             # transaction manager may be adding the very partitions we wait for).
             await asyncio.sleep(0)
             return
-        if self.round_waited:  # a caller thread handed us a batch and waits (hand_off)
-            self.round_waited = False
-            with contextlib.suppress(RuntimeError):  # (already signalled)
-                self._round_end.release()
         handle = None
         if deadline is not None:
             handle = loop.call_later(max(deadline - time.monotonic(), 0.0), self._wake.set)

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from kpax.broker.broker import Broker
-from kpax.broker.options import COMMON_OPTIONS, connection_options
+from kpax.broker.options import COMMON_OPTIONS
 from kpax.cluster.cluster import Cluster
 from kpax.cluster.request_path import Deadline, RequestPath, RetryPolicy, ToLeader
 from kpax.config import Option, positive_int, resolve
@@ -59,13 +59,8 @@ class AdminBase:
         #: Counters behind :meth:`metrics` (kpax.metrics; None when switched off).
         self._metrics = Metrics() if metrics_enabled() else None
         self._conn_metrics = ConnectionMetrics(self._metrics) if self._metrics else None
-        self.cluster = Cluster(
-            self.config["bootstrap_servers"],
-            connection_options(self.config, self._conn_metrics),
-            metadata_max_age_ms=self.config["metadata_max_age_ms"],
-            retry_backoff_ms=self.config["retry_backoff_ms"],
-            retry_backoff_max_ms=self.config["retry_backoff_max_ms"],
-            allow_auto_topic_creation=False,
+        self.cluster = Cluster.from_config(
+            self.config, self._conn_metrics, allow_auto_topic_creation=False
         )
         self._timeout = self.config["default_api_timeout_ms"] / 1000
         #: The one request path (routing, retries, deadline) every call goes through.

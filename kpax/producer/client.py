@@ -29,12 +29,11 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from itertools import accumulate
 from typing import Any, TypeVar
 
 from kpax.cluster.cluster import Cluster
 from kpax.metrics import ConnectionMetrics, Metrics, metrics_enabled, tagged
-from kpax.producer.accumulator import Accumulator, Column, Segment, fit, record_size
+from kpax.producer.accumulator import Accumulator, record_size
 from kpax.producer.batch import BulkFuture, Callback, ProducerBatch, RecordFuture
 from kpax.producer.fastpath import sendpath
 from kpax.producer.idempotence import ProducerIdentity
@@ -43,8 +42,8 @@ from kpax.producer.partitioner import (
     DefaultPartitioner,
     _murmur2_unsigned,
     as_partitioner,
-    partition_for_key,
 )
+from kpax.producer.planning import BulkPlan, Planner, check_headers, check_timestamp, plan_many
 from kpax.producer.sender import Sender
 from kpax.producer.serializers import as_bytes, get_serializer
 from kpax.producer.transactions import (
@@ -59,114 +58,16 @@ from kpax.proto.errors import (
     KafkaError,
     KafkaTimeoutError,
 )
-from kpax.proto.records import Header
 from kpax.structs import ConsumerGroupMetadata, OffsetAndMetadata, RecordMetadata, TopicPartition
 
-__all__ = ["AsyncProducer", "check_timestamp"]
+__all__ = ["AsyncProducer", "check_timestamp"]  # (check_timestamp: kpax.producer.planning)
 
 log = logging.getLogger("kpax.producer")
 
 T = TypeVar("T")
 
 _BATCH_OVERHEAD = 61  # a v2 batch header
-_MAX_TIMESTAMP = 2**63 - 1
-
-
-def check_timestamp(timestamp: Any) -> int:
-    """A record timestamp as ``send`` takes it: milliseconds since the epoch as an
-    int, ``>= 0`` (or -1: no timestamp), below 2**63 -- as the Java client's
-    ProducerRecord (which refuses -1 too). A float (``time.time() * 1000``), a
-    str or a bool is a TypeError; out of range, a ValueError; both name the field."""
-    if type(timestamp) is not int:
-        if isinstance(timestamp, (bool, float, str, bytes)) or not hasattr(timestamp, "__index__"):
-            hint = " (e.g. int(time.time() * 1000))" if isinstance(timestamp, float) else ""
-            raise TypeError(
-                "record timestamp must be an int of milliseconds since the epoch, "
-                f"not {type(timestamp).__name__} {timestamp!r}{hint}"
-            )
-        timestamp = timestamp.__index__()
-    if (timestamp < 0 and timestamp != -1) or timestamp > _MAX_TIMESTAMP:
-        raise ValueError(
-            f"record timestamp {timestamp} is out of range: milliseconds since the epoch "
-            f"from 0 to 2**63-1, or -1 for none"
-        )
-    return int(timestamp)
-
-
-def _headers(headers: Any) -> list[Header] | None:
-    if not headers:
-        return None
-    if isinstance(headers, Mapping):
-        headers = list(headers.items())
-    out: list[Header] = []
-    for item in headers:
-        try:
-            k, v = item
-        except (TypeError, ValueError):
-            raise TypeError(f"record headers must be (str, bytes) pairs, got {item!r}") from None
-        if not isinstance(k, str):
-            raise TypeError(f"record header key must be str, not {type(k).__name__}")
-        if v is not None and type(v) is not bytes:
-            if isinstance(v, str):
-                v = v.encode("utf-8")
-            elif isinstance(v, (bytearray, memoryview)):
-                v = bytes(v)
-            else:
-                raise TypeError(
-                    f"record header {k!r} value must be bytes, str or None, not {type(v).__name__}"
-                )
-        out.append((k, v))
-    return out
-
-
-def _column_bytes(items: Sequence[Any], what: str, ser: Any) -> tuple[list[bytes | None], bool]:
-    """``items`` as a list of bytes/None (serialized, or checked as ``send``
-    does), and whether it holds a None."""
-    if ser is not None:
-        out = [ser(x) for x in items]
-        return out, None in out
-    out = items if type(items) is list else list(items)
-    types = set(map(type, out))
-    if types == _BYTES:
-        return out, False
-    if not types <= _BYTES_OR_NONE:
-        out = [x if x is None or type(x) is bytes else as_bytes(x, what) for x in out]
-    return out, None in out
-
-
-_BYTES = {bytes}
-_BYTES_OR_NONE = frozenset({bytes, type(None)})
-
-
-def _cumulative(
-    values: list[bytes | None], keys: list[bytes | None] | None, nones: bool | None = None
-) -> list[int]:
-    """Cumulative key + value lengths (``cum[0] == 0``); ``nones``: may
-    ``values`` hold None (None: look)."""
-    if nones or (nones is None and None in values):
-        vlens: Any = [0 if v is None else len(v) for v in values]
-    else:
-        vlens = map(len, values)  # type: ignore[arg-type]
-    if keys is None:
-        return list(accumulate(vlens, initial=0))
-    klens = [0 if k is None else len(k) for k in keys]
-    return list(accumulate(map(int.__add__, vlens, klens), initial=0))
-
-
-class _BulkPlan:
-    """A ``send_many`` call resolved into columns, and its progress."""
-
-    __slots__ = ("columns", "headers", "next", "segments", "timestamp", "topic")
-
-    def __init__(
-        self, topic: str, columns: list[Column], timestamp: int, headers: list[Header] | None
-    ) -> None:
-        self.topic = topic
-        self.columns = columns
-        self.timestamp = timestamp
-        self.headers = headers
-        self.next = 0  # the first column not fully appended
-        self.segments: list[Segment] = []
+_MAX_TIMESTAMP = 2**63 - 1  # (the C send path's bound too: kpax.producer.planning)
 
 
 class AsyncProducer:
@@ -188,6 +89,14 @@ class AsyncProducer:
         self._key_ser = get_serializer(cfg["key_serializer"], "key_serializer")
         self._value_ser = get_serializer(cfg["value_serializer"], "value_serializer")
         self._max_record = min(cfg["max_request_size"], cfg["buffer_memory"]) - _BATCH_OVERHEAD
+        self._planner = Planner(
+            value_serializer=self._value_ser,
+            key_serializer=self._key_ser,
+            custom_partitioner=None if self._default_partitioner else self.partitioner,
+            max_record=self._max_record,
+            max_request_size=cfg["max_request_size"],
+            buffer_memory=cfg["buffer_memory"],
+        )
         self._max_block = cfg["max_block_ms"] / 1000
         self.accumulator = Accumulator(
             batch_size=cfg["batch_size"],
@@ -515,7 +424,7 @@ class AsyncProducer:
         elif value is not None and type(value) is not bytes:
             value = as_bytes(value, "value")
         if headers:
-            headers = _headers(headers)
+            headers = check_headers(headers)
             size = record_size(key, value, headers)
         else:
             headers = None
@@ -551,7 +460,7 @@ class AsyncProducer:
             timestamp = check_timestamp(timestamp)
         return self.accumulator.append(topic, partition, timestamp, key, value, headers, n, size)
 
-    def plan_many(  # noqa: PLR0917 - argument checks and partitioning in one place
+    def plan_many(  # noqa: PLR0917 - the arguments of send_many
         self,
         topic: str,
         values: Sequence[Any],
@@ -560,123 +469,27 @@ class AsyncProducer:
         timestamp: int | None,
         headers: Any,
         n: int,
-    ) -> _BulkPlan:
+    ) -> BulkPlan:
         """Serialize, check and partition a ``send_many`` (thread-safe, appends
-        nothing); :meth:`try_fill` appends the plan."""
+        nothing; :func:`kpax.producer.planning.plan_many`); :meth:`try_fill`
+        appends the plan."""
         if self.closed:
             raise ClientClosedError("send_many() on a closed producer")
         txn = self.txn
         if txn is not None and txn.state is not TxnState.IN_TRANSACTION:
             txn.check_send()
-        vals, nones = _column_bytes(values, "value", self._value_ser)
-        count = len(vals)
-        ks: list[bytes | None] | None = None
-        if keys is not None:
-            if len(keys) != count:
-                raise ValueError(
-                    f"send_many: {len(keys)} keys for {count} values (keys must be parallel)"
-                )
-            ks, _ = _column_bytes(keys, "key", self._key_ser)
-            if ks.count(None) == count:
-                ks = None
-        hdrs = _headers(headers) if headers else None
-        per = record_size(b"", b"", hdrs) if hdrs else 21
-        timestamp = time.time_ns() // 1_000_000 if timestamp is None else check_timestamp(timestamp)
-        cum = _cumulative(vals, ks, nones)
-        i = 0
-        while i < count:  # a few steps: each takes as many records as fit in max_record
-            j = fit(cum, per, i, count, self._max_record)
-            if j == i:
-                raise MessageTooLargeError(
-                    f"a record of about {cum[i + 1] - cum[i] + per + 61} bytes for topic "
-                    f"{topic!r} is larger than max_request_size="
-                    f"{self.config['max_request_size']} / buffer_memory="
-                    f"{self.config['buffer_memory']} (nothing of this send_many was sent)"
-                )
-            i = j
-        if partition is not None:
-            if not 0 <= partition < n:
-                raise ValueError(f"topic {topic!r} has no partition {partition} (it has {n})")
-            columns = [Column(partition, vals, ks, cum, per)]
-        elif not self._default_partitioner:
-            part = self.partitioner.partition
-            targets = [part(topic, None if ks is None else ks[i], vals[i], n) for i in range(count)]
-            for p in set(targets):
-                if not 0 <= p < n:
-                    raise ValueError(
-                        f"partitioner returned partition {p} for {topic!r} with {n} partitions"
-                    )
-            columns = self._group(targets, vals, ks, per, 0)
-        elif ks is None:
-            columns = [Column(0 if n == 1 else -1, vals, None, cum, per)]
-        elif n == 1:
-            columns = [Column(0, vals, ks, cum, per)]
-        else:
-            columns = self._keyed_columns(ks, vals, per, n)
-        return _BulkPlan(topic, columns, timestamp, hdrs)
+        return plan_many(
+            topic,
+            values,
+            keys,
+            partition,
+            timestamp,
+            headers,
+            n,
+            self._planner,
+        )
 
-    def _keyed_columns(
-        self, ks: list[bytes | None], vals: list[bytes | None], per: int, n: int
-    ) -> list[Column]:
-        """Default partitioning of keyed records: murmur2 per distinct key; a
-        run of None keys goes to the sticky partitioner, after the records
-        before it and before those after it (so every partition keeps call order)."""
-        hashes: dict[bytes, int] = {}
-        targets: list[int] = []
-        add = targets.append
-        for k in ks:
-            if k is None:
-                add(-1)
-                continue
-            p = hashes.get(k)
-            if p is None:
-                p = hashes[k] = partition_for_key(k, n)
-            add(p)
-        if -1 not in targets:
-            return self._group(targets, vals, ks, per, 0)
-        columns: list[Column] = []
-        start, keyed = 0, targets[0] != -1
-        for i in range(1, len(targets) + 1):
-            if i == len(targets) or (targets[i] != -1) != keyed:
-                if keyed:
-                    columns += self._group(targets[start:i], vals[start:i], ks[start:i], per, start)
-                else:
-                    sub = vals[start:i]
-                    columns.append(Column(-1, sub, None, _cumulative(sub, None), per, base=start))
-                if i < len(targets):
-                    start, keyed = i, not keyed
-        return columns
-
-    @staticmethod
-    def _group(
-        targets: list[int],
-        vals: list[bytes | None],
-        ks: list[bytes | None] | None,
-        per: int,
-        base: int,
-    ) -> list[Column]:
-        """One column per target partition, each in call order."""
-        first = targets[0] if targets else 0
-        if targets.count(first) == len(targets):
-            return [Column(first, vals, ks, _cumulative(vals, ks), per, base=base)]
-        idx: dict[int, list[int]] = {}
-        for i, p in enumerate(targets):
-            lst = idx.get(p)
-            if lst is None:
-                idx[p] = [i]
-            else:
-                lst.append(i)
-        columns = []
-        for p in sorted(idx):
-            pos = idx[p]
-            v = [vals[i] for i in pos]
-            k = None if ks is None else [ks[i] for i in pos]
-            columns.append(
-                Column(p, v, k, _cumulative(v, k), per, positions=[base + i for i in pos])
-            )
-        return columns
-
-    def try_fill(self, plan: _BulkPlan, n: int) -> bool:
+    def try_fill(self, plan: BulkPlan, n: int) -> bool:
         """Append the plan's records (thread-safe); False when buffer memory is full
         (call again: it resumes where it stopped)."""
         if self.closed:
@@ -691,7 +504,7 @@ class AsyncProducer:
             plan.next += 1
         return True
 
-    def memory_full_error(self, topic: str, plan: _BulkPlan | None = None) -> KafkaTimeoutError:
+    def memory_full_error(self, topic: str, plan: BulkPlan | None = None) -> KafkaTimeoutError:
         """The error of a send that waited ``max_block_ms`` for buffer memory. For
         a ``send_many`` that buffered some of its records first, ``err.partial``
         is the BulkFuture of those (they are sent; the others are not)."""
@@ -709,12 +522,12 @@ class AsyncProducer:
             )
         return err
 
-    def _filled(self, plan: _BulkPlan, n: int) -> bool | None:
+    def _filled(self, plan: BulkPlan, n: int) -> bool | None:
         """``try_fill`` as a ``_wait_memory`` attempt: True when done, None to wait more."""
         return True if self.try_fill(plan, n) else None
 
     async def _wait_memory(
-        self, topic: str, plan: _BulkPlan | None, attempt: Callable[..., T | None], *args: Any
+        self, topic: str, plan: BulkPlan | None, attempt: Callable[..., T | None], *args: Any
     ) -> T:
         """The asyncio buffer-memory wait of ``send`` and ``send_many``:
         ``attempt(*args)`` each time memory is freed until it returns something

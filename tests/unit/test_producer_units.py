@@ -13,9 +13,9 @@ import pytest
 from kpax.errors import ConfigError, KafkaTimeoutError, SerializationError
 from kpax.producer.accumulator import FULL, Accumulator, record_size
 from kpax.producer.batch import ProducerBatch, RecordFuture
-from kpax.producer.client import _headers
 from kpax.producer.options import resolve_producer_config
 from kpax.producer.partitioner import DefaultPartitioner
+from kpax.producer.planning import check_headers as _headers
 from kpax.producer.serializers import as_bytes, get_serializer
 from kpax.proto.records import decode_batches, encode_columns
 

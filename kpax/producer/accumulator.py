@@ -14,10 +14,11 @@ returns :data:`FULL` and the caller waits (sync: :meth:`wait_for_memory`
 blocks up to ``max_block_ms``; asyncio: awaits the ``memory_freed`` hook).
 
 Closing a batch (full, lingered, flushed) encodes it at once, under the lock,
-with its producer id, epoch and sequence numbers (``seal``, supplied by the
-sender): a full batch is thus encoded in the thread that filled it, which
-keeps the I/O thread's share of the GIL small in the sync face, and a
-partition's ready batches are always in sequence order.
+with its producer id, epoch and sequence numbers (``seal``: the producer's
+:class:`~kpax.producer.sealer.Sealer`, given at construction): a full batch
+is thus encoded in the thread that filled it, which keeps the I/O thread's
+share of the GIL small in the sync face, and a partition's ready batches are
+always in sequence order.
 
 Waking the sender: the sender sets ``sleeping`` before it waits; an append
 that creates or fills a batch while the sender sleeps calls ``wake`` once
@@ -115,6 +116,8 @@ class Accumulator:
         buffer_memory: int,
         partitioner: object,
         wake: Callable[[], None],
+        seal: Callable[[PartitionQueue, ProducerBatch], bool] | None = None,
+        memory_freed: Callable[[], None] | None = None,
     ) -> None:
         self.lock = new_lock()  # C's when the C send path is built (it takes it too)
         self.batch_size = batch_size
@@ -139,11 +142,11 @@ class Accumulator:
         self.closing = False
         self._memory = threading.Condition(threading.Lock())
         self._memory_waiters = 0
-        #: ``seal(pq, batch) -> bool``: encode a closing batch (set by the sender;
-        #: it declines while the producer id is unknown or an epoch bump is pending).
-        self.seal: Callable[[PartitionQueue, ProducerBatch], bool] | None = None
+        #: ``seal(pq, batch) -> bool``: encode a closing batch (the producer's
+        #: Sealer; it declines while the producer id is unknown or an epoch bump is due).
+        self.seal = seal
         #: Called (on the I/O loop) when memory is released; the asyncio face hooks it.
-        self.memory_freed: Callable[[], None] | None = None
+        self.memory_freed = memory_freed
 
     # ------------------------------------------------------------ caller side
 
@@ -350,6 +353,7 @@ class Accumulator:
         if seal is not None and (not pq.ready or pq.ready[-1].data is not None):
             seal(pq, batch)
             if batch.seal_error is not None:
+                self.fail_later(batch, batch.seal_error)
                 return  # in self.failed: the sender fails it (never sent)
         pq.ready.append(batch)
 

@@ -37,13 +37,14 @@ from kpax.producer.accumulator import Accumulator, record_size
 from kpax.producer.batch import BulkFuture, Callback, ProducerBatch, RecordFuture
 from kpax.producer.fastpath import sendpath
 from kpax.producer.idempotence import ProducerIdentity
-from kpax.producer.options import resolve_producer_config
+from kpax.producer.options import ProducerSettings, resolve_producer_config
 from kpax.producer.partitioner import (
     DefaultPartitioner,
     _murmur2_unsigned,
     as_partitioner,
 )
 from kpax.producer.planning import BulkPlan, Planner, check_headers, check_timestamp, plan_many
+from kpax.producer.sealer import Sealer
 from kpax.producer.sender import Sender
 from kpax.producer.serializers import as_bytes, get_serializer
 from kpax.producer.transactions import (
@@ -81,57 +82,75 @@ class AsyncProducer:
         self._metrics = Metrics() if metrics_enabled() else None
         self._conn_metrics = ConnectionMetrics(self._metrics) if self._metrics else None
         self.cluster = Cluster.from_config(cfg, self._conn_metrics)
-        custom = cfg["partitioner"]
+        #: The options, typed (read by the parts below instead of ``config``).
+        settings = self.settings = ProducerSettings.from_config(cfg)
+        custom = settings.partitioner
         self.partitioner: Any = (
-            DefaultPartitioner(cfg["batch_size"]) if custom is None else as_partitioner(custom)
+            DefaultPartitioner(settings.batch_size) if custom is None else as_partitioner(custom)
         )
         self._default_partitioner = type(self.partitioner) is DefaultPartitioner
-        self._key_ser = get_serializer(cfg["key_serializer"], "key_serializer")
-        self._value_ser = get_serializer(cfg["value_serializer"], "value_serializer")
-        self._max_record = min(cfg["max_request_size"], cfg["buffer_memory"]) - _BATCH_OVERHEAD
+        self._key_ser = get_serializer(settings.key_serializer, "key_serializer")
+        self._value_ser = get_serializer(settings.value_serializer, "value_serializer")
+        self._max_record = min(settings.max_request_size, settings.buffer_memory) - _BATCH_OVERHEAD
         self._planner = Planner(
             value_serializer=self._value_ser,
             key_serializer=self._key_ser,
             custom_partitioner=None if self._default_partitioner else self.partitioner,
             max_record=self._max_record,
-            max_request_size=cfg["max_request_size"],
-            buffer_memory=cfg["buffer_memory"],
+            max_request_size=settings.max_request_size,
+            buffer_memory=settings.buffer_memory,
         )
-        self._max_block = cfg["max_block_ms"] / 1000
-        self.accumulator = Accumulator(
-            batch_size=cfg["batch_size"],
-            linger_ms=cfg["linger_ms"],
-            compression=cfg["compression_type"],
-            buffer_memory=cfg["buffer_memory"],
-            partitioner=self.partitioner,
-            wake=lambda: None,
-        )
+        self._max_block = settings.max_block_ms / 1000
         self.identity = (
             ProducerIdentity(
                 self.cluster,
-                retry_backoff_ms=cfg["retry_backoff_ms"],
-                retry_backoff_max_ms=cfg["retry_backoff_max_ms"],
+                retry_backoff_ms=settings.retry_backoff_ms,
+                retry_backoff_max_ms=settings.retry_backoff_max_ms,
             )
-            if cfg["enable_idempotence"]
+            if settings.enable_idempotence
             else None
         )
-        self.sender = Sender(cfg, self.cluster, self.accumulator, self.identity, self._metrics)
+        # Every part gets what it calls at construction; the calls that need the
+        # event loop (a wake-up, memory freed) check for it when they run.
+        sealer = Sealer(
+            self.identity,
+            settings.compression_type,
+            transactional=settings.transactional_id is not None,
+        )
+        self.accumulator = Accumulator(
+            batch_size=settings.batch_size,
+            linger_ms=settings.linger_ms,
+            compression=settings.compression_type,
+            buffer_memory=settings.buffer_memory,
+            partitioner=self.partitioner,
+            wake=self._threadsafe_wake,
+            seal=sealer.seal,
+            memory_freed=self._memory_freed,
+        )
         self.txn: TransactionManager | None = None
-        if cfg["transactional_id"] is not None:
+        if settings.transactional_id is not None:
             assert self.identity is not None
-            self.txn = self.sender.txn = TransactionManager(
+            self.txn = TransactionManager(
                 self.cluster,
                 self.identity,
-                cfg["transactional_id"],
-                transaction_timeout_ms=cfg["transaction_timeout_ms"],
-                request_timeout_ms=cfg["request_timeout_ms"],
-                retry_backoff_ms=cfg["retry_backoff_ms"],
-                retry_backoff_max_ms=cfg["retry_backoff_max_ms"],
-                wake_sender=self.sender.wake,
+                settings.transactional_id,
+                transaction_timeout_ms=settings.transaction_timeout_ms,
+                request_timeout_ms=settings.request_timeout_ms,
+                retry_backoff_ms=settings.retry_backoff_ms,
+                retry_backoff_max_ms=settings.retry_backoff_max_ms,
+                wake_sender=self._wake_sender,
                 on_new_epoch=self._restart_sequences,
             )
-        self.accumulator.seal = self.sender.seal
-        self.sender.on_metadata = self._update_partition_counts
+        self.sender = Sender(
+            settings,
+            self.cluster,
+            self.accumulator,
+            self.identity,
+            self._metrics,
+            sealer=sealer,
+            txn=self.txn,
+            on_metadata=self._update_partition_counts,
+        )
         #: topic -> partition count (read by caller threads without a lock).
         self.num_partitions: dict[str, int] = {}
         self._task: asyncio.Task[None] | None = None
@@ -151,10 +170,8 @@ class AsyncProducer:
     async def start(self) -> AsyncProducer:
         if self._started:
             return self
-        self._loop = asyncio.get_running_loop()
-        self.accumulator.wake = self._threadsafe_wake
         self._memory_event = asyncio.Event()
-        self.accumulator.memory_freed = self._memory_event.set
+        self._loop = asyncio.get_running_loop()
         await self.cluster.start()
         self._task = asyncio.ensure_future(self.sender.run())
         self._task.add_done_callback(self._sender_ended)
@@ -203,9 +220,20 @@ class AsyncProducer:
         for b in left:
             self.sender.complete(b, -1, -1, err)
 
+    def _wake_sender(self) -> None:
+        self.sender.wake()
+
+    def _memory_freed(self) -> None:
+        """Buffer memory was released (on the I/O loop): wake asyncio senders
+        waiting for it (the sync face waits on the accumulator's condition)."""
+        if self._memory_event is not None:
+            self._memory_event.set()
+
     def _threadsafe_wake(self) -> None:
+        """Wake the sender from any thread (nothing to wake before start)."""
         loop = self._loop
-        assert loop is not None
+        if loop is None:
+            return
         if self._in_loop():
             self.sender.wake()
         else:
@@ -385,7 +413,7 @@ class AsyncProducer:
                         f"topic {topic!r} not present in metadata after {limit * 1000:.0f} ms "
                         f"(max_block_ms): {exc.message}"
                     ) from exc
-                await asyncio.sleep(min(remaining, self.config["retry_backoff_ms"] / 1000))
+                await asyncio.sleep(min(remaining, self.settings.retry_backoff_ms / 1000))
         n = self.num_partitions[topic] = len(info.partitions)
         return n
 

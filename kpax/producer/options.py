@@ -21,6 +21,7 @@ Imports: kpax.config, kpax.broker.options, kpax.proto (compression, errors).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from kpax.broker.options import COMMON_OPTIONS
@@ -111,3 +112,54 @@ def resolve_producer_config(given: Mapping[str, Any]) -> dict[str, Any]:
             f"linger_ms + request_timeout_ms ({cfg['linger_ms'] + cfg['request_timeout_ms']})"
         )
     return cfg
+
+
+@dataclass(frozen=True)
+class ProducerSettings:
+    """The producer's options, typed and frozen: built once from the validated
+    config (:func:`resolve_producer_config`) and read by the client, the
+    sender and the transaction manager instead of ``config["..."]`` lookups."""
+
+    acks: int
+    linger_ms: int
+    batch_size: int
+    buffer_memory: int
+    max_block_ms: int
+    max_request_size: int
+    compression_type: str
+    retries: int
+    delivery_timeout_ms: int
+    max_in_flight: int
+    enable_idempotence: bool
+    transactional_id: str | None
+    transaction_timeout_ms: int
+    request_timeout_ms: int
+    retry_backoff_ms: int
+    retry_backoff_max_ms: int
+    partitioner: Any
+    key_serializer: Any
+    value_serializer: Any
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> ProducerSettings:
+        return cls(
+            acks=config["acks"],
+            linger_ms=config["linger_ms"],
+            batch_size=config["batch_size"],
+            buffer_memory=config["buffer_memory"],
+            max_block_ms=config["max_block_ms"],
+            max_request_size=config["max_request_size"],
+            compression_type=config["compression_type"],
+            retries=config["retries"],
+            delivery_timeout_ms=config["delivery_timeout_ms"],
+            max_in_flight=config["max_in_flight_requests_per_connection"],
+            enable_idempotence=bool(config["enable_idempotence"]),
+            transactional_id=config["transactional_id"],
+            transaction_timeout_ms=config["transaction_timeout_ms"],
+            request_timeout_ms=config["request_timeout_ms"],
+            retry_backoff_ms=config["retry_backoff_ms"],
+            retry_backoff_max_ms=config["retry_backoff_max_ms"],
+            partitioner=config["partitioner"],
+            key_serializer=config["key_serializer"],
+            value_serializer=config["value_serializer"],
+        )

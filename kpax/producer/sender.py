@@ -43,9 +43,9 @@ Metrics (kpax.metrics): counted once per completed batch in :meth:`complete`
 (records sent or failed, batch bytes, per topic), per retry and per request;
 never per record.
 
-Imports: kpax.producer.{accumulator,batch,idempotence,transactions}, kpax.cluster
-(cluster, request_path), kpax.metrics, kpax.broker, kpax.proto, kpax.structs,
-the standard library.
+Imports: kpax.producer.{accumulator,batch,idempotence,options,sealer,transactions},
+kpax.cluster (cluster, request_path), kpax.metrics, kpax.broker, kpax.proto,
+kpax.structs, the standard library.
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ import functools
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from kpax.broker.connection import BrokerConnection
@@ -65,8 +66,9 @@ from kpax.metrics import Metrics
 from kpax.producer.accumulator import Accumulator, PartitionQueue
 from kpax.producer.batch import ProducerBatch, delivery_error
 from kpax.producer.idempotence import ProducerIdentity
+from kpax.producer.options import ProducerSettings
+from kpax.producer.sealer import Sealer
 from kpax.producer.transactions import TransactionManager
-from kpax.proto.compression import codec_id
 from kpax.proto.error_codes import (
     DuplicateSequenceNumberError,
     UnknownServerError,
@@ -76,7 +78,7 @@ from kpax.proto.error_families import LEADER_OR_TOPIC_ERRORS, SEQUENCE_ERRORS
 from kpax.proto.errors import KafkaError, error_for_code
 from kpax.proto.messages import ProduceRequest
 from kpax.proto.produce_wire import PartitionResult, decode_produce_response, encode_produce
-from kpax.proto.records import encode_columns, rewrite_producer_state
+from kpax.proto.records import rewrite_producer_state
 from kpax.structs import TopicPartition
 
 log = logging.getLogger("kpax.producer")
@@ -91,26 +93,30 @@ class Sender:
 
     def __init__(
         self,
-        config: dict[str, Any],
+        settings: ProducerSettings,
         cluster: Cluster,
         accumulator: Accumulator,
         identity: ProducerIdentity | None,
         metrics: Metrics | None = None,
+        *,
+        sealer: Sealer,
+        txn: TransactionManager | None = None,
+        on_metadata: Callable[[], None] | None = None,
     ) -> None:
         self.cluster = cluster
         self.acc = accumulator
         self.identity = identity
-        #: The transaction manager of a transactional producer (set by the client).
-        self.txn: TransactionManager | None = None
-        self.acks: int = config["acks"]
-        self.request_timeout_ms: int = config["request_timeout_ms"]
-        self.delivery_timeout = config["delivery_timeout_ms"] / 1000
-        self.retries: int = config["retries"]
-        self.max_in_flight: int = config["max_in_flight_requests_per_connection"]
-        self.max_request_size: int = config["max_request_size"]
-        comp = config["compression_type"]
-        self.codec = codec_id(None if comp == "none" else comp)
-        self.backoff_ms = (config["retry_backoff_ms"], config["retry_backoff_max_ms"])
+        #: Encodes closing batches (shared with the accumulator).
+        self.sealer = sealer
+        #: The transaction manager of a transactional producer.
+        self.txn = txn
+        self.acks = settings.acks
+        self.request_timeout_ms = settings.request_timeout_ms
+        self.delivery_timeout = settings.delivery_timeout_ms / 1000
+        self.retries = settings.retries
+        self.max_in_flight = settings.max_in_flight
+        self.max_request_size = settings.max_request_size
+        self.backoff_ms = (settings.retry_backoff_ms, settings.retry_backoff_max_ms)
         #: The clients' one retry policy (kpax.cluster.request_path): a batch's backoff.
         self.retry_policy = RetryPolicy(*self.backoff_ms)
         self.per_partition = (
@@ -127,7 +133,7 @@ class Sender:
         #: Batches put back for a retry so far (a metric; tests read it).
         self.retried_batches = 0
         #: Called after each metadata refresh (the producer updates its partition counts).
-        self.on_metadata: Any = None
+        self.on_metadata = on_metadata
         #: Per-batch counters (kpax.metrics; None: not counted). Per topic:
         #: [records sent, records failed, bytes sent].
         self.metrics = metrics
@@ -328,59 +334,16 @@ class Sender:
             self.refresh_metadata()
         return retry_at
 
-    def seal(self, pq: PartitionQueue, b: ProducerBatch) -> bool:
-        """Encode a closing batch with its sequence numbers (accumulator lock held).
-        Declines (False) while the producer id is unknown or an epoch bump is due:
-        the batch is then sealed before it is sent (:meth:`_prepare`)."""
-        ident = self.identity
-        if ident is not None:
-            if ident.producer_id < 0 or ident.bump_needed:
-                return False
-            b.producer_id, b.producer_epoch = ident.producer_id, ident.producer_epoch
-            b.base_sequence = pq.next_sequence
-            pq.next_sequence = (pq.next_sequence + len(b.values)) & _MAX_SEQUENCE
-        b.count = len(b.values)
-        try:
-            b.data = encode_columns(
-                b.timestamps,
-                b.keys,
-                b.values,
-                b.headers,
-                compression=self.codec,
-                transactional=self.txn is not None,
-                producer_id=b.producer_id,
-                producer_epoch=b.producer_epoch,
-                base_sequence=b.base_sequence,
-            )
-        except Exception as exc:  # never let one batch stop the producer
-            if ident is not None:  # give its sequence numbers back: no gap
-                pq.next_sequence = b.base_sequence
-                b.base_sequence = -1
-            log.error(
-                "cannot encode a batch of %d record(s) for %s-%d: %r",
-                b.count,
-                pq.topic,
-                pq.partition,
-                exc,
-            )
-            err = KafkaError(
-                f"encoding {b.count} record(s) for {pq.topic}-{pq.partition} failed: {exc!r}"
-            )
-            err.__cause__ = exc
-            self.acc.fail_later(b, err)
-            return True
-        b.timestamps = b.keys = b.values = []  # type: ignore[assignment]
-        b.headers = None
-        return True
-
     def _take(self, pq: PartitionQueue, b: ProducerBatch) -> bool:
         """Take the head batch off its queue, sealing it if it was closed before
         it could be (atomically: no batch closed meanwhile may get an earlier
         sequence). False if it could not be encoded (it is then failed)."""
         with self.acc.lock:
             pq.ready.popleft()
-            if b.data is None and not self.seal(pq, b):
+            if b.data is None and not self.sealer.seal(pq, b):
                 raise AssertionError("sealing a batch without a producer id")
+            if b.seal_error is not None:
+                self.acc.fail_later(b, b.seal_error)
         if self.metrics is not None and b.attempts == 0:
             self.m_queue.record((time.monotonic() - b.created) * 1000.0)
         return b.seal_error is None

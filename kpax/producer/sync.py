@@ -56,14 +56,14 @@ class Producer(SyncFace):
     def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, **config: Any) -> None:
         core = self._core = AsyncProducer(bootstrap_servers, **config)  # validates options first
         self.config = core.config
-        self._max_block = self.config["max_block_ms"] / 1000
+        self._max_block = core.settings.max_block_ms / 1000
         # calls given no timeout wait max_block_ms; every call's wait has 5 s more
         super().__init__("kpax-producer", self._max_block, 5.0)
         self._nparts = core.num_partitions
         self._append = core.try_append  # bound once: send's per-record call
         self._start(
             core.start(),
-            self._max_block + self.config["request_timeout_ms"] / 1000,
+            self._max_block + core.settings.request_timeout_ms / 1000,
             "producer start",
             lambda: core.close(0),
             5.0,

@@ -13,7 +13,7 @@ import pytest
 
 import kpax
 from kpax.errors import ClientClosedError, KafkaError
-from kpax.producer import sender as sender_module
+from kpax.producer import sealer as sealer_module
 from tests.integration.producer_helpers import read_back
 
 pytestmark = pytest.mark.integration
@@ -81,14 +81,14 @@ def test_a_batch_that_cannot_be_encoded_fails_its_records_only(kafka, topic, mon
     """A bug or an input that slips past ``send``'s checks and makes encoding
     fail: that batch's futures fail with the reason (logged), every other
     record is delivered, and flush/close return."""
-    real = sender_module.encode_columns
+    real = sealer_module.encode_columns
 
     def encode(timestamps, keys, values, headers, **kw):
         if b"poison" in values:
             raise OverflowError("simulated encoder failure")
         return real(timestamps, keys, values, headers, **kw)
 
-    monkeypatch.setattr(sender_module, "encode_columns", encode)
+    monkeypatch.setattr(sealer_module, "encode_columns", encode)
     t = topic(partitions=2)
     caplog.set_level(logging.ERROR, logger="kpax.producer")
     with kpax.Producer(kafka.bootstrap, linger_ms=20) as p:

@@ -80,3 +80,37 @@ def test_async_consumer_builds_its_settings_once() -> None:
     consumer = AsyncConsumer("h:1", group_id="g", max_poll_records=7)
     assert consumer.settings.max_poll_records == 7 and consumer.config["max_poll_records"] == 7
     assert consumer.settings.group_id == "g"
+
+
+def test_producer_settings_are_the_validated_config_typed_and_frozen() -> None:
+    from kpax.producer.options import ProducerSettings
+
+    config = resolve_producer_config(
+        {
+            "bootstrap_servers": "h:9092",
+            "acks": "all",
+            "linger_ms": 7,
+            "compression_type": None,
+            "transactional_id": "tx",
+            "max_in_flight_requests_per_connection": 3,
+        }
+    )
+    settings = ProducerSettings.from_config(config)
+    assert settings.acks == -1 and settings.linger_ms == 7
+    assert settings.compression_type == "none"  # resolved, as the config says
+    assert settings.transactional_id == "tx" and settings.enable_idempotence is True
+    assert settings.max_in_flight == 3
+    with pytest.raises(FrozenInstanceError):
+        settings.acks = 1  # type: ignore[misc]
+
+
+def test_the_producer_wires_its_parts_at_construction() -> None:
+    from kpax.producer.client import AsyncProducer
+
+    p = AsyncProducer("127.0.0.1:9", transactional_id="tx")
+    acc, sender = p.accumulator, p.sender
+    assert acc.seal == sender.sealer.seal  # one sealer for both
+    assert sender.txn is p.txn and p.txn is not None
+    assert sender.on_metadata == p._update_partition_counts
+    acc.wake()  # before start: nothing to wake, no error
+    assert sender.acks == p.settings.acks == -1

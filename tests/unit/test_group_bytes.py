@@ -1,0 +1,197 @@
+"""The consumer group's commit and committed-offset paths driven with plain
+bytes, in milliseconds: the test answers FindCoordinator, OffsetCommit and
+OffsetFetch on the connection's byte stream, so a coordinator that moves, a
+commit that is retried and a final error are checked request by request. What
+a real broker does is tests/integration/test_consumer_group*.py's job."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from kpax.broker.connection import BrokerConnection
+from kpax.cluster.metadata import snapshot_from_response
+from kpax.consumer.client import AsyncConsumer
+from kpax.proto.error_codes import GroupAuthorizationFailedError, NotCoordinatorError
+from kpax.proto.messages import (
+    REQUESTS,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    MetadataRequest,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+)
+from kpax.structs import OffsetAndMetadata, TopicPartition
+from tests.unit.test_connection_bytes import Wire
+from tests.unit.test_sender_bytes import _metadata_response
+
+TOPIC = "orders"
+GROUP = "billing"
+Handler = Callable[[Any, int], Any]
+
+
+class ScriptedBroker:
+    """The broker's side of one connection: each request is decoded with the
+    generated classes and answered by ``handlers[api_key](request, version)``."""
+
+    def __init__(self, wire: Wire, conn: BrokerConnection, handlers: dict[int, Handler]) -> None:
+        self.wire, self.conn, self.handlers = wire, conn, handlers
+        self.seen = 0
+        self.log: list[str] = []
+
+    def pump(self) -> None:
+        while self.seen < len(self.wire.written):
+            frame = self.wire.written[self.seen]
+            self.seen += 1
+            _, key, version, corr = struct.unpack_from(">ihhi", frame)
+            cls = REQUESTS[key]
+            flexible = cls.is_flexible(version)
+            (clen,) = struct.unpack_from(">h", frame, 12)
+            pos = 14 + max(clen, 0) + (1 if flexible else 0)
+            request = cls.decode(memoryview(frame)[pos:], version)
+            self.log.append(cls.API_NAME)
+            response = self.handlers[key](request, version)
+            body = bytes(response.encode(version))
+            out = struct.pack(">i", corr) + (b"\x00" if flexible else b"") + body
+            data = struct.pack(">i", len(out)) + out
+            buf = self.conn.get_buffer(len(data))
+            buf[: len(data)] = data
+            del buf
+            self.conn.buffer_updated(len(data))
+
+
+def _find_coordinator(request: Any, version: int) -> Any:
+    c = FindCoordinatorResponse.Coordinator(key=GROUP, node_id=1, host="127.0.0.1", port=9)
+    return FindCoordinatorResponse(coordinators=[c])
+
+
+async def _consumer(handlers: dict[int, Handler]) -> tuple[AsyncConsumer, ScriptedBroker]:
+    c = AsyncConsumer(
+        "127.0.0.1:9",
+        group_id=GROUP,
+        enable_auto_commit=False,
+        retry_backoff_ms=1,
+        retry_backoff_max_ms=5,
+        default_api_timeout_ms=2000,
+    )
+    cluster = c.cluster
+    cluster._adopt(snapshot_from_response(_metadata_response(), None, [TOPIC]))
+    cluster._started = True
+    conn = BrokerConnection("127.0.0.1", 9, cluster.options, node_id=1)
+    wire = Wire()
+    conn.connection_made(wire)
+    conn.api_versions = {
+        FindCoordinatorRequest.API_KEY: (0, 4),
+        OffsetCommitRequest.API_KEY: (0, 8),
+        OffsetFetchRequest.API_KEY: (0, 7),
+        MetadataRequest.API_KEY: (0, 12),
+    }
+    cluster.broker(1)._conn = conn
+    await c.start()
+    base: dict[int, Handler] = {
+        FindCoordinatorRequest.API_KEY: _find_coordinator,
+        MetadataRequest.API_KEY: lambda request, version: _metadata_response(),
+    }
+    return c, ScriptedBroker(wire, conn, {**base, **handlers})
+
+
+async def _serve(broker: ScriptedBroker, call: Any) -> Any:
+    task = asyncio.ensure_future(call)
+    for _ in range(3000):
+        broker.pump()
+        if task.done():
+            return task.result()
+        await asyncio.sleep(0.001)
+    task.cancel()
+    raise AssertionError(f"not done; broker saw {broker.log}")
+
+
+def _commit_answer(codes: list[int]) -> Handler:
+    answers = iter(codes)
+
+    def answer(request: Any, version: int) -> Any:
+        code = next(answers)
+        R = OffsetCommitResponse
+        return R(
+            topics=[
+                R.OffsetCommitResponseTopic(
+                    name=t.name,
+                    partitions=[
+                        R.OffsetCommitResponsePartition(
+                            partition_index=p.partition_index, error_code=code
+                        )
+                        for p in t.partitions
+                    ],
+                )
+                for t in request.topics
+            ]
+        )
+
+    return answer
+
+
+async def test_a_commit_to_a_coordinator_that_moved_finds_it_again_and_succeeds() -> None:
+    committed: dict[tuple[str, int], int] = {}
+
+    def fetch(request: Any, version: int) -> Any:
+        R = OffsetFetchResponse
+        return R(
+            topics=[
+                R.OffsetFetchResponseTopic(
+                    name=t.name,
+                    partitions=[
+                        R.OffsetFetchResponsePartition(
+                            partition_index=p, committed_offset=committed.get((t.name, p), -1)
+                        )
+                        for p in t.partition_indexes
+                    ],
+                )
+                for t in request.topics
+            ]
+        )
+
+    commit = _commit_answer([NotCoordinatorError.code, 0])
+
+    def record(request: Any, version: int) -> Any:
+        for t in request.topics:
+            for p in t.partitions:
+                committed[(t.name, p.partition_index)] = p.committed_offset
+        return commit(request, version)
+
+    c, broker = await _consumer(
+        {OffsetCommitRequest.API_KEY: record, OffsetFetchRequest.API_KEY: fetch}
+    )
+    try:
+        tp = TopicPartition(TOPIC, 0)
+        await _serve(broker, c.commit({tp: OffsetAndMetadata(42)}))
+        # NOT_COORDINATOR: the coordinator was forgotten and looked up again
+        log = [name for name in broker.log if name in ("FindCoordinator", "OffsetCommit")]
+        assert log[:4] == [
+            "FindCoordinator",
+            "OffsetCommit",
+            "FindCoordinator",
+            "OffsetCommit",
+        ]
+        got = await _serve(broker, c.committed([tp]))
+        assert got[tp] is not None and got[tp].offset == 42
+    finally:
+        await c.close(0)
+
+
+async def test_a_final_commit_error_is_raised_at_once_naming_the_group() -> None:
+    c, broker = await _consumer(
+        {OffsetCommitRequest.API_KEY: _commit_answer([GroupAuthorizationFailedError.code])}
+    )
+    try:
+        tp = TopicPartition(TOPIC, 0)
+        with pytest.raises(GroupAuthorizationFailedError, match=GROUP):
+            await _serve(broker, c.commit({tp: OffsetAndMetadata(1)}))
+        assert broker.log.count("OffsetCommit") == 1  # not retried
+    finally:
+        await c.close(0)

@@ -1,4 +1,4 @@
-"""The fetcher: pipelined Fetch requests with fetch sessions, decoding, resets.
+"""The fetcher: pipelined Fetch requests per leader broker, decoded into the fetch buffer.
 
 Role: runs on the consumer's event loop. For every leader broker it keeps
 one Fetch request in flight -- on that broker's fetch connection
@@ -7,10 +7,9 @@ metadata requests never wait behind a long poll -- whenever any of its
 partitions is fetchable and has room in the buffer (``fetch_buffer_chunks``
 decoded fetches per partition), so the next fetch travels while the
 application handles the records already buffered. Requests use fetch
-sessions (KIP-227): a full request opens a session, later ones are
-incremental (only partitions whose fetch position changed, plus
-``forgotten`` ones). Fetch v13+ names topics by id (from the metadata); when
-a topic's id is unknown the request is capped at v12.
+sessions (KIP-227, :mod:`kpax.consumer.fetch_session`, one per broker). Fetch
+v13+ names topics by id (from the metadata); when a topic's id is unknown the
+request is capped at v12.
 
 Responses are decoded with the bulk decoders (``batch.columns()``) straight
 into :class:`~kpax.consumer.record.ConsumerRecord` lists (built in C with
@@ -22,8 +21,8 @@ Partition errors: OFFSET_OUT_OF_RANGE resets per ``auto_offset_reset``
 ("none": an error naming the partition and offsets); leader errors refresh
 the metadata and (FENCED/UNKNOWN_LEADER_EPOCH, leader moves) validate the
 position with OffsetForLeaderEpoch; a diverging epoch in the response
-(Fetch v12+) is log truncation (KIP-320): with a reset policy the position
-moves back to the divergence point, with "none" a LogTruncationError.
+(Fetch v12+) is log truncation (KIP-320). Resets, validations and
+truncations are handled by :class:`~kpax.consumer.positions.Positions`.
 
 Bad records (a batch failing its CRC or any other check, one decompressing to
 more than ``max_decompressed_batch_bytes``, a failing deserializer) stop their
@@ -34,11 +33,12 @@ seeks (as the Java client does). Each partition's records and error reach the
 buffer in the order of the Fetch response, so the records of partitions
 before it are never held back by it.
 
-Positions still unknown (new assignment, reset) are resolved here too: from
-the committed offsets (``committed_lookup``: the group's, passed at construction) or by
-ListOffsets.
+Positions still unknown (new assignment, reset) are found by
+:class:`~kpax.consumer.positions.Positions` too (the fetcher starts it on
+them): from the committed offsets (``committed_lookup``: the group's, passed
+at construction) or by ListOffsets.
 
-Imports: kpax.cluster, kpax.broker, kpax.proto, kpax.structs, kpax.metrics, kpax.consumer.*.
+Imports: kpax.cluster, kpax.proto, kpax.structs, kpax.metrics, kpax.consumer.*.
 """
 
 from __future__ import annotations
@@ -48,16 +48,16 @@ import contextlib
 import gc
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from functools import partial
 from itertools import repeat
 from typing import Any
 
 from kpax.cluster.cluster import Cluster
 from kpax.consumer.buffer import Chunk, FetchBuffer
-from kpax.consumer.errors import LogTruncationError, NoOffsetForPartitionError
-from kpax.consumer.offsets import EARLIEST, LATEST, end_offsets_for_epochs, list_offsets
+from kpax.consumer.fetch_session import FetchSession, Wanted
 from kpax.consumer.options import ConsumerSettings
+from kpax.consumer.positions import CommittedLookup, Positions
 from kpax.consumer.record import ConsumerRecord
 from kpax.consumer.state import PartitionState
 from kpax.metrics import Metrics
@@ -78,39 +78,17 @@ from kpax.proto.errors import (
 from kpax.proto.messages import FetchRequest
 from kpax.proto.records import decode_batches
 from kpax.proto.records.control import ControlRecord
-from kpax.structs import OffsetAndMetadata, TopicPartition
+from kpax.structs import TopicPartition
 
 log = logging.getLogger("kpax.consumer")
 
-__all__ = ["Fetcher"]
+__all__ = ["CommittedLookup", "Fetcher"]
 
 _make = partial(tuple.__new__, ConsumerRecord)
 #: Where the record loop puts offset, timestamp, key, value and headers in a ConsumerRecord.
 _ROW_SLOTS = (2, 3, 5, 6, 7)
-_MAX_EPOCH = 2**31 - 1
 #: Send the next Fetch before decoding the current response (see _fetch).
 EARLY_DISPATCH = True
-
-CommittedLookup = Callable[
-    [list[TopicPartition]], Awaitable[dict[TopicPartition, OffsetAndMetadata | None]]
-]
-
-
-class _Session:
-    """Client side of one broker's fetch session."""
-
-    __slots__ = ("epoch", "id", "parts")
-
-    def __init__(self) -> None:
-        self.id = 0
-        self.epoch = 0
-        #: tp -> (fetch_offset, last_fetched_epoch, current_leader_epoch) as the broker has it.
-        self.parts: dict[TopicPartition, tuple[int, int, int]] = {}
-
-    def reset(self) -> None:
-        self.id = 0
-        self.epoch = 0
-        self.parts = {}
 
 
 class Fetcher:
@@ -139,18 +117,18 @@ class Fetcher:
         self.value_deserializer = settings.value_deserializer
         self.check_crcs = settings.check_crcs
         self.max_decompressed = settings.max_decompressed_batch_bytes
-        #: Committed offsets of partitions to start from (the group's; None: no group).
-        self.committed_lookup = committed_lookup
+        #: Resets, validations and truncations of positions; ``fail`` for errors.
+        self.positions = Positions(
+            cluster, states, buffer, settings, committed_lookup=committed_lookup
+        )
         self._backoff = settings.retry_backoff
         self._timeout = settings.request_timeout
-        self._api_timeout = settings.api_timeout
         self._inflight: dict[int, asyncio.Task[None]] = {}
-        self._sessions: dict[int, _Session] = {}
+        self._sessions: dict[int, FetchSession] = {}
         self._backoff_until: dict[int, float] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._aux: set[asyncio.Task[None]] = set()
-        self._resetting: set[TopicPartition] = set()
         self._refreshing = False
         self._closed = False
         self.fetches = 0
@@ -180,23 +158,13 @@ class Fetcher:
             if s.id:
                 with contextlib.suppress(BaseException):
                     broker = self.cluster.fetch_broker(node)
-                    req = FetchRequest(
-                        replica_id=-1,
-                        max_wait_ms=0,
-                        min_bytes=1,
-                        max_bytes=1,
-                        session_id=s.id,
-                        session_epoch=-1,
-                        topics=[],
-                        forgotten_topics_data=[],
-                        rack_id="",
-                    )
+                    req = s.close_request()
                     await broker.request(req, timeout=1.0, expect_response=False)
         self._sessions.clear()
 
     def forget(self, tp: TopicPartition) -> None:
         """``tp`` left the assignment."""
-        self._resetting.discard(tp)
+        self.positions.resetting.discard(tp)
 
     # ------------------------------------------------------------ main loop
 
@@ -228,15 +196,16 @@ class Fetcher:
         by_node: dict[int, list[PartitionState]] = {}
         missing_leader: set[str] = set()
         max_chunks = self.max_chunks
+        resetting = self.positions.resetting
         for st in self.states.values():
             if not st.assigned or st.error is not None:
                 continue
             if st.reset_to is not None or st.fetch_position is None:
-                if st.tp not in self._resetting:
+                if st.tp not in resetting:
                     need_reset.append(st)
                 continue
             if st.validate:
-                if st.tp not in self._resetting:
+                if st.tp not in resetting:
                     need_validate.append(st)
                 continue
             if st.paused or st.buffered >= max_chunks:
@@ -249,12 +218,12 @@ class Fetcher:
             by_node.setdefault(p.leader, []).append(st)
         if need_reset:
             for st in need_reset:
-                self._resetting.add(st.tp)
-            self._spawn(self._reset(need_reset))
+                resetting.add(st.tp)
+            self._spawn(self.positions.reset(need_reset))
         if need_validate:
             for st in need_validate:
-                self._resetting.add(st.tp)
-            self._spawn(self._validate(need_validate))
+                resetting.add(st.tp)
+            self._spawn(self.positions.validate(need_validate))
         if missing_leader and not self._refreshing:
             self._refreshing = True
             self._spawn(self._refresh(missing_leader))
@@ -292,108 +261,6 @@ class Fetcher:
         finally:
             self._refreshing = False
 
-    # ------------------------------------------------------------ resets
-
-    async def _reset(self, parts: list[PartitionState]) -> None:
-        try:
-            gens = {st.tp: st.gen for st in parts}
-            committed: list[PartitionState] = []
-            by_spec: dict[TopicPartition, int] = {}
-            for st in parts:
-                how = st.reset_to or self.reset_policy
-                if how == "committed":
-                    committed.append(st)
-                else:
-                    self._reset_spec(st, how, by_spec)
-            if committed and self.committed_lookup is not None:
-                found = await self.committed_lookup([st.tp for st in committed])
-                for st in committed:
-                    om = found.get(st.tp)
-                    if om is not None and om.offset >= 0 and st.gen == gens[st.tp]:
-                        st.seek(om.offset, om.leader_epoch)
-                        st.committed = om.offset
-                        st.validate = om.leader_epoch >= 0
-                    elif st.gen == gens[st.tp]:
-                        self._reset_spec(st, self.reset_policy, by_spec)
-            elif committed:
-                for st in committed:
-                    self._reset_spec(st, self.reset_policy, by_spec)
-            if by_spec:
-                found2 = await list_offsets(
-                    self.cluster,
-                    by_spec,
-                    isolation_level=self.isolation,
-                    timeout=self._api_timeout,
-                    retry_backoff=self._backoff,
-                )
-                for tp, (offset, _ts, _epoch) in found2.items():
-                    cur = self.states.get(tp)
-                    if cur is not None and cur.gen == gens[tp] and cur.assigned:
-                        cur.seek(offset, -1)
-        finally:
-            for st in parts:
-                self._resetting.discard(st.tp)
-
-    def _reset_spec(self, st: PartitionState, how: str, out: dict[TopicPartition, int]) -> None:
-        if how == "earliest":
-            out[st.tp] = EARLIEST
-        elif how == "latest":
-            out[st.tp] = LATEST
-        else:
-            exc = NoOffsetForPartitionError(
-                f"no committed offset and no valid position for partition {st.tp} "
-                "(auto_offset_reset='none'): seek() first"
-            )
-            self._fail(st, exc)
-
-    def _fail(self, st: PartitionState, exc: BaseException) -> None:
-        st.error = exc
-        st.reset_to = None
-        self.buffer.put((st, exc))
-
-    async def _validate(self, parts: list[PartitionState]) -> None:
-        try:
-            todo = {st.tp: st for st in parts if st.position_epoch >= 0 and st.position is not None}
-            for st in parts:
-                if st.tp not in todo:
-                    st.validate = False
-            if not todo:
-                return
-            gens = {tp: st.gen for tp, st in todo.items()}
-            found = await end_offsets_for_epochs(
-                self.cluster,
-                {tp: st.position_epoch for tp, st in todo.items()},
-                timeout=self._api_timeout,
-                retry_backoff=self._backoff,
-            )
-            for tp, (epoch, end) in found.items():
-                st = todo[tp]
-                if st.gen != gens[tp]:
-                    continue
-                st.validate = False
-                self._maybe_truncated(st, epoch, end)
-        finally:
-            for st in parts:
-                self._resetting.discard(st.tp)
-
-    def _maybe_truncated(self, st: PartitionState, epoch: int, end: int) -> None:
-        pos = st.position
-        if pos is None or end < 0 or end >= pos:
-            return
-        if self.reset_policy == "none":
-            self._fail(
-                st,
-                LogTruncationError(
-                    f"partition {st.tp}: log truncated to offset {end} (epoch {epoch}) below "
-                    f"the consumer's position {pos}"
-                ),
-            )
-            return
-        log.warning(
-            "partition %s: log truncated below position %d, resetting to %d", st.tp, pos, end
-        )
-        st.seek(end, epoch)
-
     # ------------------------------------------------------------ fetch
 
     async def _fetch(self, node: int, parts: list[PartitionState]) -> None:
@@ -408,11 +275,9 @@ class Fetcher:
                     break
         session = self._sessions.get(node)
         if session is None:
-            session = self._sessions[node] = _Session()
-        use_ids = version >= 13
+            session = self._sessions[node] = FetchSession()
         settings = self.settings
-        max_bytes = settings.max_partition_fetch_bytes
-        wanted: dict[TopicPartition, tuple[int, int, int]] = {}
+        wanted: Wanted = {}
         sent: dict[TopicPartition, tuple[PartitionState, int, int]] = {}
         for st in parts:
             info = snapshot.topics[st.tp.topic]
@@ -420,71 +285,10 @@ class Fetcher:
             assert st.fetch_position is not None
             wanted[st.tp] = (st.fetch_position, st.fetch_epoch, leader_epoch)
             sent[st.tp] = (st, st.gen, st.fetch_position)
-        if session.id:
-            send = {tp: v for tp, v in wanted.items() if session.parts.get(tp) != v}
-            forgotten = [tp for tp in session.parts if tp not in wanted]
-            epoch = session.epoch
-        else:
-            send = wanted
-            forgotten = []
-            epoch = 0
-        topics: dict[str, list[Any]] = {}
-        for tp, (offset, last_epoch, leader_epoch) in send.items():
-            topics.setdefault(tp.topic, []).append(
-                FetchRequest.FetchPartition(
-                    partition=tp.partition,
-                    current_leader_epoch=leader_epoch,
-                    fetch_offset=offset,
-                    last_fetched_epoch=last_epoch,
-                    log_start_offset=-1,
-                    partition_max_bytes=max_bytes,
-                )
-            )
-        ids: dict[Any, str] = {}
-        req_topics = []
-        for name, ps in topics.items():
-            tid = snapshot.topics[name].topic_id if use_ids else None
-            if tid is not None:
-                ids[tid] = name
-            req_topics.append(
-                FetchRequest.FetchTopic(topic=name, topic_id=tid, partitions=ps)
-                if tid
-                else FetchRequest.FetchTopic(topic=name, partitions=ps)
-            )
-        forgot: dict[str, list[int]] = {}
-        for tp in forgotten:
-            forgot.setdefault(tp.topic, []).append(tp.partition)
-        forgotten_data = []
-        for name, pids in forgot.items():
-            info = snapshot.topics.get(name)
-            tid = info.topic_id if (info is not None and use_ids) else None
-            if use_ids and tid is None:
-                session.reset()  # cannot name it: start over with a full request
-                return
-            if tid is not None:
-                ids[tid] = name
-                forgotten_data.append(
-                    FetchRequest.ForgottenTopic(topic=name, topic_id=tid, partitions=pids)
-                )
-            else:
-                forgotten_data.append(FetchRequest.ForgottenTopic(topic=name, partitions=pids))
-        if use_ids:
-            for tp in session.parts:
-                info = snapshot.topics.get(tp.topic)
-                if info is not None and info.topic_id is not None:
-                    ids[info.topic_id] = tp.topic
-        req = FetchRequest(
-            replica_id=-1,
-            max_wait_ms=settings.fetch_max_wait_ms,
-            min_bytes=settings.fetch_min_bytes,
-            max_bytes=settings.fetch_max_bytes,
-            isolation_level=self.isolation,
-            session_id=session.id,
-            session_epoch=epoch,
-            topics=req_topics,
-            forgotten_topics_data=forgotten_data,
-            rack_id=settings.client_rack or "",
-        )
+        built = session.request(wanted, snapshot, version >= 13, settings, self.isolation)
+        if built is None:
+            return  # the session starts over (see FetchSession.request)
+        req, ids = built
         timeout = self._timeout + settings.fetch_max_wait_ms / 1000
         started = time.monotonic()
         resp = await broker.request(req, version=version, timeout=timeout)
@@ -500,13 +304,7 @@ class Fetcher:
                 return
             session.reset()
             raise error_for_code(resp.error_code)(f"Fetch from {broker.describe()}")
-        if session.id == 0 and resp.session_id:
-            session.id = resp.session_id
-            session.epoch = 1
-            session.parts = wanted
-        elif session.id:
-            session.parts = wanted
-            session.epoch = 1 if session.epoch >= _MAX_EPOCH else session.epoch + 1
+        session.completed(resp.session_id, wanted)
         pending = self._handle_response(resp, sent, ids, broker.describe())
         if pending and EARLY_DISPATCH:
             # Fetch positions are known from the batch headers already: send the next
@@ -554,7 +352,7 @@ class Fetcher:
                 st.log_start_offset = p.log_start_offset
                 div = getattr(p, "diverging_epoch", None)
                 if div is not None and div.epoch >= 0:
-                    self._maybe_truncated(st, div.epoch, div.end_offset)
+                    self.positions.maybe_truncated(st, div.epoch, div.end_offset)
                     if st.gen != gen or st.error is not None:
                         continue
                 data = p.records
@@ -608,7 +406,7 @@ class Fetcher:
         if issubclass(err, OffsetOutOfRangeError):
             if self.reset_policy == "none":
                 st.error = err("pending")  # stop fetching it
-                self._spawn(self._out_of_range(st, code, offset))
+                self._spawn(self.positions.out_of_range(st, code, offset))
             else:
                 log.info("partition %s: offset %d out of range, resetting", st.tp, offset)
                 st.gen += 1
@@ -623,29 +421,7 @@ class Fetcher:
         if err.retriable:
             refresh.add(st.tp.topic)
             return
-        self._fail(st, err(f"fetching partition {st.tp} from {where}"))
-
-    async def _out_of_range(self, st: PartitionState, code: int, offset: int) -> None:
-        """Fail ``st`` with an error naming the partition's valid range."""
-        gen = st.gen
-        try:
-            lo = await list_offsets(
-                self.cluster, {st.tp: EARLIEST}, isolation_level=self.isolation, timeout=5.0
-            )
-            hi = await list_offsets(
-                self.cluster, {st.tp: LATEST}, isolation_level=self.isolation, timeout=5.0
-            )
-            valid = f"log start {lo[st.tp][0]}, high watermark {hi[st.tp][0]}"
-        except KafkaError as exc:
-            valid = f"valid range unknown: {exc.message}"
-        if st.gen == gen:
-            self._fail(
-                st,
-                error_for_code(code)(
-                    f"fetch offset {offset} of partition {st.tp} is out of range ({valid}) "
-                    "and auto_offset_reset='none'"
-                ),
-            )
+        self.positions.fail(st, err(f"fetching partition {st.tp} from {where}"))
 
     def _decode(  # noqa: PLR0917 - hot path
         self,
@@ -777,7 +553,7 @@ class Fetcher:
         if error is not None:
             if st.gen == gen and st.assigned:
                 st.fetch_position = -1  # drop whatever the next fetch brings
-                self._fail(st, error)
+                self.positions.fail(st, error)
             elif st.error is error:  # paused meanwhile: found again when fetched again
                 st.error = None
 

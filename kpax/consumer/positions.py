@@ -1,0 +1,194 @@
+"""Consumer positions the fetcher cannot fetch from yet: resets and epoch validation.
+
+Role: the :class:`~kpax.consumer.fetcher.Fetcher` hands :class:`Positions`
+the partitions whose position is unknown (new assignment, reset) or must be
+validated, each as a task on the consumer's event loop.
+
+Unknown positions are resolved from the committed offsets (``committed_lookup``:
+the group's, passed at construction) or by ListOffsets, per the partition's
+reset (``reset_to``) or ``auto_offset_reset`` ("none": a
+NoOffsetForPartitionError naming the partition). A position whose leader epoch
+is in doubt (FENCED/UNKNOWN_LEADER_EPOCH, leader moves) is validated with
+OffsetForLeaderEpoch; log truncation below it (KIP-320, also found from a
+Fetch response's diverging epoch) moves it back to the divergence point, with
+"none" a LogTruncationError. An offset out of range with "none" fails the
+partition with an error naming its valid range. ``fail`` stops a partition
+with an error the buffer delivers (the fetcher uses it too).
+
+Imports: kpax.cluster.cluster, kpax.consumer.{buffer, errors, offsets, options, state},
+kpax.proto.errors, kpax.structs.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+from kpax.cluster.cluster import Cluster
+from kpax.consumer.buffer import FetchBuffer
+from kpax.consumer.errors import LogTruncationError, NoOffsetForPartitionError
+from kpax.consumer.offsets import EARLIEST, LATEST, end_offsets_for_epochs, list_offsets
+from kpax.consumer.options import ConsumerSettings
+from kpax.consumer.state import PartitionState
+from kpax.proto.errors import KafkaError, error_for_code
+from kpax.structs import OffsetAndMetadata, TopicPartition
+
+log = logging.getLogger("kpax.consumer")
+
+__all__ = ["CommittedLookup", "Positions"]
+
+CommittedLookup = Callable[
+    [list[TopicPartition]], Awaitable[dict[TopicPartition, OffsetAndMetadata | None]]
+]
+
+
+class Positions:
+    """Finds and checks the positions of a consumer's partitions (one per Fetcher)."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        states: dict[TopicPartition, PartitionState],
+        buffer: FetchBuffer,
+        settings: ConsumerSettings,
+        *,
+        committed_lookup: CommittedLookup | None = None,
+    ) -> None:
+        self.cluster = cluster
+        self.states = states
+        self.buffer = buffer
+        self.isolation = settings.isolation
+        self.reset_policy = settings.auto_offset_reset
+        #: Committed offsets of partitions to start from (the group's; None: no group).
+        self.committed_lookup = committed_lookup
+        self._backoff = settings.retry_backoff
+        self._api_timeout = settings.api_timeout
+        #: Partitions with a reset or a validation under way (the fetcher marks
+        #: them when it starts one, so that it does not start another).
+        self.resetting: set[TopicPartition] = set()
+
+    async def reset(self, parts: list[PartitionState]) -> None:
+        """Give ``parts`` a position: the committed offset or the reset policy's."""
+        try:
+            gens = {st.tp: st.gen for st in parts}
+            committed: list[PartitionState] = []
+            by_spec: dict[TopicPartition, int] = {}
+            for st in parts:
+                how = st.reset_to or self.reset_policy
+                if how == "committed":
+                    committed.append(st)
+                else:
+                    self._reset_spec(st, how, by_spec)
+            if committed and self.committed_lookup is not None:
+                found = await self.committed_lookup([st.tp for st in committed])
+                for st in committed:
+                    om = found.get(st.tp)
+                    if om is not None and om.offset >= 0 and st.gen == gens[st.tp]:
+                        st.seek(om.offset, om.leader_epoch)
+                        st.committed = om.offset
+                        st.validate = om.leader_epoch >= 0
+                    elif st.gen == gens[st.tp]:
+                        self._reset_spec(st, self.reset_policy, by_spec)
+            elif committed:
+                for st in committed:
+                    self._reset_spec(st, self.reset_policy, by_spec)
+            if by_spec:
+                found2 = await list_offsets(
+                    self.cluster,
+                    by_spec,
+                    isolation_level=self.isolation,
+                    timeout=self._api_timeout,
+                    retry_backoff=self._backoff,
+                )
+                for tp, (offset, _ts, _epoch) in found2.items():
+                    cur = self.states.get(tp)
+                    if cur is not None and cur.gen == gens[tp] and cur.assigned:
+                        cur.seek(offset, -1)
+        finally:
+            for st in parts:
+                self.resetting.discard(st.tp)
+
+    def _reset_spec(self, st: PartitionState, how: str, out: dict[TopicPartition, int]) -> None:
+        if how == "earliest":
+            out[st.tp] = EARLIEST
+        elif how == "latest":
+            out[st.tp] = LATEST
+        else:
+            exc = NoOffsetForPartitionError(
+                f"no committed offset and no valid position for partition {st.tp} "
+                "(auto_offset_reset='none'): seek() first"
+            )
+            self.fail(st, exc)
+
+    def fail(self, st: PartitionState, exc: BaseException) -> None:
+        """Stop fetching ``st``; the buffer delivers ``exc`` after its records."""
+        st.error = exc
+        st.reset_to = None
+        self.buffer.put((st, exc))
+
+    async def validate(self, parts: list[PartitionState]) -> None:
+        """Check the positions of ``parts`` against their leaders' logs (KIP-320)."""
+        try:
+            todo = {st.tp: st for st in parts if st.position_epoch >= 0 and st.position is not None}
+            for st in parts:
+                if st.tp not in todo:
+                    st.validate = False
+            if not todo:
+                return
+            gens = {tp: st.gen for tp, st in todo.items()}
+            found = await end_offsets_for_epochs(
+                self.cluster,
+                {tp: st.position_epoch for tp, st in todo.items()},
+                timeout=self._api_timeout,
+                retry_backoff=self._backoff,
+            )
+            for tp, (epoch, end) in found.items():
+                st = todo[tp]
+                if st.gen != gens[tp]:
+                    continue
+                st.validate = False
+                self.maybe_truncated(st, epoch, end)
+        finally:
+            for st in parts:
+                self.resetting.discard(st.tp)
+
+    def maybe_truncated(self, st: PartitionState, epoch: int, end: int) -> None:
+        """The leader's log for ``epoch`` ends at ``end``: below the position, truncation."""
+        pos = st.position
+        if pos is None or end < 0 or end >= pos:
+            return
+        if self.reset_policy == "none":
+            self.fail(
+                st,
+                LogTruncationError(
+                    f"partition {st.tp}: log truncated to offset {end} (epoch {epoch}) below "
+                    f"the consumer's position {pos}"
+                ),
+            )
+            return
+        log.warning(
+            "partition %s: log truncated below position %d, resetting to %d", st.tp, pos, end
+        )
+        st.seek(end, epoch)
+
+    async def out_of_range(self, st: PartitionState, code: int, offset: int) -> None:
+        """Fail ``st`` with an error naming the partition's valid range."""
+        gen = st.gen
+        try:
+            lo = await list_offsets(
+                self.cluster, {st.tp: EARLIEST}, isolation_level=self.isolation, timeout=5.0
+            )
+            hi = await list_offsets(
+                self.cluster, {st.tp: LATEST}, isolation_level=self.isolation, timeout=5.0
+            )
+            valid = f"log start {lo[st.tp][0]}, high watermark {hi[st.tp][0]}"
+        except KafkaError as exc:
+            valid = f"valid range unknown: {exc.message}"
+        if st.gen == gen:
+            self.fail(
+                st,
+                error_for_code(code)(
+                    f"fetch offset {offset} of partition {st.tp} is out of range ({valid}) "
+                    "and auto_offset_reset='none'"
+                ),
+            )

@@ -14,7 +14,7 @@ import os
 import signal
 from types import TracebackType
 
-from kpax.testing.errors import KafkaStartError
+from kpax.testing.errors import KafkaStartError, NotAvailableHere
 
 #: signal.SIGKILL where it exists (POSIX): the module must import anywhere.
 _SIGKILL = getattr(signal, "SIGKILL", 9)
@@ -62,19 +62,19 @@ class KafkaCluster:
 
     def kill_broker(self, node_id: int, sig: int = _SIGKILL) -> None:
         """Send *sig* to broker *node_id* (SIGKILL by default: a crash) and reap it."""
-        raise KafkaStartError(f"{self.backend} cluster: cannot kill broker {node_id}")
+        raise NotAvailableHere(f"{self.backend} cluster: cannot kill broker {node_id}")
 
     def restart_broker(self, node_id: int, timeout: float = 90.0) -> None:
         """Start broker *node_id* again on the same ports and data dir; wait until it answers."""
-        raise KafkaStartError(f"{self.backend} cluster: cannot restart broker {node_id}")
+        raise NotAvailableHere(f"{self.backend} cluster: cannot restart broker {node_id}")
 
     def pause_broker(self, node_id: int) -> None:
         """Freeze broker *node_id* (SIGSTOP): connections stay open, nothing answers."""
-        raise KafkaStartError(f"{self.backend} cluster: cannot pause broker {node_id}")
+        raise NotAvailableHere(f"{self.backend} cluster: cannot pause broker {node_id}")
 
     def resume_broker(self, node_id: int) -> None:
         """Unfreeze a paused broker (SIGCONT)."""
-        raise KafkaStartError(f"{self.backend} cluster: cannot resume broker {node_id}")
+        raise NotAvailableHere(f"{self.backend} cluster: cannot resume broker {node_id}")
 
     def log_tail(self, node_id: int | None = None, n: int = 40) -> str:
         """Last *n* lines of broker *node_id*'s log (all brokers when None)."""
@@ -135,7 +135,7 @@ class ExistingCluster(KafkaCluster):
             env = (
                 "KPAX_TEST_SASL_BOOTSTRAP" if name.startswith("SASL") else "KPAX_TEST_SSL_BOOTSTRAP"
             )
-            raise KafkaStartError(
+            raise NotAvailableHere(
                 f"existing cluster {self.bootstrap}: no {name} listener known (set {env})"
             )
         return dict(enumerate(self._addrs[name], start=1))

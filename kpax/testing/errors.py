@@ -1,12 +1,19 @@
-"""The one exception kpax.testing raises when it cannot provide a Kafka.
+"""The exceptions kpax.testing raises when it cannot provide a Kafka, or what a test asks of it.
 
 Imports: nothing from kpax.
 """
 
 from __future__ import annotations
 
-__all__ = ["KafkaStartError"]
+__all__ = ["KafkaStartError", "NotAvailableHere"]
 
 
 class KafkaStartError(RuntimeError):
     """A test Kafka could not be provided; the message says why and what to do."""
+
+
+class NotAvailableHere(KafkaStartError):
+    """The cluster at hand cannot do what a test asks: stop, kill or pause a
+    broker of a cluster someone else runs (``KPAX_TEST_BOOTSTRAP``), use a
+    listener it was not described with. The pytest plugin reports such a test
+    as skipped, with this message; everywhere else it is a KafkaStartError."""

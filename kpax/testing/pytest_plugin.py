@@ -18,10 +18,15 @@ Fixtures:
   a leader.
 
 When a test that used a broker fails, the last lines of each broker's log are
-added to its report ("kafka broker log" section).
+added to its report ("kafka broker log" section). A test that asks the
+cluster for what it cannot do (``NotAvailableHere``: pause a broker of a
+shared ``KPAX_TEST_BOOTSTRAP`` cluster, a listener it was not described with)
+is reported as skipped, saying why; ``kafka_factory`` skips at once there,
+since a shared cluster cannot stand in for brokers of the test's own.
 
-Imports: pytest and the standard library at import time; kpax.testing's
-backends and kpax (the client, for ``kpax.Admin``) lazily inside the fixtures.
+Imports: pytest, kpax.testing.errors and the standard library at import time;
+kpax.testing's backends and kpax (the client, for ``kpax.Admin``) lazily inside
+the fixtures.
 Registered through the ``pytest11`` entry point, this module is imported by every
 pytest run wherever kpax is installed, on any OS: it must stay cheap (a few ms)
 and import nothing platform-specific (tests/unit/test_import_portable.py checks).
@@ -34,6 +39,8 @@ from collections.abc import Callable, Generator, Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
+
+from kpax.testing.errors import NotAvailableHere
 
 if TYPE_CHECKING:
     from kpax.testing.base import KafkaCluster
@@ -102,7 +109,14 @@ def kafka_factory() -> Iterator[Callable[..., KafkaCluster]]:
         ssl: bool = False,
         config: dict[str, Any] | None = None,
     ) -> KafkaCluster:
-        from kpax.testing.backends import start_kafka
+        from kpax.testing.backends import select_backend, start_kafka
+
+        if select_backend() == "existing":
+            # A test asking for brokers of its own stops, kills, pauses or
+            # reconfigures them: a shared cluster cannot stand in.
+            pytest.skip(
+                "needs Kafka brokers of its own; KPAX_TEST_BOOTSTRAP points at a shared cluster"
+            )
 
         cluster = start_kafka(brokers, sasl=sasl, ssl=ssl, config=config)
         made.append(cluster)
@@ -184,6 +198,12 @@ def pytest_runtest_makereport(
 ) -> Generator[None, Any, None]:
     outcome = yield
     report: pytest.TestReport = outcome.get_result()
+    if call.excinfo is not None and call.excinfo.errisinstance(NotAvailableHere):
+        # What the cluster at hand cannot do (an existing cluster cannot pause a
+        # broker): the test is skipped, saying why, not failed.
+        report.outcome = "skipped"
+        report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {call.excinfo.value}")
+        return
     if not report.failed:
         return
     used = getattr(item, "fixturenames", ())

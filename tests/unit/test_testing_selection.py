@@ -111,3 +111,22 @@ def test_container_config_is_kraft_with_host_reachable_listeners() -> None:
     assert env["KAFKA_NUM_PARTITIONS"] == "3"
     assert len(env["CLUSTER_ID"]) == 22 and not env["CLUSTER_ID"].startswith("-")
     assert env["KAFKA_SSL_KEYSTORE_FILENAME"] == "broker.p12"
+
+
+def test_what_a_shared_cluster_cannot_do_is_not_available_here(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Pausing, killing or restarting a broker of a cluster someone else runs, or
+    a listener it was not described with: NotAvailableHere (a KafkaStartError),
+    which the pytest plugin reports as a skip with this message."""
+    from kpax.testing.errors import NotAvailableHere
+
+    monkeypatch.setenv("KPAX_TEST_BOOTSTRAP", "h1:9092")
+    monkeypatch.delenv("KPAX_TEST_SASL_BOOTSTRAP", raising=False)
+    cluster = ExistingCluster()
+    for action in (cluster.pause_broker, cluster.resume_broker, cluster.kill_broker):
+        with pytest.raises(NotAvailableHere, match="existing cluster: cannot"):
+            action(1)
+    with pytest.raises(NotAvailableHere, match="KPAX_TEST_SASL_BOOTSTRAP"):
+        cluster.listener("SASL_PLAINTEXT")
+    assert issubclass(NotAvailableHere, KafkaStartError)

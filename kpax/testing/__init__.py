@@ -24,7 +24,8 @@ Public API::
     select_backend() -> "existing" | "docker" | "local";  docker_available(timeout=2.0)
     ensure_jars(version=None) -> Path;  classpath(version=None) -> str  (java -cp)
     java_executable() -> str;  compile_java(sources, classpath, out_dir)  (javac, else ECJ)
-    DEFAULT_KAFKA_VERSION;  KafkaStartError;  wire.api_versions(address, ...)
+    DEFAULT_KAFKA_VERSION;  KafkaStartError, NotAvailableHere (what a cluster
+    cannot do; a skip under pytest);  wire.api_versions(address, ...)
 
 ``import kpax.testing`` is cheap: these names are imported on first use (PEP 562
 ``__getattr__``), so the pytest plugin (kpax.testing.pytest_plugin, loaded by
@@ -41,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from kpax.testing.backends import docker_available, select_backend, start_kafka
     from kpax.testing.base import DEFAULT_SASL_USERS, ExistingCluster, KafkaCluster
-    from kpax.testing.errors import KafkaStartError
+    from kpax.testing.errors import KafkaStartError, NotAvailableHere
     from kpax.testing.jars import DEFAULT_KAFKA_VERSION, classpath, ensure_jars
     from kpax.testing.javac import compile_java, java_executable
     from kpax.testing.local import LocalCluster
@@ -55,6 +56,7 @@ __all__ = [
     "KafkaCluster",
     "KafkaStartError",
     "LocalCluster",
+    "NotAvailableHere",
     "api_versions",
     "classpath",
     "compile_java",
@@ -69,7 +71,7 @@ __all__ = [
 _LAZY: dict[str, str] = {
     **dict.fromkeys(("docker_available", "select_backend", "start_kafka"), "kpax.testing.backends"),
     **dict.fromkeys(("DEFAULT_SASL_USERS", "ExistingCluster", "KafkaCluster"), "kpax.testing.base"),
-    "KafkaStartError": "kpax.testing.errors",
+    **dict.fromkeys(("KafkaStartError", "NotAvailableHere"), "kpax.testing.errors"),
     **dict.fromkeys(("DEFAULT_KAFKA_VERSION", "classpath", "ensure_jars"), "kpax.testing.jars"),
     **dict.fromkeys(("compile_java", "java_executable"), "kpax.testing.javac"),
     "LocalCluster": "kpax.testing.local",

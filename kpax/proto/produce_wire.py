@@ -13,7 +13,7 @@ tests compare them on random input); tagged fields are skipped.
 
 Sans-I/O: pure functions on bytes.
 
-Imports: the standard library and kpax.proto.errors only.
+Imports: the standard library and kpax.proto (errors, primitives, varint) only.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ import uuid
 from collections.abc import Sequence
 
 from kpax.proto.errors import InvalidMessageError, ProtocolError
+from kpax.proto.primitives import read_uvarint
+from kpax.proto.varint import encode_uvarint
 
 __all__ = [
     "MAX_VERSION",
@@ -48,17 +50,6 @@ _I64 = struct.Struct(">q")
 #: log-append time or -1, error message or None). ``topic`` is the name, or for
 #: v13 the topic id's 16 bytes (``uuid.UUID.bytes``).
 PartitionResult = tuple[str | bytes, int, int, int, int, str | None]
-
-
-def _uvarint(n: int) -> bytes:
-    if n < 0x80:
-        return bytes((n,))
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def _classic_str(value: str | None) -> bytes:
@@ -94,12 +85,12 @@ def encode_produce(  # noqa: PLR0917  (positional: hot path)
             append(b"\x00")
         else:
             raw = transactional_id.encode()
-            append(_uvarint(len(raw) + 1))
+            append(encode_uvarint(len(raw) + 1))
             append(raw)
     else:
         append(_classic_str(transactional_id))
     append(_ACKS_TIMEOUT.pack(acks, timeout_ms))
-    append(_uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics)))
+    append(encode_uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics)))
     for topic, partitions in topics:
         if version >= _TOPIC_IDS:
             if not isinstance(topic, uuid.UUID):
@@ -110,19 +101,19 @@ def encode_produce(  # noqa: PLR0917  (positional: hot path)
                 raise InvalidMessageError(f"Produce v{version} names topics by name, not {topic!r}")
             raw = topic.encode()
             if flexible:
-                append(_uvarint(len(raw) + 1))
+                append(encode_uvarint(len(raw) + 1))
                 append(raw)
             else:
                 append(_I16.pack(len(raw)))
                 append(raw)
-        append(_uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions)))
+        append(encode_uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions)))
         for index, records in partitions:
             append(_I32.pack(index))
             if flexible:
                 if records is None:
                     append(b"\x00")
                 else:
-                    append(_uvarint(len(records) + 1))
+                    append(encode_uvarint(len(records) + 1))
                     append(records)
                 append(b"\x00")  # partition tagged fields
             elif records is None:
@@ -149,23 +140,8 @@ class _Reader:
         self.pos = pos
 
     def uvarint(self) -> int:
-        buf, pos = self.buf, self.pos
-        b = buf[pos]
-        pos += 1
-        if b < 0x80:
-            self.pos = pos
-            return b
-        value, shift = b & 0x7F, 7
-        while True:
-            b = buf[pos]
-            pos += 1
-            value |= (b & 0x7F) << shift
-            if b < 0x80:
-                self.pos = pos
-                return value
-            shift += 7
-            if shift > 28:
-                raise ProtocolError("unsigned varint longer than 5 bytes")
+        value, self.pos = read_uvarint(self.buf, self.pos)  # type: ignore[arg-type]
+        return value
 
     def skip_tags(self) -> None:
         for _ in range(self.uvarint()):

@@ -21,7 +21,7 @@ Imports: kpax.config, kpax.broker.options, kpax.proto (compression, errors).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from kpax.broker.options import COMMON_OPTIONS
@@ -142,24 +142,15 @@ class ProducerSettings:
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> ProducerSettings:
+        """The settings of a resolved (validated) producer configuration: each
+        field is the option of its name (``max_in_flight``: Java's long name)."""
+        derived: dict[str, Any] = {
+            "max_in_flight": config["max_in_flight_requests_per_connection"],
+            "enable_idempotence": bool(config["enable_idempotence"]),
+        }
         return cls(
-            acks=config["acks"],
-            linger_ms=config["linger_ms"],
-            batch_size=config["batch_size"],
-            buffer_memory=config["buffer_memory"],
-            max_block_ms=config["max_block_ms"],
-            max_request_size=config["max_request_size"],
-            compression_type=config["compression_type"],
-            retries=config["retries"],
-            delivery_timeout_ms=config["delivery_timeout_ms"],
-            max_in_flight=config["max_in_flight_requests_per_connection"],
-            enable_idempotence=bool(config["enable_idempotence"]),
-            transactional_id=config["transactional_id"],
-            transaction_timeout_ms=config["transaction_timeout_ms"],
-            request_timeout_ms=config["request_timeout_ms"],
-            retry_backoff_ms=config["retry_backoff_ms"],
-            retry_backoff_max_ms=config["retry_backoff_max_ms"],
-            partitioner=config["partitioner"],
-            key_serializer=config["key_serializer"],
-            value_serializer=config["value_serializer"],
+            **{
+                f.name: derived[f.name] if f.name in derived else config[f.name]
+                for f in fields(cls)
+            }
         )

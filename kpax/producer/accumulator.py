@@ -112,7 +112,6 @@ class Accumulator:
         *,
         batch_size: int,
         linger_ms: int,
-        compression: str | None,
         buffer_memory: int,
         partitioner: object,
         wake: Callable[[], None],
@@ -122,7 +121,6 @@ class Accumulator:
         self.lock = new_lock()  # C's when the C send path is built (it takes it too)
         self.batch_size = batch_size
         self.linger = linger_ms / 1000
-        self.compression = None if compression in (None, "none") else compression
         self.buffer_memory = buffer_memory
         self.partitioner = partitioner
         self._sticky = partitioner if isinstance(partitioner, UniformStickyPartitioner) else None

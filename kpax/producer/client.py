@@ -120,7 +120,6 @@ class AsyncProducer:
         self.accumulator = Accumulator(
             batch_size=settings.batch_size,
             linger_ms=settings.linger_ms,
-            compression=settings.compression_type,
             buffer_memory=settings.buffer_memory,
             partitioner=self.partitioner,
             wake=self._threadsafe_wake,

@@ -29,9 +29,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kpax.producer")
 
-__all__ = ["Sealer"]
+__all__ = ["MAX_SEQUENCE", "Sealer"]
 
-_MAX_SEQUENCE = 2**31 - 1
+#: Sequence numbers wrap at int32's maximum (as the broker's).
+MAX_SEQUENCE = 2**31 - 1
 
 
 class Sealer:
@@ -58,7 +59,7 @@ class Sealer:
                 return False
             b.producer_id, b.producer_epoch = ident.producer_id, ident.producer_epoch
             b.base_sequence = pq.next_sequence
-            pq.next_sequence = (pq.next_sequence + len(b.values)) & _MAX_SEQUENCE
+            pq.next_sequence = (pq.next_sequence + len(b.values)) & MAX_SEQUENCE
         b.count = len(b.values)
         try:
             b.data = encode_columns(

@@ -67,7 +67,7 @@ from kpax.producer.accumulator import Accumulator, PartitionQueue
 from kpax.producer.batch import ProducerBatch, delivery_error
 from kpax.producer.idempotence import ProducerIdentity
 from kpax.producer.options import ProducerSettings
-from kpax.producer.sealer import Sealer
+from kpax.producer.sealer import MAX_SEQUENCE, Sealer
 from kpax.producer.transactions import TransactionManager
 from kpax.proto.error_codes import (
     DuplicateSequenceNumberError,
@@ -84,8 +84,6 @@ from kpax.structs import TopicPartition
 log = logging.getLogger("kpax.producer")
 
 __all__ = ["Sender"]
-
-_MAX_SEQUENCE = 2**31 - 1
 
 
 class Sender:
@@ -235,7 +233,7 @@ class Sender:
                         b.data = rewrite_producer_state(b.data, pid, epoch, seq)
                         b.producer_id, b.producer_epoch, b.base_sequence = pid, epoch, seq
                         b.unknown_outcome = False
-                        seq = (seq + b.count) & _MAX_SEQUENCE
+                        seq = (seq + b.count) & MAX_SEQUENCE
                 pq.next_sequence = seq
 
     def _fail_unsent(self, exc: KafkaError) -> None:

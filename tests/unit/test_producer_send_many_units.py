@@ -21,7 +21,6 @@ def _acc(seed: int = 7, **kw: Any) -> Accumulator:
     args: dict[str, Any] = {
         "batch_size": 1000,
         "linger_ms": 5,
-        "compression": None,
         "buffer_memory": 1 << 30,
         "partitioner": DefaultPartitioner(1000, rng=random.Random(seed)),
         "wake": lambda: None,

@@ -24,7 +24,6 @@ def _acc(**kw: object) -> Accumulator:
     args: dict[str, object] = {
         "batch_size": 1000,
         "linger_ms": 5,
-        "compression": None,
         "buffer_memory": 10_000,
         "partitioner": DefaultPartitioner(1000),
         "wake": lambda: None,

@@ -40,6 +40,7 @@ from kpax.proto.messages import (
     OffsetDeleteRequest,
     OffsetFetchRequest,
 )
+from kpax.proto.offset_fetch import offset_fetch_answer, offset_fetch_request
 from kpax.structs import BatchResult, OffsetAndMetadata, TopicPartition
 
 
@@ -236,40 +237,9 @@ class GroupAdmin(AdminBase):
                 for tp in tps:
                     by_topic[tp.topic].append(tp.partition)
                 topics = by_topic
-            if version >= 8:
-                req = OffsetFetchRequest(
-                    groups=[
-                        OffsetFetchRequest.OffsetFetchRequestGroup(
-                            group_id=group,
-                            topics=None
-                            if topics is None
-                            else [
-                                OffsetFetchRequest.OffsetFetchRequestTopics(
-                                    name=t, partition_indexes=ps
-                                )
-                                for t, ps in topics.items()
-                            ],
-                        )
-                    ],
-                    require_stable=require_stable,
-                )
-            else:
-                req = OffsetFetchRequest(
-                    group_id=group,
-                    topics=None
-                    if topics is None
-                    else [
-                        OffsetFetchRequest.OffsetFetchRequestTopic(name=t, partition_indexes=ps)
-                        for t, ps in topics.items()
-                    ],
-                    require_stable=require_stable,
-                )
+            req = offset_fetch_request(version, group, topics, require_stable=require_stable)
             resp = await broker.request(req, version=version)
-            if version >= 8:
-                g = resp.groups[0]
-                code, topics_out = g.error_code, g.topics
-            else:
-                code, topics_out = resp.error_code, resp.topics
+            code, topics_out = offset_fetch_answer(resp, version)
             if code:
                 raise broker_error(code, f"fetch offsets of group {group!r} on {broker.describe()}")
             out: dict[TopicPartition, OffsetAndMetadata] = {}

@@ -34,6 +34,7 @@ from kpax.metrics import Metrics
 from kpax.proto.error_families import COORDINATOR_ERRORS, STALE_GENERATION_ERRORS, code_in
 from kpax.proto.errors import BrokerResponseError, KafkaError, KafkaTimeoutError, error_for_code
 from kpax.proto.messages import OffsetCommitRequest, OffsetFetchRequest
+from kpax.proto.offset_fetch import offset_fetch_answer, offset_fetch_request
 from kpax.structs import OffsetAndMetadata, TopicPartition
 
 log = logging.getLogger("kpax.consumer.group")
@@ -168,13 +169,7 @@ class GroupBase:
             return resp
 
         try:
-            return await self.requests.call(
-                what,
-                ToCoordinator(self.group_id, GROUP),
-                send,
-                timeout=self._api_timeout,
-                cut=False,
-            )
+            return await self._coordinator_call(what, send, timeout_error=False)
         except KafkaError as exc:
             answered = getattr(exc, "response", None)
             if answered is not None:
@@ -324,38 +319,9 @@ class GroupBase:
 
         async def send(broker: Broker) -> Any:
             version = await broker.api_version(OffsetFetchRequest, _OFFSET_FETCH_MAX)
-            if version >= 8:
-                req = OffsetFetchRequest(
-                    groups=[
-                        OffsetFetchRequest.OffsetFetchRequestGroup(
-                            group_id=self.group_id,
-                            member_id=None,
-                            member_epoch=-1,
-                            topics=[
-                                OffsetFetchRequest.OffsetFetchRequestTopics(
-                                    name=t, partition_indexes=p
-                                )
-                                for t, p in topics.items()
-                            ],
-                        )
-                    ],
-                    require_stable=stable,
-                )
-            else:
-                req = OffsetFetchRequest(
-                    group_id=self.group_id,
-                    topics=[
-                        OffsetFetchRequest.OffsetFetchRequestTopic(name=t, partition_indexes=p)
-                        for t, p in topics.items()
-                    ],
-                    require_stable=stable,
-                )
+            req = offset_fetch_request(version, self.group_id, topics, require_stable=stable)
             resp = await broker.request(req, version=version)
-            if version >= 8:
-                g = resp.groups[0]
-                code, rtopics = g.error_code, g.topics
-            else:
-                code, rtopics = resp.error_code, resp.topics
+            code, rtopics = offset_fetch_answer(resp, version)
             bad = [c for c in [code] + [p.error_code for t in rtopics for p in t.partitions] if c]
             if bad:  # a coordinator move or another retriable error is resent
                 raise error_for_code(bad[0])(f"OffsetFetch for group {self.group_id!r}")

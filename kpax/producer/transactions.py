@@ -198,9 +198,7 @@ class TransactionManager:
                 raise error_for_code(code)(f"{what} for {self._describe()} on {broker.describe()}")
             return resp
 
-        return await self._coordinator_call(
-            what, ToCoordinator(key, key_type), send, deadline, describe=self._describe()
-        )
+        return await self._coordinator_call(what, ToCoordinator(key, key_type), send, deadline)
 
     async def _coordinator_call(
         self,
@@ -209,11 +207,13 @@ class TransactionManager:
         send: Callable[[Broker], Awaitable[Any]],
         deadline: float,
         *,
-        describe: str,
+        fails_transaction: bool = False,
     ) -> Any:
-        """``send(broker)`` on ``route`` until it succeeds; a fatal transaction
-        error fails the producer; retriable ones (and CONCURRENT_TRANSACTIONS) are
-        resent until ``deadline``, then reported as a KafkaTimeoutError."""
+        """``send(broker)`` on ``route`` until it succeeds, through the one request
+        path: a fatal transaction error fails the producer; retriable ones (and
+        CONCURRENT_TRANSACTIONS) are resent until ``deadline``. Then, with
+        ``fails_transaction``, the last error fails the transaction and is
+        raised; else a retriable one becomes a KafkaTimeoutError."""
         try:
             return await self.requests.call(
                 what,
@@ -228,9 +228,12 @@ class TransactionManager:
                 self._fatal(exc)
                 assert self._error is not None
                 raise self._error from None
+            if fails_transaction:
+                self.fail(exc)
+                raise
             if _txn_retriable(exc) and not isinstance(exc, KafkaTimeoutError):
                 raise KafkaTimeoutError(
-                    f"{what} for {describe} did not succeed in time: {exc.message}"
+                    f"{what} for {self._describe()} did not succeed in time: {exc.message}"
                 ) from None
             raise
 
@@ -389,22 +392,13 @@ class TransactionManager:
                     f"{broker.describe()}"
                 )
 
-        try:
-            await self.requests.call(
-                "TxnOffsetCommit",
-                ToCoordinator(group.group_id, GROUP),
-                send,
-                timeout=max(deadline - time.monotonic(), 0.001),
-                retry=_txn_retriable,
-                cut=False,
-            )
-        except KafkaError as err:
-            if isinstance(err, TXN_FATAL_ERRORS):
-                self._fatal(err)
-                assert self._error is not None
-                raise self._error from None
-            self.fail(err)
-            raise
+        await self._coordinator_call(
+            "TxnOffsetCommit",
+            ToCoordinator(group.group_id, GROUP),
+            send,
+            deadline,
+            fails_transaction=True,
+        )
 
     # ------------------------------------------------------------ ending
 

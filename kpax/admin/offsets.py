@@ -15,7 +15,6 @@ from collections.abc import Mapping
 
 from kpax.admin.base import AdminBase, Outcome, broker_error
 from kpax.broker.broker import Broker
-from kpax.proto.error_families import PARTITION_LEADER_ERRORS
 from kpax.proto.messages import DeleteRecordsRequest, ListOffsetsRequest
 from kpax.structs import BatchResult, OffsetAndTimestamp, TopicPartition
 
@@ -93,10 +92,10 @@ class OffsetAdmin(AdminBase):
             for p in t.partitions:
                 tp = TopicPartition(t.name, p.partition_index)
                 if p.error_code:
-                    err = broker_error(p.error_code, f"list offsets of {tp} on {broker.describe()}")
-                    if isinstance(err, PARTITION_LEADER_ERRORS):
-                        self.cluster.leader_is_down(t.name, p.partition_index)
-                    out[tp] = err
+                    # (a moved leader is forgotten by the request path before the retry)
+                    out[tp] = broker_error(
+                        p.error_code, f"list offsets of {tp} on {broker.describe()}"
+                    )
                 else:
                     out[tp] = OffsetAndTimestamp(p.offset, p.timestamp, p.leader_epoch)
         return out
@@ -134,10 +133,7 @@ class OffsetAdmin(AdminBase):
                 for p in t.partitions:
                     tp = TopicPartition(t.name, p.partition_index)
                     if p.error_code:
-                        err = broker_error(p.error_code, f"delete records of {tp}")
-                        if isinstance(err, PARTITION_LEADER_ERRORS):
-                            self.cluster.leader_is_down(t.name, p.partition_index)
-                        out[tp] = err
+                        out[tp] = broker_error(p.error_code, f"delete records of {tp}")
                     else:
                         out[tp] = p.low_watermark
             return out

@@ -57,7 +57,6 @@ __all__ = [
     "FETCH_SESSION_ERRORS",
     "LEADER_CHANGED_ERRORS",
     "LEADER_OR_TOPIC_ERRORS",
-    "PARTITION_LEADER_ERRORS",
     "PRODUCER_FENCED_ERRORS",
     "REPLICA_NOT_READY_ERRORS",
     "SEQUENCE_ERRORS",
@@ -126,12 +125,6 @@ REPLICA_NOT_READY_ERRORS: ErrorFamily = (
 )
 """The replica asked is not ready to answer (e.g. a new leader whose high
 watermark is not yet known): refresh the metadata and ask again."""
-
-PARTITION_LEADER_ERRORS: ErrorFamily = LEADER_CHANGED_ERRORS + REPLICA_NOT_READY_ERRORS
-"""Leader moved or not ready, for a topic known to exist: forget the leader
-and retry on the new one (admin ListOffsets and DeleteRecords). Unlike
-:data:`STALE_METADATA_ERRORS` it leaves out an unknown topic (the admin call's
-own grace period decides) and storage / topic-id errors."""
 
 LEADER_OR_TOPIC_ERRORS: ErrorFamily = LEADER_CHANGED_ERRORS + UNKNOWN_TOPIC_ERRORS
 """Leader changed or topic unknown to the broker (the producer's answer to a

@@ -18,9 +18,7 @@ from kpax.proto.error_families import (
     FETCH_SESSION_ERRORS,
     LEADER_CHANGED_ERRORS,
     LEADER_OR_TOPIC_ERRORS,
-    PARTITION_LEADER_ERRORS,
     PRODUCER_FENCED_ERRORS,
-    REPLICA_NOT_READY_ERRORS,
     SEQUENCE_ERRORS,
     STALE_GENERATION_ERRORS,
     STALE_METADATA_ERRORS,
@@ -41,8 +39,6 @@ FAMILY_CODES: dict[str, set[int]] = {
     "LEADER_CHANGED_ERRORS": {5, 6, 74, 75},
     "UNKNOWN_TOPIC_ERRORS": {3, 100},
     "REPLICA_NOT_READY_ERRORS": {9, 78},
-    # admin ListOffsets / DeleteRecords (was admin/client.py _LEADER_ERRORS)
-    "PARTITION_LEADER_ERRORS": {5, 6, 9, 74, 75, 78},
     # producer (producer/sender.py _LEADER_ERRORS)
     "LEADER_OR_TOPIC_ERRORS": {3, 5, 6, 74, 75, 100},
     # consumer fetch and offset lookups (consumer/fetcher.py, consumer/offsets.py)
@@ -107,9 +103,7 @@ def test_family_members_by_name() -> None:
 
 def test_families_nest() -> None:
     """The leader families are built from the small ones; subsets hold."""
-    assert set(PARTITION_LEADER_ERRORS) == set(LEADER_CHANGED_ERRORS + REPLICA_NOT_READY_ERRORS)
     assert set(LEADER_OR_TOPIC_ERRORS) == set(LEADER_CHANGED_ERRORS + UNKNOWN_TOPIC_ERRORS)
-    assert set(PARTITION_LEADER_ERRORS) < set(STALE_METADATA_ERRORS)
     assert set(LEADER_OR_TOPIC_ERRORS) < set(STALE_METADATA_ERRORS)
     assert set(EPOCH_VALIDATION_ERRORS) < set(STALE_METADATA_ERRORS)
     assert set(CLASSIC_MEMBER_FENCED_ERRORS) < set(STALE_GENERATION_ERRORS)

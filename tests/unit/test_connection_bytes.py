@@ -23,48 +23,18 @@ from kpax.proto.messages import (
     ProduceRequest,
 )
 from kpax.proto.produce_wire import decode_produce_response, encode_produce
-
-
-class Wire(asyncio.Transport):
-    """The connection's transport: keeps what is written, answers nothing."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.written: list[bytes] = []
-        self.closed = False
-
-    def write(self, data: bytes | bytearray | memoryview) -> None:
-        self.written.append(bytes(data))
-
-    def close(self) -> None:
-        self.closed = True
-
-    def abort(self) -> None:
-        self.closed = True
-
-    def is_closing(self) -> bool:
-        return self.closed
-
-    def requests(self) -> list[tuple[int, int, int]]:
-        """(api key, version, correlation id) of every frame written so far."""
-        out = []
-        for frame in self.written:
-            size, key, version, corr = struct.unpack_from(">ihhi", frame)
-            assert size == len(frame) - 4
-            out.append((key, version, corr))
-        return out
+from tests.unit.bytewire import Wire, connection
 
 
 def _connection(**options: Any) -> tuple[BrokerConnection, Wire]:
-    conn = BrokerConnection("broker.test", 9092, ConnectionOptions(**options), node_id=1)
-    wire = Wire()
-    conn.connection_made(wire)
-    conn.api_versions = {
-        MetadataRequest.API_KEY: (0, 12),
-        ProduceRequest.API_KEY: (3, 13),
-        ApiVersionsRequest.API_KEY: (0, 4),
-    }
-    return conn, wire
+    return connection(
+        ConnectionOptions(**options),
+        {
+            MetadataRequest.API_KEY: (0, 12),
+            ProduceRequest.API_KEY: (3, 13),
+            ApiVersionsRequest.API_KEY: (0, 4),
+        },
+    )
 
 
 def _answer(conn: BrokerConnection, correlation_id: int, body: bytes, flexible: bool) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from kpax.broker.connection import BrokerConnection
 from kpax.cluster.metadata import snapshot_from_response
 from kpax.consumer.client import AsyncConsumer
 from kpax.proto.error_codes import NotLeaderOrFollowerError
@@ -22,9 +21,7 @@ from kpax.proto.messages import (
 )
 from kpax.proto.records import encode_columns
 from kpax.structs import TopicPartition
-from tests.unit.test_connection_bytes import Wire
-from tests.unit.test_group_bytes import Handler, ScriptedBroker
-from tests.unit.test_sender_bytes import _metadata_response
+from tests.unit.bytewire import Handler, ScriptedBroker, attach, metadata_response
 
 TOPIC = "orders"
 VERSIONS = {
@@ -107,21 +104,17 @@ async def _consumer(log: Log) -> tuple[AsyncConsumer, list[ScriptedBroker]]:
         default_api_timeout_ms=2000,
     )
     cluster = c.cluster
-    cluster._adopt(snapshot_from_response(_metadata_response(), None, [TOPIC]))
+    cluster._adopt(snapshot_from_response(metadata_response(TOPIC), None, [TOPIC]))
     cluster._started = True
     cluster._interest.add(TOPIC)
     handlers: dict[int, Handler] = {
         FetchRequest.API_KEY: log.fetch,
         ListOffsetsRequest.API_KEY: _list_offsets,
-        MetadataRequest.API_KEY: lambda request, version: _metadata_response(),
+        MetadataRequest.API_KEY: lambda request, version: metadata_response(TOPIC),
     }
     brokers = []
     for handle in (cluster.broker(1), cluster.fetch_broker(1)):
-        conn = BrokerConnection("127.0.0.1", 9, cluster.options, node_id=1)
-        wire = Wire()
-        conn.connection_made(wire)
-        conn.api_versions = dict(VERSIONS)
-        handle._conn = conn
+        conn, wire = attach(handle, cluster.options, VERSIONS)
         brokers.append(ScriptedBroker(wire, conn, handlers))
     await c.start()
     return c, brokers

@@ -7,18 +7,14 @@ a real broker does is tests/integration/test_consumer_group*.py's job."""
 from __future__ import annotations
 
 import asyncio
-import struct
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from kpax.broker.connection import BrokerConnection
 from kpax.cluster.metadata import snapshot_from_response
 from kpax.consumer.client import AsyncConsumer
 from kpax.proto.error_codes import GroupAuthorizationFailedError, NotCoordinatorError
 from kpax.proto.messages import (
-    REQUESTS,
     FindCoordinatorRequest,
     FindCoordinatorResponse,
     MetadataRequest,
@@ -28,42 +24,10 @@ from kpax.proto.messages import (
     OffsetFetchResponse,
 )
 from kpax.structs import OffsetAndMetadata, TopicPartition
-from tests.unit.test_connection_bytes import Wire
-from tests.unit.test_sender_bytes import _metadata_response
+from tests.unit.bytewire import Handler, ScriptedBroker, attach, metadata_response, serve
 
 TOPIC = "orders"
 GROUP = "billing"
-Handler = Callable[[Any, int], Any]
-
-
-class ScriptedBroker:
-    """The broker's side of one connection: each request is decoded with the
-    generated classes and answered by ``handlers[api_key](request, version)``."""
-
-    def __init__(self, wire: Wire, conn: BrokerConnection, handlers: dict[int, Handler]) -> None:
-        self.wire, self.conn, self.handlers = wire, conn, handlers
-        self.seen = 0
-        self.log: list[str] = []
-
-    def pump(self) -> None:
-        while self.seen < len(self.wire.written):
-            frame = self.wire.written[self.seen]
-            self.seen += 1
-            _, key, version, corr = struct.unpack_from(">ihhi", frame)
-            cls = REQUESTS[key]
-            flexible = cls.is_flexible(version)
-            (clen,) = struct.unpack_from(">h", frame, 12)
-            pos = 14 + max(clen, 0) + (1 if flexible else 0)
-            request = cls.decode(memoryview(frame)[pos:], version)
-            self.log.append(cls.API_NAME)
-            response = self.handlers[key](request, version)
-            body = bytes(response.encode(version))
-            out = struct.pack(">i", corr) + (b"\x00" if flexible else b"") + body
-            data = struct.pack(">i", len(out)) + out
-            buf = self.conn.get_buffer(len(data))
-            buf[: len(data)] = data
-            del buf
-            self.conn.buffer_updated(len(data))
 
 
 def _find_coordinator(request: Any, version: int) -> Any:
@@ -81,35 +45,34 @@ async def _consumer(handlers: dict[int, Handler]) -> tuple[AsyncConsumer, Script
         default_api_timeout_ms=2000,
     )
     cluster = c.cluster
-    cluster._adopt(snapshot_from_response(_metadata_response(), None, [TOPIC]))
+    cluster._adopt(snapshot_from_response(metadata_response(TOPIC), None, [TOPIC]))
     cluster._started = True
-    conn = BrokerConnection("127.0.0.1", 9, cluster.options, node_id=1)
-    wire = Wire()
-    conn.connection_made(wire)
-    conn.api_versions = {
-        FindCoordinatorRequest.API_KEY: (0, 4),
-        OffsetCommitRequest.API_KEY: (0, 8),
-        OffsetFetchRequest.API_KEY: (0, 7),
-        MetadataRequest.API_KEY: (0, 12),
-    }
-    cluster.broker(1)._conn = conn
+    conn, wire = attach(
+        cluster.broker(1),
+        cluster.options,
+        {
+            FindCoordinatorRequest.API_KEY: (0, 4),
+            OffsetCommitRequest.API_KEY: (0, 8),
+            OffsetFetchRequest.API_KEY: (0, 7),
+            MetadataRequest.API_KEY: (0, 12),
+        },
+    )
     await c.start()
     base: dict[int, Handler] = {
         FindCoordinatorRequest.API_KEY: _find_coordinator,
-        MetadataRequest.API_KEY: lambda request, version: _metadata_response(),
+        MetadataRequest.API_KEY: lambda request, version: metadata_response(TOPIC),
     }
     return c, ScriptedBroker(wire, conn, {**base, **handlers})
 
 
 async def _serve(broker: ScriptedBroker, call: Any) -> Any:
     task = asyncio.ensure_future(call)
-    for _ in range(3000):
-        broker.pump()
-        if task.done():
-            return task.result()
-        await asyncio.sleep(0.001)
-    task.cancel()
-    raise AssertionError(f"not done; broker saw {broker.log}")
+    try:
+        await serve([broker], task.done)
+    except AssertionError:
+        task.cancel()
+        raise
+    return task.result()
 
 
 def _commit_answer(codes: list[int]) -> Handler:

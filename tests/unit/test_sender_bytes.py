@@ -13,104 +13,53 @@ from typing import Any
 
 import pytest
 
-from kpax.broker.connection import BrokerConnection
 from kpax.cluster.metadata import snapshot_from_response
 from kpax.producer.client import AsyncProducer
 from kpax.proto.error_codes import NotLeaderOrFollowerError, TopicAuthorizationFailedError
 from kpax.proto.errors import KafkaTimeoutError
-from kpax.proto.messages import MetadataRequest, MetadataResponse, ProduceRequest
-from tests.unit.test_connection_bytes import Wire
+from kpax.proto.messages import MetadataRequest, ProduceRequest, ProduceResponse
+from tests.unit.bytewire import ScriptedBroker, attach, metadata_response, serve
 
 TOPIC = "orders"
-MR = MetadataResponse
 
 
 def _metadata_response() -> Any:
-    return MR(
-        brokers=[MR.MetadataResponseBroker(node_id=1, host="127.0.0.1", port=9)],
-        cluster_id="c",
-        controller_id=1,
-        topics=[
-            MR.MetadataResponseTopic(
-                name=TOPIC,
-                partitions=[
-                    MR.MetadataResponsePartition(
-                        partition_index=0, leader_id=1, replica_nodes=[1], isr_nodes=[1]
-                    )
-                ],
-            )
-        ],
-    )
+    return metadata_response(TOPIC)
 
 
-class FakeBroker:
-    """The broker's side of one connection: parses what the producer writes and
-    answers with ``on_produce(records) -> error code`` (None: no answer)."""
+class Partition:
+    """The one partition's log: answers each Produce with ``answer(records)``
+    (an error code, or None: no answer) and keeps what it was sent."""
 
-    def __init__(self, wire: Wire, conn: BrokerConnection) -> None:
-        self.wire = wire
-        self.conn = conn
-        self.seen = 0
-        self.log: list[tuple[str, bytes]] = []  # ("produce", records) / ("metadata", b"")
+    def __init__(self, answer: Callable[[bytes], int | None]) -> None:
+        self.answer = answer
+        self.batches: list[bytes] = []
         self.next_offset = 0
 
-    def pump(self, on_produce: Callable[[bytes], int | None]) -> None:
-        while self.seen < len(self.wire.written):
-            frame = self.wire.written[self.seen]
-            self.seen += 1
-            _, key, version, corr = struct.unpack_from(">ihhi", frame)
-            if key == ProduceRequest.API_KEY:
-                records = _produce_records(frame, version)
-                self.log.append(("produce", records))
-                code = on_produce(records)
-                if code is None:
-                    continue
-                offset = self.next_offset if code == 0 else -1
-                if code == 0:
-                    self.next_offset += struct.unpack_from(">i", records, 57)[0]
-                self._answer(corr, _produce_response(code, offset), flexible=version >= 9)
-            elif key == MetadataRequest.API_KEY:
-                self.log.append(("metadata", b""))
-                body = bytes(_metadata_response().encode(version))
-                self._answer(corr, body, flexible=version >= 9)
-
-    def _answer(self, corr: int, body: bytes, flexible: bool) -> None:
-        frame = struct.pack(">i", corr) + (b"\x00" if flexible else b"") + body
-        data = struct.pack(">i", len(frame)) + frame
-        buf = self.conn.get_buffer(len(data))
-        buf[: len(data)] = data
-        del buf
-        self.conn.buffer_updated(len(data))
+    def produce(self, request: Any, version: int) -> Any:
+        records = bytes(request.topic_data[0].partition_data[0].records)
+        self.batches.append(records)
+        code = self.answer(records)
+        if code is None:
+            return None
+        offset = -1
+        if code == 0:
+            offset = self.next_offset
+            self.next_offset += struct.unpack_from(">i", records, 57)[0]  # record count
+        R = ProduceResponse
+        return R(
+            responses=[
+                R.TopicProduceResponse(
+                    name=TOPIC,
+                    partition_responses=[
+                        R.PartitionProduceResponse(index=0, error_code=code, base_offset=offset)
+                    ],
+                )
+            ]
+        )
 
 
-def _produce_records(frame: bytes, version: int) -> bytes:
-    """The one batch of a one-partition Produce request (decoded generically)."""
-    from kpax.proto.messages import REQUESTS
-
-    cls = REQUESTS[ProduceRequest.API_KEY]
-    header = 4 + 2 + 2 + 4
-    (clen,) = struct.unpack_from(">h", frame, header)
-    pos = header + 2 + max(clen, 0) + (1 if version >= 9 else 0)
-    req = cls.decode(memoryview(frame)[pos:], version)
-    return bytes(req.topic_data[0].partition_data[0].records)
-
-
-def _produce_response(code: int, offset: int) -> bytes:
-    # ProduceResponse v9+ (flexible): one topic, one partition
-    return (
-        b"\x02"
-        + bytes([len(TOPIC) + 1])
-        + TOPIC.encode()
-        + b"\x02"
-        + struct.pack(">ihqqq", 0, code, offset, -1, 0)
-        + b"\x01\x00\x00"  # record_errors, error_message, partition tags
-        + b"\x00"  # topic tags
-        + struct.pack(">i", 0)
-        + b"\x00"
-    )
-
-
-async def _producer(**config: Any) -> tuple[AsyncProducer, FakeBroker]:
+async def _producer(partition: Partition, **config: Any) -> tuple[AsyncProducer, ScriptedBroker]:
     """An AsyncProducer whose one broker is the test: its connection writes into
     a Wire, its metadata comes from a Metadata response. (127.0.0.1:9 refuses
     at once should the producer try a real connection: after a timeout.)"""
@@ -127,29 +76,22 @@ async def _producer(**config: Any) -> tuple[AsyncProducer, FakeBroker]:
     cluster = p.cluster
     cluster._adopt(snapshot_from_response(_metadata_response(), None, [TOPIC]))
     cluster._started = True
-    conn = BrokerConnection("127.0.0.1", 9, cluster.options, node_id=1)
-    wire = Wire()
-    conn.connection_made(wire)
-    conn.api_versions = {ProduceRequest.API_KEY: (3, 11), MetadataRequest.API_KEY: (0, 12)}
-    cluster.broker(1)._conn = conn
+    conn, wire = attach(
+        cluster.broker(1),
+        cluster.options,
+        {ProduceRequest.API_KEY: (3, 11), MetadataRequest.API_KEY: (0, 12)},
+    )
     p.num_partitions[TOPIC] = 1
     # start the sender without bootstrapping (the cluster is already known)
     p._loop = asyncio.get_running_loop()
     p._memory_event = asyncio.Event()
     p._started = True
     p._task = asyncio.ensure_future(p.sender.run())
-    return p, FakeBroker(wire, conn)
-
-
-async def _run_until(
-    broker: FakeBroker, on_produce: Callable[[bytes], int | None], done: Any
-) -> None:
-    for _ in range(2000):
-        broker.pump(on_produce)
-        if done():
-            return
-        await asyncio.sleep(0.001)
-    raise AssertionError(f"not done; broker saw {[k for k, _ in broker.log]}")
+    handlers = {
+        ProduceRequest.API_KEY: partition.produce,
+        MetadataRequest.API_KEY: lambda request, version: _metadata_response(),
+    }
+    return p, ScriptedBroker(wire, conn, handlers)
 
 
 async def _stop(p: AsyncProducer) -> None:
@@ -162,63 +104,44 @@ async def _stop(p: AsyncProducer) -> None:
 
 
 async def test_not_leader_refreshes_metadata_and_resends_the_same_bytes() -> None:
-    p, broker = await _producer()
+    answers = iter([NotLeaderOrFollowerError.code, 0])
+    partition = Partition(lambda records: next(answers))
+    p, broker = await _producer(partition)
     try:
         futures = [await p.send(TOPIC, b"v%d" % i) for i in range(3)]
-        answers = iter([NotLeaderOrFollowerError.code, 0])
-        await _run_until(
-            broker, lambda records: next(answers), lambda: all(f.done() for f in futures)
-        )
+        await serve([broker], lambda: all(f.done() for f in futures))
         offsets = [(await f).offset for f in futures]
         assert offsets == [0, 1, 2]
-        kinds = [k for k, _ in broker.log]
-        assert kinds == ["produce", "metadata", "produce"]  # refreshed before the retry
-        assert broker.log[0][1] == broker.log[2][1]  # the very same batch bytes
+        assert broker.log == ["Produce", "Metadata", "Produce"]  # refreshed before the retry
+        assert partition.batches[0] == partition.batches[1]  # the very same batch bytes
         assert p.sender.retried_batches == 1
     finally:
         await _stop(p)
 
 
 async def test_a_final_error_fails_the_batch_naming_the_partition() -> None:
-    p, broker = await _producer()
+    p, broker = await _producer(Partition(lambda records: TopicAuthorizationFailedError.code))
     try:
         future = await p.send(TOPIC, b"secret")
-        await _run_until(broker, lambda records: TopicAuthorizationFailedError.code, future.done)
+        await serve([broker], future.done)
         with pytest.raises(TopicAuthorizationFailedError, match=f"{TOPIC}-0"):
             await future
-        assert [k for k, _ in broker.log] == ["produce"]  # not retried
+        assert broker.log == ["Produce"]  # not retried
     finally:
         await _stop(p)
 
 
 async def test_no_answer_ends_in_a_delivery_timeout_in_bounded_time() -> None:
-    p, broker = await _producer(request_timeout_ms=100, delivery_timeout_ms=300)
+    p, broker = await _producer(
+        Partition(lambda records: None), request_timeout_ms=100, delivery_timeout_ms=300
+    )
     try:
         loop = asyncio.get_running_loop()
         started = loop.time()
         future = await p.send(TOPIC, b"lost")
-        await _run_until(broker, lambda records: None, future.done)
+        await serve([broker], future.done)
         with pytest.raises(KafkaTimeoutError, match=f"{TOPIC}-0"):
             await future
         assert loop.time() - started < 1.5
     finally:
         await _stop(p)
-
-
-def test_the_produce_request_decoder_reads_what_the_sender_writes() -> None:
-    """The helper above reads the batch out of a Produce request: check it on the
-    generated encoder's frames."""
-    from kpax.proto.header import encode_request
-
-    req = ProduceRequest(
-        acks=1,
-        timeout_ms=1,
-        topic_data=[
-            ProduceRequest.TopicProduceData(
-                name=TOPIC,
-                partition_data=[ProduceRequest.PartitionProduceData(index=0, records=b"xyz")],
-            )
-        ],
-    )
-    for version in (3, 8, 9, 11):
-        assert _produce_records(encode_request(req, version, 5, "kpax"), version) == b"xyz"

@@ -15,8 +15,8 @@ The GIL: the caller's thread and the I/O thread share it, and a caller that
 simply runs on leaves the I/O thread waiting for the interpreter's 5 ms switch
 interval. So a send that opens a new batch (one in ~100 records) yields
 (``time.sleep(0)``): the I/O thread gets its turn to send what is ready.
-(Blocking until the sender's round ends instead was measured too, on the
-2-core bench machine: no faster, and up to ~10% slower with 6 partitions.)
+(Blocking until the sender's round ends instead was tried in an ad-hoc
+interleaved A/B on the 2-core bench machine: no faster, so not kept.)
 
 Imports: kpax.producer.{client,batch}, kpax.sync_face, kpax.proto.errors, kpax.structs.
 """

@@ -89,6 +89,10 @@ class Cluster:
         self._bootstrap_brokers: list[Broker] = []
         self._interest: set[str] = set()
         self._want_all = False
+        #: Ask every refresh (the periodic one too) for every topic: a consumer's
+        #: pattern subscription matches against all topic names (and a request
+        #: naming a deleted topic could re-create it under auto-creation).
+        self.all_topics = False
         self._requested_gen = 0
         self._completed_gen = 0
         self._refresh_task: asyncio.Task[None] | None = None
@@ -260,7 +264,8 @@ class Cluster:
 
     async def _do_refresh(self) -> None:
         gen = self._requested_gen
-        topics = None if self._want_all or not self._started else sorted(self._interest)
+        every = self._want_all or self.all_topics or not self._started
+        topics = None if every else sorted(self._interest)
         if topics is not None and not topics:
             topics = []
         errors: list[str] = []

@@ -14,6 +14,11 @@ configured assignor supports *cooperative* (KIP-429, e.g.
 rejoining, gives up only those the new assignment moves away, and joins
 again right after so the moved partitions can be handed to their new owner.
 
+Pattern subscriptions (``subscribe(pattern=...)``): the member matches the
+regex against every topic of each metadata refresh (the metadata asks for all
+topics then) and rejoins when the matched set changes, so a topic created or
+deleted later joins or leaves the group's assignment.
+
 Static membership (KIP-345): with ``group_instance_id`` the member does not
 send LeaveGroup on close, so it can come back within ``session_timeout_ms``
 and get its partitions back without a rebalance.
@@ -40,6 +45,7 @@ from kpax.consumer.assignors.protocol import (
 )
 from kpax.consumer.group import GroupBase, Membership
 from kpax.consumer.options import ConsumerSettings
+from kpax.consumer.pattern import Pattern, compile_pattern, matching_topics, regex_text
 from kpax.proto.error_codes import (
     FencedInstanceIdError,
     MemberIdRequiredError,
@@ -79,13 +85,31 @@ class ClassicGroup(GroupBase):
     # ------------------------------------------------------------ public
 
     async def subscribe(self, topics: list[str]) -> None:
+        self.pattern = None
+        self.cluster.all_topics = False
         self.subscription = sorted(set(topics))
+        self._rejoin()
+
+    async def subscribe_pattern(self, pattern: Pattern) -> None:
+        """Subscribe to the topics ``pattern`` matches (``re.fullmatch``), matched
+        again against every metadata refresh (all topics, every
+        ``metadata_max_age_ms``): a change of the matched set rejoins."""
+        self.pattern = compile_pattern(pattern)
+        self.cluster.all_topics = True
+        self.subscription = self._matched()
+        self._rejoin()
+
+    def _rejoin(self) -> None:
         self.need_join = True
         self._wake.set()
         if self._task is None:
             self.start()
             self._task = self.spawn(self._run())
             self.spawn(self._watch_metadata())
+
+    def _matched(self) -> list[str]:
+        assert self.pattern is not None
+        return matching_topics(compile_pattern(self.pattern), self.cluster.snapshot.topics)
 
     def _counts(self, topics: set[str]) -> dict[str, int]:
         out = {}
@@ -101,8 +125,28 @@ class ClassicGroup(GroupBase):
         yet. Missing topics are looked up every ``retry_backoff_max_ms`` (at
         least 1 s); the others are checked against every metadata refresh."""
         interval = max(self._backoff[1] / 1000, 1.0)
+        seen = 0.0  # the metadata a pattern was last matched against
         while not self._closed:
-            await asyncio.sleep(interval)
+            if self.pattern is None:
+                await asyncio.sleep(interval)
+            else:
+                await asyncio.sleep(min(interval, self.cluster.metadata_max_age))
+                snapshot = self.cluster.snapshot
+                if snapshot.updated_at != seen:
+                    seen = snapshot.updated_at
+                    matched = self._matched()
+                    if matched != self.subscription:
+                        log.info(
+                            "group %s: pattern %r matches %s now (was %s): rejoining",
+                            self.group_id,
+                            regex_text(self.pattern),
+                            matched,
+                            self.subscription,
+                        )
+                        self.subscription = matched
+                        self.need_join = True
+                        self._wake.set()
+                        continue
             if not self.stable.is_set() or self.need_join:
                 continue
             watched = set(self.subscription) | self._watched
@@ -178,6 +222,10 @@ class ClassicGroup(GroupBase):
         self.stable.clear()
         self._stop_heartbeat()
         self.need_join = False
+        if self.pattern is not None:  # join with what the pattern matches now
+            with contextlib.suppress(KafkaError):
+                await self.cluster.refresh(all_topics=True)
+            self.subscription = self._matched()
         if not self.cooperative:
             await self.revoke(self.member.assigned_partitions())
         rebalance_timeout = self.settings.max_poll_interval_ms

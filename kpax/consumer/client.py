@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -38,6 +39,7 @@ from kpax.consumer.group import GroupBase, call_maybe_async
 from kpax.consumer.kip848 import ConsumerGroup
 from kpax.consumer.offsets import EARLIEST, LATEST, list_offsets
 from kpax.consumer.options import CONSUMER_OPTIONS, ConsumerSettings
+from kpax.consumer.pattern import subscribe_args
 from kpax.consumer.record import ConsumerRecord
 from kpax.consumer.state import PartitionState
 from kpax.metrics import NAN, ConnectionMetrics, Metrics, metrics_enabled, tagged
@@ -89,6 +91,7 @@ class AsyncConsumer:
         #: through the buffer to the polling thread).
         self.listener_runner: ListenerRunner | None = None
         self._subscribed: list[str] = []
+        self._pattern: str | re.Pattern[str] | None = None
         self._manual = False
         self._closed = False
         self._started = False
@@ -161,7 +164,7 @@ class AsyncConsumer:
 
     async def _close_group(self) -> None:
         assert self.group is not None
-        if self._subscribed:
+        if self.subscribed:
             await self.group.leave()
         elif self.settings.enable_auto_commit and self.states:
             await self.group.commit(self.consumed_offsets(changed_only=True))
@@ -252,7 +255,7 @@ class AsyncConsumer:
     async def assign(self, partitions: Iterable[TopicPartition]) -> None:
         """Read exactly these partitions (no group membership)."""
         self._check()
-        if self._subscribed:
+        if self.subscribed:
             raise IllegalStateError("assign() after subscribe(): call unsubscribe() first")
         tps = set(_tps(partitions))
         for tp in tps:
@@ -269,35 +272,62 @@ class AsyncConsumer:
     def assignment(self) -> set[TopicPartition]:
         return set(self.states)
 
-    async def subscribe(self, topics: Iterable[str], listener: Any = None) -> None:
-        """Join the group (``group_id``) and read the partitions it assigns.
+    async def subscribe(
+        self,
+        topics: Iterable[str] | re.Pattern[str] | None = None,
+        listener: Any = None,
+        *,
+        pattern: str | re.Pattern[str] | None = None,
+    ) -> None:
+        """Join the group (``group_id``) and read the partitions it assigns, of
+        ``topics`` (names) or of every topic ``pattern`` (a regex) matches.
         Returns at once, as the Java consumer's does: a topic that does not exist
-        yet is picked up when it appears (the group rebalances then)."""
+        yet is picked up when it appears (the group rebalances then).
+
+        ``pattern``: under the classic protocol matched here with ``re.fullmatch``
+        against every topic name of each metadata refresh (``metadata_max_age_ms``),
+        internal topics never; under KIP-848 (``group_protocol="consumer"``) sent to
+        the broker, which matches it (RE2/J syntax). Topics created or deleted later
+        join or leave the subscription. Switching between names and a pattern needs
+        ``unsubscribe()`` first, as in Java."""
+        names, regex = subscribe_args(topics, pattern)
         self._check()
         if self.group is None:
             raise IllegalStateError("subscribe() needs a group_id (or use assign())")
         if self._manual:
             raise IllegalStateError("subscribe() after assign(): call unsubscribe() first")
-        if isinstance(topics, str):
-            topics = [topics]
-        names = sorted(set(topics))
+        if regex is not None:
+            if self._subscribed:
+                raise IllegalStateError(
+                    "subscribe(pattern=...) after subscribing to topics: call unsubscribe() first"
+                )
+            await self.group.subscribe_pattern(regex)  # a bad regex fails here
+            self.listener = listener
+            self._pattern = regex
+            return
+        assert names is not None
         if not names:
             await self.unsubscribe()
             return
-        for t in names:
-            if not isinstance(t, str) or not t:
-                raise TypeError(f"subscribe() takes topic names, not {t!r}")
+        if self._pattern is not None:
+            raise IllegalStateError(
+                "subscribe(topics) after subscribe(pattern=...): call unsubscribe() first"
+            )
         self.listener = listener
         self._subscribed = names
         await self.group.subscribe(names)
 
     def subscription(self) -> set[str]:
+        """The topics subscribed to: the names given, or those the pattern
+        matches now (under KIP-848: the topics of this member's assignment)."""
+        if self._pattern is not None and self.group is not None:
+            return set(self.group.subscription)
         return set(self._subscribed)
 
     @property
     def subscribed(self) -> bool:
-        """True while subscribed to topics (group-managed assignment)."""
-        return bool(self._subscribed)
+        """True while subscribed to topics or a pattern (group-managed assignment)."""
+        return bool(self._subscribed) or self._pattern is not None
 
     @property
     def api_timeout(self) -> float:
@@ -306,12 +336,14 @@ class AsyncConsumer:
 
     async def unsubscribe(self) -> None:
         self._check()
-        if self.group is not None and self._subscribed:
+        if self.group is not None and self.subscribed:
             await self.group.leave()
             await self.group.stop_tasks()
             cls = type(self.group)
             self.group = cls(self.cluster, self.settings, self)
+        self.cluster.all_topics = False  # a pattern's metadata of every topic
         self._subscribed = []
+        self._pattern = None
         self._manual = False
         self.remove_partitions(set(self.states))
 
@@ -580,7 +612,7 @@ class AsyncConsumer:
                     raise ValueError(
                         f"cannot commit offset {om.offset!r} for {tp}: an offset is an int >= 0"
                     )
-        if self._subscribed and not self.group.in_group():
+        if self.subscribed and not self.group.in_group():
             raise CommitFailedError(
                 f"cannot commit for group {self.group.group_id!r}: this member is not in the "
                 "group now (a rebalance is in progress, or it was evicted for exceeding "

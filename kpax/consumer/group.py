@@ -30,6 +30,7 @@ from kpax.cluster.cluster import GROUP, Cluster
 from kpax.cluster.request_path import RequestPath, RetryPolicy, ToCoordinator
 from kpax.consumer.errors import CommitFailedError
 from kpax.consumer.options import ConsumerSettings
+from kpax.consumer.pattern import Pattern
 from kpax.metrics import Metrics
 from kpax.proto.error_families import COORDINATOR_ERRORS, STALE_GENERATION_ERRORS, code_in
 from kpax.proto.errors import BrokerResponseError, KafkaError, KafkaTimeoutError, error_for_code
@@ -83,7 +84,10 @@ class GroupBase:
         self.instance_id: str | None = settings.group_instance_id
         self.member_id = ""
         self.generation = -1
+        #: The topics subscribed to (by name, or those a pattern matches now).
         self.subscription: list[str] = []
+        #: ``subscribe(pattern=...)``'s regex (None: subscribed by names).
+        self.pattern: Pattern | None = None
         self.last_poll = time.monotonic()
         self.poll_expired = False
         self._timeout = settings.request_timeout
@@ -191,7 +195,7 @@ class GroupBase:
         self.member.freeze_partitions(set(tps))
         if not lost and self.settings.enable_auto_commit:
             try:
-                await self.commit(self._owned_offsets(tps))
+                await self.commit(self._existing(self._owned_offsets(tps)))
             except KafkaError as exc:
                 log.warning("group %s: commit before revoking failed: %s", self.group_id, exc)
         method = "on_partitions_lost" if lost else "on_partitions_revoked"
@@ -203,6 +207,17 @@ class GroupBase:
     async def assign(self, tps: set[TopicPartition]) -> None:
         self.member.add_partitions(set(tps))
         await self.member.call_listener("on_partitions_assigned", set(tps))
+
+    def _existing(
+        self, offsets: Mapping[TopicPartition, OffsetAndMetadata]
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """``offsets`` without the topics a pattern subscription saw deleted (the
+        metadata asks for every topic then): an automatic commit for one would be
+        retried until the API timeout, holding up the rebalance it is part of."""
+        if self.pattern is None:
+            return dict(offsets)
+        known = self.cluster.snapshot.topics
+        return {tp: om for tp, om in offsets.items() if tp.topic in known}
 
     def _owned_offsets(self, tps: set[TopicPartition]) -> dict[TopicPartition, OffsetAndMetadata]:
         offsets = self.member.consumed_offsets(changed_only=True)
@@ -342,7 +357,7 @@ class GroupBase:
         interval = self.settings.auto_commit_interval_ms / 1000
         while not self._closed:
             await asyncio.sleep(interval)
-            offsets = self.member.consumed_offsets(changed_only=True)
+            offsets = self._existing(self.member.consumed_offsets(changed_only=True))
             if not offsets or not self.stable.is_set():
                 continue
             try:
@@ -353,6 +368,9 @@ class GroupBase:
     # ------------------------------------------------------------ protocol hooks
 
     async def subscribe(self, topics: list[str]) -> None:
+        raise NotImplementedError
+
+    async def subscribe_pattern(self, pattern: Pattern) -> None:
         raise NotImplementedError
 
     async def leave(self) -> None:

@@ -14,7 +14,12 @@ partitions for ``session_timeout_ms``). FENCED_MEMBER_EPOCH / UNKNOWN_MEMBER_ID
 lose the partitions (listener ``on_partitions_lost``) and rejoin at epoch 0.
 Commits carry the member epoch.
 
-Imports: kpax.cluster, kpax.broker.backoff, kpax.proto, kpax.structs, kpax.consumer.*.
+A pattern subscription sends the regex (SubscribedTopicRegex, v1+; the
+broker matches with RE2/J) instead of topic names; the broker re-resolves it
+as topics come and go, and the assignment follows. A broker without v1 is an
+UnsupportedApiError.
+
+Imports: kpax.cluster, kpax.broker.{backoff,broker}, kpax.proto, kpax.structs, kpax.consumer.*.
 """
 
 from __future__ import annotations
@@ -27,15 +32,17 @@ import uuid
 from typing import Any
 
 from kpax.broker.backoff import Backoff
+from kpax.broker.broker import Broker
 from kpax.cluster.cluster import Cluster
 from kpax.consumer.group import GroupBase, Membership
 from kpax.consumer.options import ConsumerSettings
+from kpax.consumer.pattern import Pattern, regex_text
 from kpax.proto.error_families import (
     CONSUMER_MEMBER_FENCED_ERRORS,
     COORDINATOR_ERRORS,
     code_in,
 )
-from kpax.proto.errors import KafkaError, error_for_code
+from kpax.proto.errors import KafkaError, UnsupportedApiError, error_for_code
 from kpax.proto.messages import ConsumerGroupHeartbeatRequest
 from kpax.structs import TopicPartition
 
@@ -44,6 +51,8 @@ log = logging.getLogger("kpax.consumer.group")
 __all__ = ["ConsumerGroup"]
 
 _LEAVE = -1
+#: The first ConsumerGroupHeartbeat version with SubscribedTopicRegex.
+_REGEX_VERSION = 1
 _LEAVE_STATIC = -2
 
 
@@ -69,7 +78,19 @@ class ConsumerGroup(GroupBase):
         return self.epoch, self.member_id
 
     async def subscribe(self, topics: list[str]) -> None:
+        self.pattern = None
         self.subscription = sorted(set(topics))
+        self._rejoin()
+
+    async def subscribe_pattern(self, pattern: Pattern) -> None:
+        """Send ``pattern`` (RE2/J syntax) as SubscribedTopicRegex: the broker
+        resolves it and assigns the matching topics' partitions; ``subscription``
+        becomes the topics of this member's assignment."""
+        self.pattern = pattern
+        self.subscription = []
+        self._rejoin()
+
+    def _rejoin(self) -> None:
         self._send_subscription = True
         self._wake.set()
         if self._task is None:
@@ -131,6 +152,10 @@ class ConsumerGroup(GroupBase):
 
     async def _heartbeat(self) -> None:
         full = self.epoch == 0 or self._send_subscription
+        regex = regex_text(self.pattern) if self.pattern is not None else None
+        broker = await self.coordinator()
+        if regex is not None and full:
+            await self._check_regex_support(broker)
         req = ConsumerGroupHeartbeatRequest(
             group_id=self.group_id,
             member_id=self.member_id,
@@ -138,12 +163,12 @@ class ConsumerGroup(GroupBase):
             instance_id=self.instance_id,
             rack_id=self.settings.client_rack if full else None,
             rebalance_timeout_ms=self.settings.max_poll_interval_ms if full else -1,
-            subscribed_topic_names=list(self.subscription) if full else None,
+            subscribed_topic_names=list(self.subscription) if full and regex is None else None,
+            subscribed_topic_regex=regex if full else None,
             server_assignor=self.settings.group_remote_assignor if full else None,
             topic_partitions=self._owned() if (full or self._ack) else None,
         )
         self._ack = False
-        broker = await self.coordinator()
         try:
             resp = await broker.request(req, timeout=self._timeout)
         except KafkaError:
@@ -187,13 +212,18 @@ class ConsumerGroup(GroupBase):
             if self.cluster.snapshot.topic_name(t.topic_id) is None
         ]
         if unknown:
-            await self.cluster.refresh(self.subscription)
+            if self.pattern is not None:
+                await self.cluster.refresh(all_topics=True)
+            else:
+                await self.cluster.refresh(self.subscription)
         for t in topic_partitions:
             name = self.cluster.snapshot.topic_name(t.topic_id)
             if name is None:
                 log.warning("group %s: assigned unknown topic id %s", self.group_id, t.topic_id)
                 continue
             target.update(TopicPartition(name, p) for p in t.partitions)
+        if self.pattern is not None:  # what the broker matched, as far as this member sees
+            self.subscription = sorted({tp.topic for tp in target})
         owned = self.member.assigned_partitions()
         revoked = owned - target
         added = target - owned
@@ -213,6 +243,18 @@ class ConsumerGroup(GroupBase):
             await self.assign(added)
         self._ack = True
         self.stable.set()
+
+    async def _check_regex_support(self, broker: Broker) -> None:
+        version = await broker.api_version(ConsumerGroupHeartbeatRequest)
+        if version < _REGEX_VERSION:
+            raise UnsupportedApiError(
+                f"subscribe(pattern=...) for group {self.group_id!r}: {broker.describe()} "
+                f"speaks ConsumerGroupHeartbeat up to v{version}, and the regex field "
+                f"(SubscribedTopicRegex) needs v{_REGEX_VERSION} (Kafka 4.0+); retrying "
+                "cannot help: upgrade the brokers, or use group_protocol='classic' (which "
+                "matches the pattern in the client)",
+                retriable=False,
+            )
 
     async def _leave_heartbeat(self) -> None:
         epoch = _LEAVE_STATIC if self.instance_id is not None else _LEAVE

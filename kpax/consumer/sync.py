@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from kpax.consumer.client import AsyncConsumer
+from kpax.consumer.pattern import subscribe_args
 from kpax.consumer.record import ConsumerRecord
 from kpax.consumer.state import PartitionState
 from kpax.proto.errors import KafkaTimeoutError
@@ -181,12 +183,20 @@ class Consumer(SyncFace):
     def assignment(self) -> set[TopicPartition]:
         return self._core.assignment()
 
-    def subscribe(self, topics: Iterable[str], listener: Any = None) -> None:
-        self._run(
-            self._core.subscribe(
-                list(topics) if not isinstance(topics, str) else [topics], listener
-            )
-        )
+    def subscribe(
+        self,
+        topics: Iterable[str] | re.Pattern[str] | None = None,
+        listener: Any = None,
+        *,
+        pattern: str | re.Pattern[str] | None = None,
+    ) -> None:
+        """Join the group and read the partitions of ``topics`` (names) or of the
+        topics ``pattern`` (a regex) matches; see :meth:`AsyncConsumer.subscribe`."""
+        names, regex = subscribe_args(topics, pattern)  # argument errors on this thread
+        if regex is not None:
+            self._run(self._core.subscribe(listener=listener, pattern=regex))
+        else:
+            self._run(self._core.subscribe(names, listener))
 
     def subscription(self) -> set[str]:
         return self._core.subscription()

@@ -1,0 +1,88 @@
+"""Pattern subscriptions: the ``subscribe`` arguments checked, and topic names matched.
+
+Role: :func:`subscribe_args` checks ``subscribe(topics=...)`` /
+``subscribe(pattern=...)`` (exactly one of them; a compiled ``re.Pattern``
+given as ``topics`` is a pattern, as Java's ``subscribe(Pattern)``);
+:func:`compile_pattern` makes the ``re.Pattern`` the classic protocol
+matches with; :func:`matching_topics` is the match itself: ``re.fullmatch``
+(Java's ``matcher().matches()``) over the cluster's topic names, internal
+topics (``__``-prefixed or flagged internal) never matching. Under KIP-848
+the broker matches instead (RE2/J syntax): :func:`regex_text` is what is sent.
+
+Imports: kpax.cluster.metadata.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+
+from kpax.cluster.metadata import TopicInfo
+
+__all__ = ["compile_pattern", "matching_topics", "regex_text", "subscribe_args"]
+
+#: What ``subscribe(pattern=...)`` takes.
+Pattern = str | re.Pattern[str]
+
+
+def subscribe_args(
+    topics: Iterable[str] | Pattern | None, pattern: Pattern | None
+) -> tuple[list[str] | None, Pattern | None]:
+    """``(names, None)`` or ``(None, pattern)``; TypeError/ValueError naming the mistake."""
+    if isinstance(topics, re.Pattern):
+        if pattern is not None:
+            raise TypeError("subscribe() takes topics or a pattern, not both")
+        topics, pattern = None, topics
+    if topics is not None and pattern is not None:
+        raise TypeError("subscribe() takes topics=[...] or pattern=..., not both")
+    if topics is None and pattern is None:
+        raise TypeError("subscribe() needs topics=[...] or pattern='regex'")
+    if pattern is not None:
+        return None, _checked(pattern)
+    assert topics is not None
+    names = [topics] if isinstance(topics, str) else list(topics)
+    for t in names:
+        if not isinstance(t, str) or not t:
+            raise TypeError(f"subscribe() takes topic names, not {t!r}")
+    return sorted(set(names)), None
+
+
+def _checked(pattern: object) -> Pattern:
+    if isinstance(pattern, re.Pattern):
+        if not isinstance(pattern.pattern, str):
+            raise TypeError("subscribe(pattern=...) takes a str regex, not a bytes one")
+        text: str = pattern.pattern
+    elif isinstance(pattern, str):
+        text = pattern
+    else:
+        raise TypeError(
+            f"subscribe(pattern=...) takes a regex (str or re.Pattern), not {pattern!r}"
+        )
+    if not text:
+        raise ValueError("subscribe(pattern=...): the regex is empty")
+    return pattern
+
+
+def regex_text(pattern: Pattern) -> str:
+    """The regex as text (what KIP-848's SubscribedTopicRegex carries)."""
+    return pattern.pattern if isinstance(pattern, re.Pattern) else pattern
+
+
+def compile_pattern(pattern: Pattern) -> re.Pattern[str]:
+    """``pattern`` compiled; a regex Python cannot compile is a ValueError naming it."""
+    if isinstance(pattern, re.Pattern):
+        return pattern
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"subscribe(pattern={pattern!r}): not a valid regex: {exc}") from exc
+
+
+def matching_topics(pattern: re.Pattern[str], topics: Mapping[str, TopicInfo]) -> list[str]:
+    """The names of ``topics`` that ``pattern`` matches in full, sorted; never an
+    internal topic."""
+    return sorted(
+        name
+        for name, info in topics.items()
+        if not name.startswith("__") and not info.is_internal and pattern.fullmatch(name)
+    )

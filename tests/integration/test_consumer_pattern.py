@@ -1,0 +1,170 @@
+"""Pattern subscriptions against a real broker: ``subscribe(pattern=...)`` under the
+classic protocol (matched in the client against every metadata refresh) and
+KIP-848 (the regex sent to the broker), sync and asyncio faces. Topics created
+later that match join without re-subscribing; a deleted one leaves; others are
+never read. ``metadata_max_age_ms=500`` so the client sees new topics soon."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+import uuid
+
+import pytest
+
+import kpax
+from kpax.testing.pytest_plugin import create_topic
+from tests.integration.test_consumer import produce
+from tests.integration.test_consumer_group import FAST, gid, poll_until
+
+pytestmark = pytest.mark.integration
+
+QUICK = {**FAST, "metadata_max_age_ms": 500, "enable_auto_commit": False}
+
+
+def prefix() -> str:
+    return "p" + uuid.uuid4().hex[:8]
+
+
+def topics_of(recs: dict[int, list[kpax.ConsumerRecord]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for v in recs.values():
+        for r in v:
+            out[r.topic] = out.get(r.topic, 0) + 1
+    return out
+
+
+def assigned_topics(c: kpax.Consumer) -> set[str]:
+    return {tp.topic for tp in c.assignment()}
+
+
+def test_classic_pattern_reads_matching_topics_new_ones_join_deleted_ones_leave(kafka):
+    p = prefix()
+    a, b = (create_topic(kafka, 2, name=f"{p}-orders-{x}") for x in "ab")
+    # not matched: another name, and one the regex only finds inside (fullmatch)
+    others = [create_topic(kafka, 1, name=n) for n in (f"{p}-payments", f"x{p}-orders-c")]
+    for t in (a, b, *others):
+        produce(kafka.bootstrap, t, 20, partitions=2 if t in (a, b) else 1)
+    c = kpax.Consumer(kafka.bootstrap, group_id=gid(), **QUICK)
+    recs: dict[int, list[kpax.ConsumerRecord]] = {}
+    try:
+        c.subscribe(pattern=f"{p}-orders-.*")
+        poll_until(
+            [c], lambda: topics_of(recs).get(a) == 20 and topics_of(recs).get(b) == 20, sink=recs
+        )
+        assert c.subscription() == {a, b}
+        assert assigned_topics(c) == {a, b}
+        # a topic created afterwards that matches joins, without subscribing again
+        late = create_topic(kafka, 1, name=f"{p}-orders-late")
+        produce(kafka.bootstrap, late, 7)
+        poll_until([c], lambda: topics_of(recs).get(late) == 7, sink=recs)
+        assert c.subscription() == {a, b, late}
+        # a deleted matched topic leaves the subscription and the assignment
+        with kpax.Admin(kafka.bootstrap) as admin:
+            admin.delete_topics([b]).raise_for_errors()
+        poll_until([c], lambda: b not in assigned_topics(c) and assigned_topics(c), sink=recs)
+        assert c.subscription() == {a, late}
+        assert assigned_topics(c) == {a, late}
+        assert not set(topics_of(recs)) & set(others)
+        # unsubscribe clears it; subscribing by names works again
+        c.unsubscribe()
+        assert c.subscription() == set() and c.assignment() == set()
+        c.subscribe([others[0]])
+        poll_until([c], lambda: topics_of(recs).get(others[0]) == 20, sink=recs)
+        assert c.subscription() == {others[0]}
+    finally:
+        c.close()
+
+
+async def test_classic_pattern_asyncio_face(kafka):
+    p = prefix()
+    a, b, other = (create_topic(kafka, 1, name=f"{p}-{x}") for x in ("ev-1", "ev-2", "other"))
+    for t in (a, b, other):
+        produce(kafka.bootstrap, t, 10)
+    got: dict[str, int] = {}
+    async with kpax.aio.Consumer(kafka.bootstrap, group_id=gid(), **QUICK) as c:
+        await c.subscribe(re.compile(re.escape(p) + r"-ev-\d"))  # a compiled pattern, positional
+
+        async def read_until(done) -> None:
+            deadline = time.monotonic() + 30
+            while not done():
+                assert time.monotonic() < deadline, f"read only {got}"
+                for r in await c.poll(0.1):
+                    got[r.topic] = got.get(r.topic, 0) + 1
+
+        await read_until(lambda: got.get(a) == 10 and got.get(b) == 10)
+        assert c.subscription() == {a, b}
+        late = await asyncio.to_thread(create_topic, kafka, 1, name=f"{p}-ev-3")
+        await asyncio.to_thread(produce, kafka.bootstrap, late, 4)
+        await read_until(lambda: got.get(late) == 4)
+        assert c.subscription() == {a, b, late}
+        assert other not in got
+        await c.unsubscribe()
+        assert c.subscription() == set()
+
+
+@pytest.fixture(scope="module")
+def kafka848(kafka_factory):
+    return kafka_factory(
+        config={
+            "group.consumer.heartbeat.interval.ms": "500",
+            "group.consumer.min.heartbeat.interval.ms": "500",
+            "group.consumer.session.timeout.ms": "6000",
+            "group.consumer.min.session.timeout.ms": "6000",
+            # the broker's lowest; it re-resolves regexes at most every 10 s anyway
+            "group.consumer.regex.refresh.interval.ms": "10000",
+        }
+    )
+
+
+KIP848 = {
+    k: v for k, v in QUICK.items() if k not in ("session_timeout_ms", "heartbeat_interval_ms")
+}
+
+
+def test_kip848_pattern_is_resolved_by_the_broker_and_new_topics_join(kafka848):
+    p = prefix()
+    a, b = (create_topic(kafka848, 2, name=f"{p}-orders-{x}") for x in "ab")
+    other = create_topic(kafka848, 1, name=f"{p}-payments")
+    for t in (a, b, other):
+        produce(kafka848.bootstrap, t, 20, partitions=2 if t != other else 1)
+    c = kpax.Consumer(kafka848.bootstrap, group_id=gid(), group_protocol="consumer", **KIP848)
+    recs: dict[int, list[kpax.ConsumerRecord]] = {}
+    try:
+        c.subscribe(pattern=f"{p}-orders-.*")
+        poll_until(
+            [c], lambda: topics_of(recs).get(a) == 20 and topics_of(recs).get(b) == 20, sink=recs
+        )
+        assert c.subscription() == {a, b} == assigned_topics(c)
+        late = create_topic(kafka848, 1, name=f"{p}-orders-late")
+        produce(kafka848.bootstrap, late, 7)
+        # the broker re-resolves the regex when its metadata changed, at most every 10 s
+        poll_until([c], lambda: topics_of(recs).get(late) == 7, timeout=45, sink=recs)
+        assert c.subscription() == {a, b, late}
+        assert other not in topics_of(recs)
+        c.unsubscribe()
+        assert c.subscription() == set() and c.assignment() == set()
+        c.subscribe([other])
+        poll_until([c], lambda: topics_of(recs).get(other) == 20, sink=recs)
+    finally:
+        c.close()
+
+
+async def test_kip848_pattern_asyncio_face(kafka848):
+    p = prefix()
+    a, b, other = (create_topic(kafka848, 1, name=f"{p}-{x}") for x in ("ev-1", "ev-2", "zz"))
+    for t in (a, b, other):
+        produce(kafka848.bootstrap, t, 10)
+    got: dict[str, int] = {}
+    async with kpax.aio.Consumer(
+        kafka848.bootstrap, group_id=gid(), group_protocol="consumer", **KIP848
+    ) as c:
+        await c.subscribe(pattern=p + r"-ev-\d")
+        deadline = time.monotonic() + 30
+        while not (got.get(a) == 10 and got.get(b) == 10):
+            assert time.monotonic() < deadline, f"read only {got}"
+            for r in await c.poll(0.1):
+                got[r.topic] = got.get(r.topic, 0) + 1
+        assert c.subscription() == {a, b}
+        assert other not in got

@@ -43,7 +43,14 @@ from kpax.producer.partitioner import (
     _murmur2_unsigned,
     as_partitioner,
 )
-from kpax.producer.planning import BulkPlan, Planner, check_headers, check_timestamp, plan_many
+from kpax.producer.planning import (
+    BulkPlan,
+    Planner,
+    bad_partition,
+    check_headers,
+    check_timestamp,
+    plan_many,
+)
 from kpax.producer.sealer import Sealer
 from kpax.producer.sender import Sender
 from kpax.producer.serializers import as_bytes, get_serializer
@@ -404,10 +411,10 @@ class AsyncProducer:
                 )
                 break
             except KafkaError as exc:
+                if not (exc.retriable or isinstance(exc, UnknownTopicOrPartitionError)):
+                    raise  # e.g. an invalid topic name: waiting cannot help
                 remaining = deadline - time.monotonic()
-                if remaining <= 0 or not (
-                    exc.retriable or isinstance(exc, UnknownTopicOrPartitionError)
-                ):
+                if remaining <= 0:
                     raise KafkaTimeoutError(
                         f"topic {topic!r} not present in metadata after {limit * 1000:.0f} ms "
                         f"(max_block_ms): {exc.message}"
@@ -479,8 +486,13 @@ class AsyncProducer:
                         f"partitioner returned partition {partition} for {topic!r} "
                         f"with {n} partitions"
                     )
-        elif not 0 <= partition < n:
-            raise ValueError(f"topic {topic!r} has no partition {partition} (it has {n})")
+        elif type(partition) is not int or not 0 <= partition < n:
+            if type(partition) is not int:  # (a numpy integer is fine; "0", 1.0, True are not)
+                if isinstance(bad := bad_partition(topic, partition, n), TypeError):
+                    raise bad
+                partition = partition.__index__()
+            if not 0 <= partition < n:
+                raise bad_partition(topic, partition, n)
         if timestamp is None:
             timestamp = time.time_ns() // 1_000_000
         elif type(timestamp) is not int or timestamp < 0 or timestamp > _MAX_TIMESTAMP:

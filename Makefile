@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.kpax-installed
 SPECS  ?= ../shared/kafka-message-specs
 
-.PHONY: all demo tools test docs unit integration lint typecheck generate check-generated bench bench-franz kafka-jars clean distclean demo-spark
+.PHONY: all demo tools test docs unit integration lint typecheck generate check-generated bench bench-franz kafka-jars clean distclean demo-spark test-stress
 
 all: test
 
@@ -63,6 +63,10 @@ docs: $(STAMP)
 ## Everything: lint, types, generated code up to date, docs build, unit + integration suites.
 test: $(STAMP) kafka-jars tools lint typecheck check-generated docs
 	$(PY) -m pytest tests
+
+## The whole suite 3 times in a row while a CPU hog keeps one core busy (not part of `make test`).
+test-stress: $(STAMP) kafka-jars tools
+	$(PY) tools/stress.py --runs 3
 
 bench: $(STAMP) kafka-jars bench-franz
 	$(PY) -m bench all

@@ -109,7 +109,11 @@ class ClassicGroup(GroupBase):
 
     def _matched(self) -> list[str]:
         assert self.pattern is not None
-        return matching_topics(compile_pattern(self.pattern), self.cluster.snapshot.topics)
+        return matching_topics(
+            compile_pattern(self.pattern),
+            self.cluster.snapshot.topics,
+            exclude_internal=self.settings.exclude_internal_topics,
+        )
 
     def _counts(self, topics: set[str]) -> dict[str, int]:
         out = {}

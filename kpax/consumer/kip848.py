@@ -16,7 +16,10 @@ Commits carry the member epoch.
 
 A pattern subscription sends the regex (SubscribedTopicRegex, v1+; the
 broker matches with RE2/J) instead of topic names; the broker re-resolves it
-as topics come and go, and the assignment follows. A broker without v1 is an
+as topics come and go, and the assignment follows. The broker's regex also
+matches internal topics (Kafka 4.3 assigns ``__consumer_offsets`` to ``.*``):
+with ``exclude_internal_topics`` (the default) their partitions are left out
+of what this member reads and reports owning. A broker without v1 is an
 UnsupportedApiError.
 
 Imports: kpax.cluster, kpax.broker.{backoff,broker}, kpax.proto, kpax.structs, kpax.consumer.*.
@@ -36,7 +39,7 @@ from kpax.broker.broker import Broker
 from kpax.cluster.cluster import Cluster
 from kpax.consumer.group import GroupBase, Membership
 from kpax.consumer.options import ConsumerSettings
-from kpax.consumer.pattern import Pattern, regex_text
+from kpax.consumer.pattern import Pattern, is_internal, regex_text
 from kpax.proto.error_families import (
     CONSUMER_MEMBER_FENCED_ERRORS,
     COORDINATOR_ERRORS,
@@ -221,6 +224,8 @@ class ConsumerGroup(GroupBase):
             if name is None:
                 log.warning("group %s: assigned unknown topic id %s", self.group_id, t.topic_id)
                 continue
+            if self._skip_internal and is_internal(name, self.cluster.snapshot.topics.get(name)):
+                continue  # the broker's regex matched an internal topic: not read here
             target.update(TopicPartition(name, p) for p in t.partitions)
         if self.pattern is not None:  # what the broker matched, as far as this member sees
             self.subscription = sorted({tp.topic for tp in target})
@@ -243,6 +248,10 @@ class ConsumerGroup(GroupBase):
             await self.assign(added)
         self._ack = True
         self.stable.set()
+
+    @property
+    def _skip_internal(self) -> bool:
+        return self.pattern is not None and self.settings.exclude_internal_topics
 
     async def _check_regex_support(self, broker: Broker) -> None:
         version = await broker.api_version(ConsumerGroupHeartbeatRequest)

@@ -102,6 +102,8 @@ class ConsumerSettings:
     max_poll_interval_ms: int
     enable_auto_commit: bool
     auto_commit_interval_ms: int
+    #: A pattern subscription never matches internal topics (Java's option).
+    exclude_internal_topics: bool
     # fetching
     client_rack: str | None
     auto_offset_reset: str

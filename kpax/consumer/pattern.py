@@ -6,8 +6,10 @@ given as ``topics`` is a pattern, as Java's ``subscribe(Pattern)``);
 :func:`compile_pattern` makes the ``re.Pattern`` the classic protocol
 matches with; :func:`matching_topics` is the match itself: ``re.fullmatch``
 (Java's ``matcher().matches()``) over the cluster's topic names, internal
-topics (``__``-prefixed or flagged internal) never matching. Under KIP-848
-the broker matches instead (RE2/J syntax): :func:`regex_text` is what is sent.
+topics (``__``-prefixed or flagged internal: :func:`is_internal`) left out
+unless ``exclude_internal_topics`` is off. Under KIP-848 the broker matches
+instead (RE2/J syntax): :func:`regex_text` is what is sent, and the broker's
+assignment is filtered with :func:`is_internal` the same way.
 
 Imports: kpax.cluster.metadata.
 """
@@ -19,7 +21,7 @@ from collections.abc import Iterable, Mapping
 
 from kpax.cluster.metadata import TopicInfo
 
-__all__ = ["compile_pattern", "matching_topics", "regex_text", "subscribe_args"]
+__all__ = ["compile_pattern", "is_internal", "matching_topics", "regex_text", "subscribe_args"]
 
 #: What ``subscribe(pattern=...)`` takes.
 Pattern = str | re.Pattern[str]
@@ -78,11 +80,19 @@ def compile_pattern(pattern: Pattern) -> re.Pattern[str]:
         raise ValueError(f"subscribe(pattern={pattern!r}): not a valid regex: {exc}") from exc
 
 
-def matching_topics(pattern: re.Pattern[str], topics: Mapping[str, TopicInfo]) -> list[str]:
-    """The names of ``topics`` that ``pattern`` matches in full, sorted; never an
-    internal topic."""
+def is_internal(name: str, info: TopicInfo | None) -> bool:
+    """An internal topic: ``__``-prefixed (``__consumer_offsets``,
+    ``__transaction_state``...) or flagged internal in the metadata."""
+    return name.startswith("__") or (info is not None and info.is_internal)
+
+
+def matching_topics(
+    pattern: re.Pattern[str], topics: Mapping[str, TopicInfo], *, exclude_internal: bool = True
+) -> list[str]:
+    """The names of ``topics`` that ``pattern`` matches in full, sorted; no
+    internal topic unless ``exclude_internal`` is False."""
     return sorted(
         name
         for name, info in topics.items()
-        if not name.startswith("__") and not info.is_internal and pattern.fullmatch(name)
+        if not (exclude_internal and is_internal(name, info)) and pattern.fullmatch(name)
     )

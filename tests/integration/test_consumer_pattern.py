@@ -17,6 +17,7 @@ import kpax
 from kpax.testing.pytest_plugin import create_topic
 from tests.integration.test_consumer import produce
 from tests.integration.test_consumer_group import FAST, gid, poll_until
+from tests.wait import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -168,3 +169,23 @@ async def test_kip848_pattern_asyncio_face(kafka848):
                 got[r.topic] = got.get(r.topic, 0) + 1
         assert c.subscription() == {a, b}
         assert other not in got
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_internal_topics_never_match(kafka848, protocol):
+    p = prefix()
+    t = create_topic(kafka848, 1, name=f"{p}-x")
+    produce(kafka848.bootstrap, t, 5)
+    kw = KIP848 if protocol == "consumer" else QUICK
+    c = kpax.Consumer(kafka848.bootstrap, group_id=gid(), group_protocol=protocol, **kw)
+    recs: dict[int, list[kpax.ConsumerRecord]] = {}
+    try:
+        c.committed([kpax.TopicPartition(t, 0)])  # FindCoordinator: __consumer_offsets exists
+        with kpax.Admin(kafka848.bootstrap) as admin:
+            eventually(lambda: "__consumer_offsets" in admin.list_topics(internal=True))
+        # the broker's regex (KIP-848) matches __consumer_offsets too: kpax leaves it out
+        c.subscribe(pattern=f"__consumer_offsets|{p}-x")
+        poll_until([c], lambda: topics_of(recs).get(t) == 5, sink=recs)
+        assert assigned_topics(c) == {t} and c.subscription() == {t}
+    finally:
+        c.close()

@@ -77,6 +77,11 @@ def test_the_match_is_a_full_match_and_never_an_internal_topic() -> None:
         "payments",
     ]
     assert matching_topics(re.compile("orders"), infos) == []
+    # exclude_internal_topics=False (Java's option): internal topics may match
+    assert matching_topics(re.compile("__.*|hid.*"), infos, exclude_internal=False) == [
+        "__consumer_offsets",
+        "hidden",
+    ]
 
 
 async def test_the_asyncio_face_checks_the_arguments_first() -> None:

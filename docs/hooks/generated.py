@@ -68,7 +68,8 @@ OPTION_DOCS: dict[str, str] = {
     "max_request_size": "a larger record fails at `send` with `MessageTooLargeError`",
     "compression_type": "`none`, `gzip`, `snappy`, `lz4` or `zstd`",
     "retries": "retries of a failed batch (within `delivery_timeout_ms`)",
-    "delivery_timeout_ms": "each record succeeds or fails within this; must be >= "
+    "delivery_timeout_ms": "each record succeeds or fails within this (a Produce "
+    "request's timeout is capped by the delivery time left); must be >= "
     "`linger_ms + request_timeout_ms`",
     "max_in_flight_requests_per_connection": "Produce requests pipelined per broker",
     "enable_idempotence": "None: on unless `acks` is not all, `retries` is 0 or "

@@ -10,6 +10,9 @@ an error). :class:`RecordFuture` is what ``send`` returns: a small object
 (batch, index, timestamp) -- no lock, event or list per record. Completion is
 per batch: one lock, one lazily created :class:`threading.Event` for blocking
 waiters, and asyncio futures for awaiting callers (woken on their own loop).
+A batch the broker refused as too large is split (:mod:`kpax.producer.split`):
+it keeps its futures, completes when its ``parts`` have, and each record's
+offset or error is its part's.
 
 Thread model: records are appended by caller threads under the accumulator's
 lock; a batch is completed exactly once, on the producer's I/O loop. Callbacks
@@ -62,7 +65,9 @@ class ProducerBatch(BatchBase):
         "error",
         "last_error",
         "log_append_time",
+        "parent",
         "partition",
+        "parts",
         "producer_epoch",
         "producer_id",
         "reserved",
@@ -112,6 +117,11 @@ class ProducerBatch(BatchBase):
         self.error: BaseException | None = None
         #: Why the batch could not be encoded (it then fails without being sent).
         self.seal_error: BaseException | None = None
+        #: Split (the broker refused it as too large; kpax.producer.split): its
+        #: parts as (index of the part's first record here, part); None if not split.
+        self.parts: list[tuple[int, ProducerBatch]] | None = None
+        #: The batch this one is a part of (None: a batch of its own).
+        self.parent: ProducerBatch | None = None
 
     def __repr__(self) -> str:
         return (
@@ -141,9 +151,30 @@ class ProducerBatch(BatchBase):
                 _wake(w)
         if callbacks:
             for index, ts, fn in callbacks:
-                _run_callback(fn, self._metadata(index, ts), error)
+                err = error if error is None else self.record_error(index)
+                _run_callback(fn, self._metadata(index, ts), err)
+
+    def _part(self, index: int) -> tuple[ProducerBatch, int]:
+        """The part of a split batch holding record ``index``, and its index there."""
+        assert self.parts is not None
+        start, part = self.parts[0]
+        for s, p in self.parts:
+            if s > index:
+                break
+            start, part = s, p
+        return part, index - start
+
+    def record_error(self, index: int) -> BaseException | None:
+        """Record ``index``'s error (done batch): the batch's, or its part's if split."""
+        if self.parts is None or self.error is None:
+            return self.error
+        part, i = self._part(index)
+        return part.record_error(i)
 
     def _metadata(self, index: int, timestamp: int) -> RecordMetadata | None:
+        if self.parts is not None:
+            part, i = self._part(index)
+            return part._metadata(i, timestamp)
         if self.error is not None:
             return None
         offset = self.base_offset + index if self.base_offset >= 0 else -1
@@ -230,10 +261,12 @@ class RecordFuture(FutureBase):
         return self._batch.done
 
     def succeeded(self) -> bool:
-        return self._batch.done and self._batch.error is None
+        b = self._batch
+        return b.done and (b.error is None or b.record_error(self._index) is None)
 
     def failed(self) -> bool:
-        return self._batch.done and self._batch.error is not None
+        b = self._batch
+        return b.done and b.error is not None and b.record_error(self._index) is not None
 
     def result(self, timeout: float | None = None) -> RecordMetadata:
         """Where the record landed; raises the delivery error, or KafkaTimeoutError
@@ -244,7 +277,9 @@ class RecordFuture(FutureBase):
                 f"record for {b.topic}-{b.partition} not acknowledged within {timeout:g}s"
             )
         if b.error is not None:
-            raise b.error
+            err = b.record_error(self._index)  # a split batch's parts may differ
+            if err is not None:
+                raise err
         meta = b._metadata(self._index, self._timestamp)
         assert meta is not None
         return meta
@@ -257,7 +292,7 @@ class RecordFuture(FutureBase):
         except KafkaTimeoutError:
             if not self._batch.done:
                 raise
-            return self._batch.error
+            return self._batch.record_error(self._index)
         except BaseException as exc:
             return exc
         return None

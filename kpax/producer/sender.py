@@ -12,9 +12,17 @@ retriable error (leader moved, broken connection, request timeout, ...) puts
 the batch back in its partition's queue ahead of newer ones, after
 ``retry_backoff_ms`` (exponential up to ``retry_backoff_max_ms``), until
 ``retries`` or ``delivery_timeout_ms`` run out; anything else fails the batch.
-Batches that wait longer than ``delivery_timeout_ms`` fail with
-KafkaTimeoutError naming the partition, so a dead cluster ends in errors,
-never a hang.
+A batch refused as too large (MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE) with
+several records is split in two and its parts resent first
+(:mod:`kpax.producer.split`); a single record too large fails with an error
+naming its size and the limits.
+
+``delivery_timeout_ms`` is kept to the letter: batches that outlive it --
+waiting, waiting for a retry, or in flight (their request's late answer is
+then ignored) -- fail with KafkaTimeoutError naming the partition when it
+runs out (the sender wakes for it), and each Produce request's timeout is
+capped by the delivery time its oldest batch has left (at least
+``MIN_REQUEST_TIMEOUT``). A dead cluster ends in errors, never a hang.
 
 Idempotence (on by default): a batch gets its partition's next sequence
 number when it is first sent, and a retry resends the very same bytes, so the
@@ -43,7 +51,7 @@ Metrics (kpax.metrics): counted once per completed batch in :meth:`complete`
 (records sent or failed, batch bytes, per topic), per retry and per request;
 never per record.
 
-Imports: kpax.producer.{accumulator,batch,idempotence,options,sealer,transactions},
+Imports: kpax.producer.{accumulator,batch,idempotence,options,sealer,split,transactions},
 kpax.cluster (cluster, request_path), kpax.metrics, kpax.broker, kpax.proto,
 kpax.structs, the standard library.
 """
@@ -68,6 +76,7 @@ from kpax.producer.batch import ProducerBatch, delivery_error
 from kpax.producer.idempotence import ProducerIdentity
 from kpax.producer.options import ProducerSettings
 from kpax.producer.sealer import MAX_SEQUENCE, Sealer
+from kpax.producer.split import TOO_LARGE_ERRORS, split_batch, too_large_error
 from kpax.producer.transactions import TransactionManager
 from kpax.proto.error_codes import (
     DuplicateSequenceNumberError,
@@ -84,6 +93,9 @@ from kpax.structs import TopicPartition
 log = logging.getLogger("kpax.producer")
 
 __all__ = ["Sender"]
+
+#: The shortest timeout a Produce request gets when little delivery time is left (s).
+MIN_REQUEST_TIMEOUT = 0.2
 
 
 class Sender:
@@ -130,6 +142,8 @@ class Sender:
         self.stopped = False
         #: Batches put back for a retry so far (a metric; tests read it).
         self.retried_batches = 0
+        #: Batches split because the broker refused them as too large (tests read it).
+        self.split_batches = 0
         #: Called after each metadata refresh (the producer updates its partition counts).
         self.on_metadata = on_metadata
         #: Per-batch counters (kpax.metrics; None: not counted). Per topic:
@@ -260,7 +274,7 @@ class Sender:
                 if not ready:
                     continue
                 b = ready[0]
-                if now - b.created > self.delivery_timeout:
+                if now - b.created >= self.delivery_timeout:
                     ready.popleft()
                     self.complete(
                         b,
@@ -268,7 +282,10 @@ class Sender:
                         -1,
                         delivery_error(
                             b,
-                            "expired before they could be sent "
+                            "not delivered within "
+                            f"delivery_timeout_ms={int(self.delivery_timeout * 1000)}"
+                            if b.attempts
+                            else "expired before they could be sent "
                             f"(delivery_timeout_ms={int(self.delivery_timeout * 1000)})",
                         ),
                     )
@@ -330,7 +347,44 @@ class Sender:
         del by_leader
         if need_refresh:
             self.refresh_metadata()
+        expiry = self._expire_in_flight(queues, now)
+        if expiry is not None and (retry_at is None or expiry < retry_at):
+            retry_at = expiry
         return retry_at
+
+    def _expire_in_flight(self, queues: list[PartitionQueue], now: float) -> float | None:
+        """Fail the batches in flight whose delivery time has passed (their
+        request may never be answered: ``delivery_timeout_ms`` is kept to the
+        letter, as Java's producer does); they stay in flight until their
+        request ends, and its outcome is then ignored. Returns the next time a
+        batch in flight or at the head of a queue runs out of delivery time."""
+        if not self.in_flight and not self.acc.incomplete:
+            return None
+        limit = self.delivery_timeout
+        nxt: float | None = None
+        for pq in queues:
+            for b in pq.in_flight:
+                if b.done:
+                    continue
+                due = b.created + limit
+                if due <= now:
+                    self.complete(
+                        b,
+                        -1,
+                        -1,
+                        delivery_error(
+                            b,
+                            "not acknowledged within "
+                            f"delivery_timeout_ms={int(limit * 1000)} (request still in flight)",
+                        ),
+                    )
+                elif nxt is None or due < nxt:
+                    nxt = due
+            if pq.ready:
+                due = pq.ready[0].created + limit
+                if nxt is None or due < nxt:
+                    nxt = due
+        return nxt
 
     def _take(self, pq: PartitionQueue, b: ProducerBatch) -> bool:
         """Take the head batch off its queue, sealing it if it was closed before
@@ -398,7 +452,9 @@ class Sender:
         ids: dict[bytes, str] = {}
         try:
             topics: dict[str, list[tuple[int, bytes | None]]] = {}
+            oldest = batches[0][1].created
             for pq, b in batches:
+                oldest = min(oldest, b.created)
                 parts = topics.get(pq.topic)
                 if parts is None:
                     parts = topics[pq.topic] = []
@@ -414,7 +470,10 @@ class Sender:
             else:
                 keyed.extend(topics.items())
             txn_id = self.txn.transactional_id if self.txn else None
-            acks, timeout_ms, client_id = self.acks, self.request_timeout_ms, conn.options.client_id
+            # No request outlives the delivery time left to its oldest batch.
+            left = oldest + self.delivery_timeout - time.monotonic()
+            timeout = max(min(self.request_timeout_ms / 1000, left), MIN_REQUEST_TIMEOUT)
+            acks, timeout_ms, client_id = self.acks, int(timeout * 1000), conn.options.client_id
 
             def encode(correlation_id: int) -> bytes:
                 return encode_produce(
@@ -425,6 +484,7 @@ class Sender:
                 None,
                 request_cls=ProduceRequest,
                 version=version,
+                timeout=timeout,
                 encode=encode,
                 decode=functools.partial(decode_produce_response, version=version),
                 expect_response=acks != 0,
@@ -530,11 +590,16 @@ class Sender:
                 f"producing {b.count} record(s) to {pq.topic}-{pq.partition} on {where}",
                 error_message=message,
             )
+            if isinstance(err, TOO_LARGE_ERRORS) and not b.done:
+                if b.count > 1 and self._split(pq, b, err):
+                    continue
+                if b.count == 1:
+                    err = too_large_error(b, err, where)
             if isinstance(err, LEADER_OR_TOPIC_ERRORS):
                 self.cluster.leader_is_down(pq.topic, pq.partition)
                 refresh = True
             if self.identity is not None and isinstance(err, SEQUENCE_ERRORS):
-                if self.txn is not None:
+                if self.txn is not None and not self._earlier_unacked(pq, b):
                     # A transactional producer never bumps its own epoch: the batch
                     # fails, fencing is fatal and anything else aborts the transaction.
                     with contextlib.suppress(ValueError):
@@ -548,12 +613,54 @@ class Sender:
         if refresh:
             self.refresh_metadata()
 
+    @staticmethod
+    def _earlier_unacked(pq: PartitionQueue, b: ProducerBatch) -> bool:
+        """Whether a batch of ``pq`` before ``b`` (in sequence) is unacknowledged
+        (in flight, or back in the queue: retried or split): a sequence error on
+        ``b`` is then that batch's consequence."""
+        return any(o is not b and o.base_sequence < b.base_sequence for o in pq.in_flight) or any(
+            o.data is not None and o.base_sequence < b.base_sequence for o in pq.ready
+        )
+
+    def _split(self, pq: PartitionQueue, b: ProducerBatch, err: KafkaError) -> bool:
+        """The broker refused ``b`` (several records) as too large: put two parts
+        of it (kpax.producer.split) at the head of its queue, in order. Nothing
+        of ``b`` was written, so its parts reuse its sequence range and the
+        batches after it theirs (refused as out of order meanwhile, they are
+        retried behind the parts). False if it cannot be split (then it fails)."""
+        with contextlib.suppress(ValueError):
+            pq.in_flight.remove(b)
+        try:
+            parts = split_batch(
+                b,
+                codec=self.sealer.codec,
+                transactional=self.sealer.transactional,
+                last_error=err,
+            )
+        except Exception:
+            log.exception("producer: cannot split a batch for %s-%d", pq.topic, pq.partition)
+            return False
+        log.info(
+            "%s-%d: a batch of %d record(s) (%d bytes) is too large for the broker; "
+            "resending it as %d and %d record(s)",
+            pq.topic,
+            pq.partition,
+            b.count,
+            len(b.data or b""),
+            parts[0].count,
+            parts[1].count,
+        )
+        self.split_batches += 1
+        pq.acked = False  # one batch at a time again until the partition answers
+        with self.acc.lock:
+            for part in reversed(parts):  # same serial: each goes before the one after it
+                pq.requeue(part)
+        return True
+
     def _sequence_error(self, pq: PartitionQueue, b: ProducerBatch, err: KafkaError) -> None:
         with contextlib.suppress(ValueError):
             pq.in_flight.remove(b)
-        earlier = any(o.base_sequence < b.base_sequence for o in pq.in_flight) or any(
-            o.data is not None and o.base_sequence < b.base_sequence for o in pq.ready
-        )
+        earlier = self._earlier_unacked(pq, b)
         if not earlier:
             assert self.identity is not None
             log.warning("%s: resetting sequences with a new producer epoch", err.message)
@@ -577,12 +684,21 @@ class Sender:
     def complete(
         self, b: ProducerBatch, offset: int, log_append: int, err: BaseException | None
     ) -> None:
-        if self.metrics is not None and not b.done:
-            self._count(b, err)
+        if self.metrics is not None and not b.done and b.parts is None:
+            self._count(b, err)  # a split batch is counted by its parts
         b.complete(offset, log_append, err)
         self.acc.release(b)
         if err is not None and self.txn is not None and isinstance(err, KafkaError):
             self.txn.fail(err)
+        parent = b.parent
+        while parent is not None and parent.parts is not None and not parent.done:
+            if not all(p.done for _, p in parent.parts):
+                break
+            # every part of a split batch is done: so is it (records: their part's outcome)
+            first = next((p.error for _, p in parent.parts if p.error is not None), None)
+            parent.complete(-1, -1, first)
+            self.acc.release(parent)
+            parent = parent.parent
 
     def _count(self, b: ProducerBatch, err: BaseException | None) -> None:
         """Count a batch's outcome (once per batch: the per-record path is untouched)."""
@@ -619,9 +735,11 @@ class Sender:
         unknown: bool,
         count: bool = True,
     ) -> None:
+        pq.acked = False  # one batch at a time again until the partition answers
+        if b.done:  # expired in flight (delivery_timeout_ms): never retried
+            return
         b.last_error = err
         b.unknown_outcome = unknown
-        pq.acked = False  # one batch at a time again until the partition answers
         if count:
             b.attempts += 1
         else:
@@ -631,7 +749,8 @@ class Sender:
             return
         delay = self.retry_policy.delay(b.attempts)
         now = time.monotonic()
-        if now + delay - b.created > self.delivery_timeout:
+        # (a retry due after the delivery time fails when that time comes, in the queue)
+        if now - b.created >= self.delivery_timeout:
             self.complete(
                 b,
                 -1,

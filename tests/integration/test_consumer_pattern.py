@@ -189,3 +189,27 @@ def test_internal_topics_never_match(kafka848, protocol):
         assert assigned_topics(c) == {t} and c.subscription() == {t}
     finally:
         c.close()
+
+
+def test_classic_deleted_topic_leaves_promptly_with_auto_commit(kafka):
+    # The rebalance after a deletion commits the revoked partitions' positions
+    # first (auto-commit); a commit for the deleted topic would be retried until
+    # default_api_timeout_ms (60 s), holding the rebalance up.
+    p = prefix()
+    a, b = (create_topic(kafka, 1, name=f"{p}-{x}") for x in "ab")
+    for t in (a, b):
+        produce(kafka.bootstrap, t, 10)
+    kw = {**QUICK, "enable_auto_commit": True, "auto_commit_interval_ms": 600_000}
+    c = kpax.Consumer(kafka.bootstrap, group_id=gid(), **kw)
+    recs: dict[int, list[kpax.ConsumerRecord]] = {}
+    try:
+        c.subscribe(pattern=f"{p}-.*")
+        poll_until(
+            [c], lambda: topics_of(recs).get(a) == 10 and topics_of(recs).get(b) == 10, sink=recs
+        )
+        with kpax.Admin(kafka.bootstrap) as admin:
+            admin.delete_topics([b]).raise_for_errors()
+        poll_until([c], lambda: assigned_topics(c) == {a}, timeout=20, sink=recs)
+        assert c.committed([kpax.TopicPartition(a, 0)])[kpax.TopicPartition(a, 0)].offset == 10
+    finally:
+        c.close()

@@ -44,6 +44,8 @@ OPTION_DOCS: dict[str, str] = {
     "retry_backoff_ms": "first wait before retrying a failed request",
     "retry_backoff_max_ms": "the retry backoff doubles, with jitter, up to this",
     "metadata_max_age_ms": "metadata is refreshed at least this often",
+    "metadata_recovery_strategy": "rebootstrap: when every known broker fails, or one "
+    "answers REBOOTSTRAP_REQUIRED, go back to the bootstrap addresses (KIP-899); none: never",
     "security_protocol": "`plaintext`, `ssl`, `sasl_plaintext` or `sasl_ssl` (any case)",
     "ssl_context": "an `ssl.SSLContext` of your own (instead of the `ssl_*` files)",
     "ssl_cafile": "PEM file of the CAs that sign the brokers' certificates",

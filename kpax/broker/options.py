@@ -45,6 +45,7 @@ COMMON_OPTIONS: dict[str, Option] = {
     "retry_backoff_ms": Option(100, non_negative_int),
     "retry_backoff_max_ms": Option(1000, non_negative_int),
     "metadata_max_age_ms": Option(300000, positive_int),
+    "metadata_recovery_strategy": Option("rebootstrap", one_of("rebootstrap", "none")),
     "security_protocol": Option("PLAINTEXT", one_of(*[p.lower() for p in SECURITY_PROTOCOLS])),
     "ssl_context": Option(None),
     "ssl_cafile": Option(None, optional_str),

@@ -22,6 +22,15 @@ Bootstrap tries every address; when none answers, one
 :class:`NoBrokersAvailableError` lists each address and why (DNS, refused,
 timeout, TLS, auth).
 
+Rebootstrap (KIP-899, KIP-1102; ``metadata_recovery_strategy="rebootstrap"``,
+the default as in the Java client since 4.0): when a refresh finds every broker
+of the metadata unreachable, or a broker answers REBOOTSTRAP_REQUIRED, the
+bootstrap addresses are tried again as at start, and the metadata they give
+replaces what the client knew. A different cluster id (the cluster was replaced
+behind the same addresses) drops the old metadata whole -- topic ids, leaders,
+coordinators -- instead of merging into it. ``"none"`` keeps to the brokers of
+the metadata.
+
 Imports: kpax.broker, kpax.cluster.metadata, kpax.metrics, kpax.proto, the standard library.
 """
 
@@ -40,8 +49,12 @@ from kpax.broker.broker import Broker
 from kpax.broker.options import ConnectionOptions, connection_options
 from kpax.cluster.metadata import ClusterSnapshot, PartitionInfo, TopicInfo, snapshot_from_response
 from kpax.metrics import ConnectionMetrics
-from kpax.proto.error_codes import LeaderNotAvailableError, UnknownTopicOrPartitionError
-from kpax.proto.error_families import code_of
+from kpax.proto.error_codes import (
+    LeaderNotAvailableError,
+    RebootstrapRequiredError,
+    UnknownTopicOrPartitionError,
+)
+from kpax.proto.error_families import code_in, code_of
 from kpax.proto.errors import (
     AuthenticationError,
     ClientClosedError,
@@ -77,8 +90,13 @@ class Cluster:
         retry_backoff_ms: int = 100,
         retry_backoff_max_ms: int = 1000,
         allow_auto_topic_creation: bool = True,
+        metadata_recovery_strategy: str = "rebootstrap",
     ) -> None:
         self.bootstrap = [a.strip() for a in bootstrap_servers if a.strip()]
+        #: Go back to the bootstrap addresses when every known broker fails.
+        self.rebootstrap = metadata_recovery_strategy == "rebootstrap"
+        #: Times the client went back to its bootstrap addresses.
+        self.rebootstraps = 0
         self.options = options
         self.metadata_max_age = metadata_max_age_ms / 1000
         self.retry_backoff_ms = retry_backoff_ms
@@ -129,6 +147,7 @@ class Cluster:
             retry_backoff_ms=config["retry_backoff_ms"],
             retry_backoff_max_ms=config["retry_backoff_max_ms"],
             allow_auto_topic_creation=allow_auto_topic_creation,
+            metadata_recovery_strategy=config.get("metadata_recovery_strategy", "rebootstrap"),
         )
 
     # ------------------------------------------------------------ lifecycle
@@ -242,6 +261,13 @@ class Cluster:
                     # The node moved: forget the old connection.
                     handles.pop(node_id)
                     self._close_later(b)
+        if snapshot.brokers:
+            # The bootstrap addresses that are not nodes are done with (as in the
+            # Java client): a later refresh asks the nodes, and only a rebootstrap
+            # goes back to those addresses (see the module docstring).
+            for boot in self._bootstrap_brokers:
+                self._close_later(boot)
+            self._bootstrap_brokers.clear()
         self.snapshot = snapshot
 
     def _close_later(self, broker: Broker) -> None:
@@ -249,7 +275,11 @@ class Cluster:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    async def _metadata_from(self, broker: Broker, topics: list[str] | None) -> ClusterSnapshot:
+    async def _metadata_from(
+        self, broker: Broker, topics: list[str] | None, *, fresh: bool = False
+    ) -> ClusterSnapshot:
+        """The metadata ``broker`` gives, merged into what is known (``fresh``: from
+        a rebootstrap, merged only when the cluster id is the same)."""
         if topics is None:
             req = MetadataRequest(
                 topics=None, allow_auto_topic_creation=self.allow_auto_topic_creation
@@ -260,7 +290,17 @@ class Cluster:
                 allow_auto_topic_creation=self.allow_auto_topic_creation,
             )
         resp = await broker.request(req)
-        return snapshot_from_response(resp, self.snapshot, topics)
+        if code_in(getattr(resp, "error_code", 0), RebootstrapRequiredError):
+            raise RebootstrapRequiredError(f"metadata from {broker.address}")
+        previous: ClusterSnapshot | None = self.snapshot
+        if fresh and previous is not None and previous.cluster_id != resp.cluster_id:
+            log.warning(
+                "bootstrap addresses now lead to cluster %s (was %s): the old metadata is dropped",
+                resp.cluster_id,
+                previous.cluster_id,
+            )
+            previous = None
+        return snapshot_from_response(resp, previous, None if previous is None else topics)
 
     async def _do_refresh(self) -> None:
         gen = self._requested_gen
@@ -286,23 +326,83 @@ class Cluster:
         candidates.extend(self._bootstrap_brokers)
         if not candidates and not errors:
             raise NoBrokersAvailableError("no bootstrap servers configured")
+        must_rebootstrap = False
         for broker in candidates:
             self._check_open()
             try:
                 snapshot = await self._metadata_from(broker, topics)
             except AuthenticationError:
                 raise
+            except RebootstrapRequiredError as exc:
+                errors.append(f"{broker.address}: {exc.message}")
+                must_rebootstrap = True
+                break
             except KafkaError as exc:
                 errors.append(f"{broker.address}: {exc.message}")
                 continue
             self._adopt(snapshot)
             self._completed_gen = gen
             return
+        if self.snapshot.brokers and (self.rebootstrap or must_rebootstrap):
+            tried = {(b.host, b.port) for b in candidates}
+            if await self._rebootstrap(topics, tried, errors):
+                self._completed_gen = gen
+                return
         if not self.snapshot.brokers:
             raise NoBrokersAvailableError(
                 "no bootstrap broker answered: " + "; ".join(errors or ["none tried"])
             )
         raise KafkaConnectionError("metadata refresh failed on every broker: " + "; ".join(errors))
+
+    async def _rebootstrap(
+        self, topics: list[str] | None, tried: set[tuple[str, int]], errors: list[str]
+    ) -> bool:
+        """Every broker of the metadata failed: ask the bootstrap addresses (those
+        not just tried) as at start. True when one answered (its metadata adopted)."""
+        for address in self.bootstrap:
+            try:
+                host, port = split_address(address)
+            except ValueError:
+                continue
+            if (host, port) in tried:
+                continue
+            self._check_open()
+            broker = Broker(host, port, self.options)
+            try:
+                snapshot = await self._metadata_from(broker, topics, fresh=True)
+            except AuthenticationError:
+                await broker.close()
+                raise
+            except KafkaError as exc:
+                errors.append(f"{address} (rebootstrap): {exc.message}")
+                await broker.close()
+                continue
+            self.rebootstraps += 1
+            log.warning(
+                "no broker of the metadata answered (%s): rebootstrapped from %s",
+                "; ".join(errors),
+                address,
+            )
+            self._forget_nodes(snapshot)
+            self._bootstrap_brokers.append(broker)
+            self._adopt(snapshot)
+            return True
+        return False
+
+    def _forget_nodes(self, snapshot: ClusterSnapshot) -> None:
+        """Before adopting a rebootstrap's metadata: drop the connections to nodes
+        it does not have (or has at another address) and the coordinators found
+        through the old metadata."""
+        new = snapshot.brokers
+        for handles in (self._brokers, self._fetch_brokers):
+            for node_id, b in list(handles.items()):
+                info = new.get(node_id)
+                if info is None or (info.host, info.port) != (b.host, b.port):
+                    self._close_later(handles.pop(node_id))
+        for b in self._coordinator_brokers.values():
+            self._close_later(b)
+        self._coordinator_brokers.clear()
+        self._coordinators.clear()
 
     async def refresh(
         self, topics: Iterable[str] | None = None, *, all_topics: bool = False

@@ -344,7 +344,11 @@ class BulkFuture:
     @property
     def failed_count(self) -> int:
         """Records whose batch failed (so far: pending batches count as not failed)."""
-        return sum(hi - lo for b, _, _, lo, hi in self._segments if b.done and b.error is not None)
+        return sum(
+            _failed_in(b, start, hi - lo)
+            for b, start, _, lo, hi in self._segments
+            if b.done and b.error is not None
+        )
 
     def _wait(self, timeout: float | None) -> None:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -363,16 +367,21 @@ class BulkFuture:
         if self._error is not None:
             return self._error
         first: ProducerBatch | None = None
+        cause: BaseException | None = None
         failed = 0
-        for b, _, _, lo, hi in self._segments:
+        for b, start, _, lo, hi in self._segments:
             if b.error is not None:
-                failed += hi - lo
-                if first is None:
+                n = _failed_in(b, start, hi - lo)
+                failed += n
+                if first is None and n:
                     first = b
-        if first is None:
+                    cause = next(
+                        e
+                        for e in map(b.record_error, range(start, start + hi - lo))
+                        if e is not None
+                    )
+        if first is None or cause is None:
             return None
-        cause = first.error
-        assert cause is not None
         msg = (
             f"{failed} of {self.count} record(s) for topic {self.topic!r} failed; first failure "
             f"on {first.topic}-{first.partition}: "
@@ -453,6 +462,14 @@ class BulkFuture:
             f"<BulkFuture {self.topic} {self.count} record(s) "
             f"in {len(self._batches)} batch(es) {state}>"
         )
+
+
+def _failed_in(b: ProducerBatch, start: int, n: int) -> int:
+    """How many of a failed batch's records ``start .. start + n - 1`` failed (all,
+    unless it was split and some of its parts succeeded)."""
+    if b.parts is None:
+        return n
+    return sum(1 for i in range(start, start + n) if b.record_error(i) is not None)
 
 
 def delivery_error(batch: ProducerBatch, why: str) -> KafkaError:

@@ -86,3 +86,18 @@ def test_a_single_record_too_large_fails_alone_with_a_clear_error(kafka, idempot
         assert p.send(topic, b"later").result(30).offset == 40
     got = read_back(kafka.bootstrap, topic, 1, 41)
     assert [m.value() for m in got] == [*small, b"later"]
+
+
+def test_send_many_counts_only_the_record_too_large_as_failed(kafka):
+    topic = create_topic(kafka, 1, config={"max.message.bytes": str(LIMIT)})
+    values = [b"s-%03d" % i for i in range(20)] + [b"B" * (3 * LIMIT)]
+    values += [b"s-%03d" % i for i in range(20, 40)]
+    with kpax.Producer(kafka.bootstrap, batch_size=64 * 1024, linger_ms=200) as p:
+        fut = p.send_many(topic, values)  # one batch: split until the big record is alone
+        with pytest.raises(MessageTooLargeError) as info:
+            fut.result(60)
+        assert fut.failed_count == 1
+        assert "1 of 41 record(s)" in str(info.value), str(info.value)
+        assert "max.message.bytes" in str(info.value), str(info.value)
+    got = read_back(kafka.bootstrap, topic, 1, 40)
+    assert [m.value() for m in got] == values[:20] + values[21:]

@@ -133,6 +133,13 @@ class Broker:
         conn = await self.connection()
         return conn.pick_version(request_cls, max_version)
 
+    async def feature_level(self, name: str) -> int:
+        """The cluster's finalized level of feature ``name`` (e.g.
+        ``"transaction.version"``) as this broker reported it in ApiVersions; 0
+        when it reports none (an older broker, or the feature is off)."""
+        conn = await self.connection()
+        return conn.finalized_features.get(name, 0)
+
     def mark_failed(self) -> None:
         """Drop the connection (e.g. after a NOT_LEADER storm or a protocol error elsewhere)."""
         if self._conn is not None:

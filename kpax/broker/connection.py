@@ -156,6 +156,9 @@ class BrokerConnection(asyncio.BufferedProtocol):
         self.node_id = node_id
         self.options = options
         self.api_versions: dict[int, tuple[int, int]] = {}
+        #: The cluster's finalized feature levels the broker reported in ApiVersions
+        #: (v3+), e.g. ``{"transaction.version": 2}``; empty before, or from older brokers.
+        self.finalized_features: dict[str, int] = {}
         #: Completed SASL authentications on this connection (1 + re-authentications).
         self.authentications = 0
         self.last_activity = time.monotonic()
@@ -288,6 +291,9 @@ class BrokerConnection(asyncio.BufferedProtocol):
                 err = error_for_code(resp.error_code)
                 raise err(f"ApiVersions on {self.describe()}")
             self.api_versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+            self.finalized_features = {
+                f.name: f.max_version_level for f in resp.finalized_features or ()
+            }
             return
         raise ProtocolError(f"{self.describe()} did not complete ApiVersions negotiation")
 

@@ -12,6 +12,15 @@ The sender asks :meth:`TransactionManager.may_send` before producing a
 partition's batch in a transaction; the manager adds new partitions to the
 transaction in the background and wakes the sender when they are in.
 
+Transactions v2 (KIP-890 part 2): when the coordinator reports the cluster's
+``transaction.version`` at 2 or more (ApiVersions' finalized features, read at
+``init``) and speaks Produce v12+, TxnOffsetCommit v5+ and EndTxn v5+, there is
+no AddPartitionsToTxn and no AddOffsetsToTxn: the first Produce to a partition
+and the TxnOffsetCommit add them to the transaction on the broker, and every
+EndTxn bumps the producer epoch. :attr:`TransactionManager.v2` says which path
+is in use; on older clusters (``transaction.version`` 1, or Kafka 3.x) it is
+the add-first path above.
+
 States: UNINITIALIZED -> READY (init) -> IN_TRANSACTION (begin) -> READY
 (commit/abort). A failed send puts the transaction in ABORTABLE_ERROR (only
 abort is allowed); PRODUCER_FENCED / INVALID_PRODUCER_EPOCH /
@@ -55,6 +64,7 @@ from kpax.proto.messages import (
     AddPartitionsToTxnRequest,
     EndTxnRequest,
     InitProducerIdRequest,
+    ProduceRequest,
     TxnOffsetCommitRequest,
 )
 from kpax.structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
@@ -62,6 +72,19 @@ from kpax.structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartitio
 log = logging.getLogger("kpax.producer")
 
 __all__ = ["ConsumerGroupMetadata", "TransactionAbortedError", "TransactionManager", "TxnState"]
+
+
+async def _speaks_v2(broker: Broker) -> bool:
+    """Whether transactions v2 (KIP-890 part 2) can be used through ``broker``: the
+    cluster's ``transaction.version`` is 2+ and the broker speaks the versions that
+    carry it (Produce v12, TxnOffsetCommit v5, EndTxn v5)."""
+    if await broker.feature_level("transaction.version") < 2:
+        return False
+    return (
+        await broker.api_version(ProduceRequest) >= 12
+        and await broker.api_version(TxnOffsetCommitRequest) >= 5
+        and await broker.api_version(EndTxnRequest) >= 5
+    )
 
 
 def _txn_retriable(error: KafkaError, deadline: Deadline | None = None) -> bool:
@@ -116,6 +139,9 @@ class TransactionManager:
         self._adding: asyncio.Task[None] | None = None
         #: The coordinator knows of this transaction (partitions or offsets were added).
         self._open_on_broker = False
+        #: Transactions v2 (KIP-890): partitions and offsets join a transaction
+        #: implicitly (see the module docstring). Decided at ``init``.
+        self.v2 = False
 
     # ------------------------------------------------------------ state checks
 
@@ -243,21 +269,29 @@ class TransactionManager:
         self._require(TxnState.UNINITIALIZED, TxnState.READY, action="init transactions")
         self.state = TxnState.INITIALIZING
         deadline = time.monotonic() + timeout
-        try:
-            resp = await self._call(
-                "InitProducerId",
-                lambda: InitProducerIdRequest(
+
+        async def send(broker: Broker) -> tuple[Any, bool]:
+            resp = await broker.request(
+                InitProducerIdRequest(
                     transactional_id=self.transactional_id,
                     transaction_timeout_ms=self.transaction_timeout_ms,
-                ),
-                TRANSACTION,
-                self.transactional_id,
-                deadline,
+                )
+            )
+            if resp.error_code:
+                raise error_for_code(resp.error_code)(
+                    f"InitProducerId for {self._describe()} on {broker.describe()}"
+                )
+            return resp, await _speaks_v2(broker)
+
+        try:
+            resp, v2 = await self._coordinator_call(
+                "InitProducerId", ToCoordinator(self.transactional_id, TRANSACTION), send, deadline
             )
         except BaseException:
             if self.state is TxnState.INITIALIZING:
                 self.state = TxnState.UNINITIALIZED
             raise
+        self.v2 = v2
         self.identity.set(resp.producer_id, resp.producer_epoch)
         self.state = TxnState.READY
 
@@ -276,6 +310,10 @@ class TransactionManager:
             return True
         if self.state is TxnState.FATAL or self.state is TxnState.ABORTABLE_ERROR:
             return False
+        if self.v2:  # the Produce request adds it (KIP-890)
+            self._added.add(tp)
+            self._open_on_broker = True
+            return True
         self._pending.add(tp)
         if self._adding is None or self._adding.done():
             self._adding = asyncio.ensure_future(self._add_partitions())
@@ -343,6 +381,12 @@ class TransactionManager:
         """Commit consumed offsets as part of the transaction."""
         self._require(TxnState.IN_TRANSACTION, action="send offsets to the transaction")
         deadline = time.monotonic() + timeout
+        if not self.v2:  # (v2: TxnOffsetCommit adds the offsets, KIP-890)
+            await self._add_offsets(group, deadline)
+        self._open_on_broker = True
+        await self._commit_offsets(offsets, group, deadline)
+
+    async def _add_offsets(self, group: ConsumerGroupMetadata, deadline: float) -> None:
         await self._call(
             "AddOffsetsToTxn",
             lambda: AddOffsetsToTxnRequest(
@@ -355,7 +399,13 @@ class TransactionManager:
             self.transactional_id,
             deadline,
         )
-        self._open_on_broker = True
+
+    async def _commit_offsets(
+        self,
+        offsets: Mapping[TopicPartition, int | OffsetAndMetadata],
+        group: ConsumerGroupMetadata,
+        deadline: float,
+    ) -> None:
         by_topic: dict[str, list[TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition]] = (
             defaultdict(list)
         )

@@ -1,0 +1,121 @@
+"""Transactions v2 (KIP-890 part 2) and the older path, on real brokers.
+
+Kafka 4.x clusters formatted today run ``transaction.version`` 2: the first
+Produce to a partition and the TxnOffsetCommit add them to the transaction, so a
+transactional producer sends no AddPartitionsToTxn and no AddOffsetsToTxn there.
+A Kafka 3.9 broker has no transaction version 2: the producer adds partitions
+and offsets first, as before. Both are checked by the requests the producer
+sends (a spy on the broker handles) and by what a read_committed consumer and
+the group's committed offsets show: committed transactions visible with their
+offsets, aborted ones not, and a commit after an abort working (v2 bumps the
+epoch at every end).
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import kpax
+from kpax.broker.broker import Broker
+from kpax.testing.backends import select_backend, start_kafka
+from kpax.testing.base import KafkaCluster
+from kpax.testing.pytest_plugin import create_topic
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture
+def sent(monkeypatch: pytest.MonkeyPatch) -> collections.Counter[str]:
+    """Names of the requests sent through broker handles (not Produce's raw path)."""
+    seen: collections.Counter[str] = collections.Counter()
+    original = Broker.request
+
+    async def spy(self: Broker, request: Any, **kwargs: Any) -> Any:
+        seen[type(request).__name__] += 1
+        return await original(self, request, **kwargs)
+
+    monkeypatch.setattr(Broker, "request", spy)
+    return seen
+
+
+@pytest.fixture(scope="module")
+def kafka39() -> Iterator[KafkaCluster]:
+    if select_backend() == "existing":
+        pytest.skip("needs a Kafka 3.9 broker of its own; KPAX_TEST_BOOTSTRAP is shared")
+    cluster = start_kafka(version="3.9.2")
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def _read_committed(bootstrap: str, topic: str, partitions: int, want: int) -> list[bytes]:
+    with kpax.Consumer(
+        bootstrap, auto_offset_reset="earliest", isolation_level="read_committed"
+    ) as c:
+        c.assign([kpax.TopicPartition(topic, p) for p in range(partitions)])
+        out: list[bytes] = []
+        deadline = time.monotonic() + 30
+        # past the wanted count, poll a little more: an aborted record must not show up
+        extra = time.monotonic() + 1.0
+        while time.monotonic() < deadline and (len(out) < want or time.monotonic() < extra):
+            out.extend(r.value for r in c.poll(0.2))
+            if len(out) < want:
+                extra = time.monotonic() + 1.0
+        return sorted(out)
+
+
+def _run_transactions(cluster: KafkaCluster) -> tuple[str, str]:
+    t = create_topic(cluster, 3)
+    group = "txv2-" + uuid.uuid4().hex[:8]
+    meta = kpax.ConsumerGroupMetadata(group)
+    tp = kpax.TopicPartition(t, 0)
+    with kpax.Producer(cluster.bootstrap, transactional_id="tx-" + uuid.uuid4().hex[:8]) as p:
+        p.init_transactions()
+        p.begin_transaction()
+        for i in range(30):
+            p.send(t, b"commit-%02d" % i, partition=i % 3)
+        p.send_offsets_to_transaction({tp: 10}, meta)
+        p.commit_transaction()
+
+        p.begin_transaction()
+        for i in range(30):
+            p.send(t, b"abort-%02d" % i, partition=i % 3)
+        p.send_offsets_to_transaction({tp: 99}, meta)
+        p.abort_transaction()
+
+        p.begin_transaction()
+        p.send(t, b"after-abort", partition=1)
+        p.send_offsets_to_transaction({tp: 20}, meta)
+        p.commit_transaction()
+    return t, group
+
+
+def _check(cluster: KafkaCluster, topic: str, group: str) -> None:
+    want = sorted([b"commit-%02d" % i for i in range(30)] + [b"after-abort"])
+    assert _read_committed(cluster.bootstrap, topic, 3, len(want)) == want
+    with kpax.Admin(cluster.bootstrap) as admin:
+        offsets = admin.list_group_offsets(group)
+    assert offsets[kpax.TopicPartition(topic, 0)].offset == 20
+
+
+def test_transactions_v2_add_partitions_and_offsets_implicitly(kafka, sent):
+    topic, group = _run_transactions(kafka)
+    _check(kafka, topic, group)
+    assert sent["AddPartitionsToTxnRequest"] == 0, sent
+    assert sent["AddOffsetsToTxnRequest"] == 0, sent
+    assert sent["TxnOffsetCommitRequest"] >= 3 and sent["EndTxnRequest"] >= 3, sent  # (+ retries)
+
+
+def test_transactions_on_a_3_9_broker_add_partitions_and_offsets_first(kafka39, sent):
+    topic, group = _run_transactions(kafka39)
+    _check(kafka39, topic, group)
+    assert sent["AddPartitionsToTxnRequest"] >= 3, sent
+    assert sent["AddOffsetsToTxnRequest"] >= 3, sent
+    assert sent["TxnOffsetCommitRequest"] >= 3 and sent["EndTxnRequest"] >= 3, sent  # (+ retries)

@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.kpax-installed
 SPECS  ?= ../shared/kafka-message-specs
 
-.PHONY: all demo tools test docs unit integration lint typecheck generate check-generated bench bench-franz kafka-jars clean distclean demo-spark test-stress
+.PHONY: all demo tools test docs unit integration lint typecheck generate check-generated bench bench-franz kafka-jars clean distclean demo-spark test-stress test-matrix test-matrix-smoke
 
 all: test
 
@@ -60,13 +60,53 @@ integration: $(STAMP) kafka-jars tools
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --quiet
 
-## Everything: lint, types, generated code up to date, docs build, unit + integration suites.
+## Everything: lint, types, generated code up to date, docs build, unit + integration suites
+## (against the default Kafka), then a quick check against the other Kafka versions.
 test: $(STAMP) kafka-jars tools lint typecheck check-generated docs
 	$(PY) -m pytest tests
+	@$(MAKE) --no-print-directory test-matrix MATRIX="$(MATRIX_OTHERS)" MATRIX_TESTS="$(QUICK_TESTS)"
 
 ## The whole suite 3 times in a row while a CPU hog keeps one core busy (not part of `make test`).
 test-stress: $(STAMP) kafka-jars tools
 	$(PY) tools/stress.py --runs 3
+
+## The broker matrix (not part of `make test`): the integration suite once per Kafka version
+## of MATRIX (the versions kpax.testing pins; KPAX_KAFKA_VERSION picks each one). Every
+## version is run even if one fails; the summary names the failed ones and the exit is 1.
+MATRIX ?= 3.9.2 4.3.1 4.4.0
+MATRIX_TESTS ?= tests/integration tests/interop tests/faults
+SMOKE_TESTS ?= \
+	tests/integration/test_broker_real.py::test_api_versions_lists_produce_fetch_metadata \
+	tests/integration/test_producer.py::test_send_returns_metadata_and_records_read_back \
+	tests/integration/test_consumer.py::test_assign_poll_records_have_every_field \
+	tests/integration/test_consumer.py::test_read_committed_hides_aborted_and_control_records \
+	"tests/integration/test_consumer_group.py::test_three_members_share_six_partitions_and_see_every_record_once[range]" \
+	tests/integration/test_consumer_group.py::test_commit_sync_async_and_restart_resumes_at_committed \
+	tests/integration/test_transactions.py::test_commit_and_abort_visibility \
+	tests/integration/test_transactions.py::test_offsets_in_a_transaction \
+	tests/integration/test_admin.py::test_create_describe_delete_topics_with_per_item_results \
+	tests/integration/test_admin.py::test_group_offsets_list_describe_delete
+
+test-matrix: $(STAMP) tools
+	@failed=""; for v in $(MATRIX); do \
+		echo "=== Kafka $$v: $(MATRIX_TESTS)"; \
+		$(PY) -m kpax.testing.cli fetch --version $$v || { failed="$$failed $$v"; continue; }; \
+		KPAX_KAFKA_VERSION=$$v $(PY) -m pytest -q $(MATRIX_TESTS) || failed="$$failed $$v"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "test-matrix: failed on Kafka$$failed"; exit 1; fi; \
+	echo "test-matrix: passed on Kafka $(MATRIX)"
+
+## The same per version, a handful of tests only: produce, consume, a group, transactions, admin.
+test-matrix-smoke: MATRIX_TESTS = $(SMOKE_TESTS)
+test-matrix-smoke: test-matrix
+
+## What `make test` runs against each version but the default one (~10 s a version).
+KAFKA_DEFAULT := $(shell sed -n 's/^DEFAULT_KAFKA_VERSION = "\(.*\)"/\1/p' kpax/testing/jars.py)
+MATRIX_OTHERS := $(filter-out $(KAFKA_DEFAULT),$(MATRIX))
+QUICK_TESTS ?= \
+	tests/integration/test_producer.py::test_send_returns_metadata_and_records_read_back \
+	tests/integration/test_consumer_group.py::test_commit_sync_async_and_restart_resumes_at_committed \
+	tests/integration/test_transactions.py::test_commit_and_abort_visibility
 
 bench: $(STAMP) kafka-jars bench-franz
 	$(PY) -m bench all

@@ -64,12 +64,13 @@ __all__ = [
     "pinned_jars",
 ]
 
-#: Newest Apache Kafka release whose jars all resolve from Maven Central (4.4.0 is listed
-#: but its kafka-tools-api jar is missing there, so it cannot be resolved). Verified to start.
+#: The version the integration suite is proven against. 4.4.0 starts and passes the
+#: smoke subset (`make test-matrix` runs the whole suite per version); not yet the default.
 DEFAULT_KAFKA_VERSION = "4.3.1"
 
-#: Versions with a pinned jar list in the package: fetched without Maven.
-PINNED_VERSIONS = ("4.3.1", "3.9.2")
+#: Versions with a pinned jar list in the package: fetched without Maven. `make test-matrix`
+#: runs the integration suite against each of them.
+PINNED_VERSIONS = ("4.3.1", "3.9.2", "4.4.0")
 
 DEFAULT_MAVEN_REPOSITORY = "https://repo1.maven.org/maven2/"
 

@@ -110,6 +110,24 @@ def test_pinned_lists_ship_for_the_supported_versions() -> None:
     assert jars.pinned_jars("0.0.0") is None
 
 
+def test_each_pinned_list_holds_kafka_jars_of_its_own_version_only() -> None:
+    for version in jars.PINNED_VERSIONS:
+        pins = jars.pinned_jars(version) or []
+        kafka = [p.coordinates for p in pins if p.coordinates.startswith("org.apache.kafka:")]
+        assert kafka, version
+        for coordinates in kafka:
+            assert coordinates.split(":")[2] == version, (version, coordinates)
+
+
+def test_make_test_matrix_runs_every_pinned_version() -> None:
+    makefile = (Path(__file__).resolve().parents[2] / "Makefile").read_text(encoding="utf-8")
+    line = next(ln for ln in makefile.splitlines() if ln.startswith("MATRIX ?="))
+    matrix = line.split("=", 1)[1].split()
+    assert sorted(matrix) == sorted(jars.PINNED_VERSIONS)
+    assert "4.4.0" in matrix and "3.9.2" in matrix
+    assert jars.DEFAULT_KAFKA_VERSION == "4.3.1"  # the version the whole suite is proven on
+
+
 def test_download_verifies_and_caches(repo: _Repo, monkeypatch: pytest.MonkeyPatch) -> None:
     _pin(monkeypatch, {_A: b"jar a" * 1000, _B: b"jar b"})
     repo.files = {"maven2/" + _A: b"jar a" * 1000, "maven2/" + _B: b"jar b"}

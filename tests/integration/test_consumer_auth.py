@@ -3,7 +3,6 @@ the topic or group (a broker with StandardAuthorizer; user alice over SASL)."""
 
 from __future__ import annotations
 
-import time
 import uuid
 
 import pytest
@@ -12,6 +11,7 @@ import kpax
 from kpax import TopicPartition as TP
 from kpax.admin import AclBinding, AclOperation, ResourceType
 from tests.integration.test_consumer import produce
+from tests.wait import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -40,6 +40,20 @@ def _alice(cluster, **kw) -> kpax.Consumer:
     )
 
 
+def _wait_for_acls(cluster, *topics: str) -> None:
+    """ACLs reach the authorizer through the metadata log: wait until alice may
+    see ``topics``."""
+
+    def visible() -> bool:
+        with _alice(cluster) as c:
+            try:
+                return all(c.partitions_for_topic(t) for t in topics)
+            except kpax.KafkaError:
+                return False
+
+    eventually(visible, timeout=30)
+
+
 def test_topic_and_group_authorization_failures(secured):
     names = [f"auth-{i}-{uuid.uuid4().hex[:6]}" for i in range(3)]
     none, describe_only, readable = names
@@ -53,7 +67,7 @@ def test_topic_and_group_authorization_failures(secured):
         ).raise_for_errors()
     for n in names:
         produce(secured.bootstrap, n, 5)
-    time.sleep(1.0)  # ACLs reach the authorizer through the metadata log
+    _wait_for_acls(secured, describe_only, readable)
     with _alice(secured) as c:
         with pytest.raises(kpax.errors.TopicAuthorizationFailedError, match=none):
             c.assign([TP(none, 0)])

@@ -147,7 +147,17 @@ def test_transaction_timeout_aborts_on_the_broker(kafka_factory, topic):
         producer.init_transactions()
         producer.begin_transaction()
         producer.send(name, b"too slow").result(30)
-        time.sleep(3)  # the broker aborts the expired transaction and bumps the epoch
+        # the broker aborts the expired transaction (its abort marker moves the last
+        # stable offset past it) and bumps the epoch
+        tp = kpax.TopicPartition(name, 0)
+        with kpax.Admin(cluster.bootstrap) as admin:
+            eventually(
+                lambda: (
+                    admin.list_offsets({tp: "latest"}, isolation_level="read_committed")[tp].offset
+                    >= 2
+                ),
+                timeout=60,
+            )
         with pytest.raises(KafkaError):
             producer.commit_transaction()
     assert _read(cluster.bootstrap, name, 1, "read_committed") == []

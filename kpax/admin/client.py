@@ -48,7 +48,13 @@ class AsyncAdmin(
         return float(self._timeout)
 
     async def start(self) -> AsyncAdmin:
-        await self.cluster.start()
+        try:
+            await self.cluster.start()
+        except BaseException:
+            # ``async with`` does not call close() when start fails: a bootstrap
+            # connection that answered with bytes it could not decode stays open.
+            await self.cluster.close()
+            raise
         return self
 
     async def close(self) -> None:

@@ -276,8 +276,12 @@ class RequestPath:
                     attempt(pending), max(deadline.left(), 0.001)
                 )
             except asyncio.TimeoutError:
-                exc = KafkaTimeoutError(f"{what} did not complete within {deadline.total:g}s")
-                errors.update(dict.fromkeys(pending, exc))
+                # (rounded: fan_out passes what is left of its own deadline)
+                within = f"{what} did not complete within {round(deadline.total, 2):g}s"
+                for key in pending:
+                    before = last.get(key)
+                    reason = f"; the attempt before failed: {before.message}" if before else ""
+                    errors[key] = KafkaTimeoutError(within + reason)
                 break
             except KafkaError as exc:
                 outcome = dict.fromkeys(pending, exc)

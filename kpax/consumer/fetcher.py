@@ -185,9 +185,16 @@ class Fetcher:
 
     def _aux_done(self, task: asyncio.Task[None]) -> None:
         self._aux.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.warning("consumer background task failed: %s", task.exception())
-        self._wake.set()
+        exc = None if task.cancelled() else task.exception()
+        if exc is None:
+            self._wake.set()
+            return
+        log.warning("consumer background task failed: %s", exc)
+        if isinstance(exc, KafkaError) and not exc.retriable:
+            self.buffer.put((None, exc))  # poll raises it (a broker breaking the protocol)
+        # Try again after a backoff, not at once: a broker that fails every
+        # request on a fresh connection would otherwise be reconnected in a loop.
+        asyncio.get_running_loop().call_later(self._backoff[0] / 1000, self._wake.set)
 
     def _dispatch(self) -> None:
         snapshot = self.cluster.snapshot

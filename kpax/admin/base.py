@@ -35,8 +35,11 @@ ADMIN_OPTIONS: dict[str, Option] = {
     "default_api_timeout_ms": Option(60000, positive_int),
 }
 
-#: How long a leader-routed call waits for a just-created topic to appear.
-_NEW_TOPIC_GRACE = 3.0
+#: How long a call on an existing topic (leader-routed, or describe, delete,
+#: create partitions) retries UNKNOWN_TOPIC_OR_PARTITION: a topic just created
+#: may not be known to every broker yet (KRaft propagates metadata
+#: asynchronously); after that, the topic does not exist.
+NEW_TOPIC_GRACE = 3.0
 
 #: What one attempt of a per-item call returns: a value or a KafkaError per item.
 Outcome = dict[K, Any]
@@ -136,7 +139,7 @@ class AdminBase:
 
         def retry(err: KafkaError, deadline: Deadline) -> bool:
             if isinstance(err, UNKNOWN_TOPIC_ERRORS):
-                return deadline.elapsed() < _NEW_TOPIC_GRACE
+                return deadline.elapsed() < NEW_TOPIC_GRACE
             return err.retriable
 
         return await self.requests.fan_out(

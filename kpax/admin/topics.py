@@ -2,7 +2,9 @@
 
 Role: the mixin of :class:`~kpax.admin.client.AsyncAdmin` for topics: listing
 and describing come from metadata, creating, deleting and growing go to the
-controller (retried after a metadata refresh); per-topic results.
+controller (retried after a metadata refresh); per-topic results. Calls on
+an existing topic retry UNKNOWN_TOPIC_OR_PARTITION for ``NEW_TOPIC_GRACE``
+(a topic just created may not be known everywhere yet), then report it.
 
 Imports: kpax.admin.base, kpax.proto, kpax.structs, the standard library.
 """
@@ -12,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kpax.admin.base import AdminBase, Outcome, broker_error
+from kpax.admin.base import NEW_TOPIC_GRACE, AdminBase, Outcome, broker_error
 from kpax.proto.error_codes import LeaderNotAvailableError, UnknownTopicOrPartitionError
 from kpax.proto.error_families import code_in
 from kpax.proto.errors import error_for_code
@@ -68,7 +70,9 @@ class TopicAdmin(AdminBase):
                 )
             return out
 
-        return await self._per_item("describe topic", topics, attempt, timeout)
+        return await self._per_item(
+            "describe topic", topics, attempt, timeout, unknown_topic_grace=NEW_TOPIC_GRACE
+        )
 
     async def create_topics(
         self,
@@ -137,7 +141,12 @@ class TopicAdmin(AdminBase):
             }
 
         return await self._per_item(
-            "delete topic", topics, attempt, timeout, on_retry=self._refresh
+            "delete topic",
+            topics,
+            attempt,
+            timeout,
+            on_retry=self._refresh,
+            unknown_topic_grace=NEW_TOPIC_GRACE,
         )
 
     async def create_partitions(
@@ -173,7 +182,12 @@ class TopicAdmin(AdminBase):
             }
 
         return await self._per_item(
-            "create partitions", new_totals, attempt, timeout, on_retry=self._refresh
+            "create partitions",
+            new_totals,
+            attempt,
+            timeout,
+            on_retry=self._refresh,
+            unknown_topic_grace=NEW_TOPIC_GRACE,
         )
 
 

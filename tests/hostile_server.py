@@ -29,6 +29,7 @@ import random
 import socket
 import struct
 import threading
+import uuid
 from collections.abc import Iterable
 from typing import Any
 
@@ -43,7 +44,15 @@ from kpax.proto.messages import (
 from tests.unit.bytewire import decode_request
 
 MODES = ("huge", "wrong_id", "truncated", "garbage", "silent")
-CLIENTS = ("producer", "consumer", "admin", "aio-producer", "aio-consumer", "aio-admin")
+CLIENTS = (
+    "producer",  # idempotent (the default): InitProducerId is its first request of its own
+    "producer-no-idempotence",  # Produce is
+    "consumer",
+    "admin",
+    "aio-producer",
+    "aio-consumer",
+    "aio-admin",
+)
 API_VERSIONS = ApiVersionsRequest.API_KEY
 METADATA = MetadataRequest.API_KEY
 MR = MetadataResponse
@@ -175,6 +184,7 @@ class HostileServer:
             topics=[
                 MR.MetadataResponseTopic(
                     name=name,
+                    topic_id=uuid.uuid5(uuid.NAMESPACE_DNS, name),  # Produce v13 needs it
                     partitions=[
                         MR.MetadataResponsePartition(
                             partition_index=0, leader_id=1, replica_nodes=[1], isr_nodes=[1]
@@ -194,7 +204,7 @@ class HostileServer:
         if self.mode == "truncated":
             return struct.pack(">ii", 1000, cid) + bytes(6)
         if self.mode == "garbage":
-            return _frame(cid, random.Random(cid).randbytes(512), header)
+            return _frame(cid, random.Random(7).randbytes(512), header)
         return b""  # silent
 
 
@@ -215,7 +225,7 @@ def run_client(
     client: str, address: str, timeout_ms: int = 2000, api_timeout_ms: int = 4000
 ) -> dict[str, Any]:
     """Run one client (:data:`CLIENTS`) against ``address`` until it fails:
-    the producer sends one record and flushes, the consumer is assigned a
+    the producers send one record and flush, the consumer is assigned a
     partition, polls twice and asks its position, the admin lists topics.
     Returns the error (type, message, whether a KafkaError), the seconds it
     took, the threads named kpax-* left after close and (asyncio clients) the
@@ -236,7 +246,9 @@ def run_client(
         out["seconds"] = round(time.monotonic() - started, 3)
         out["error"] = [type(exc).__name__, str(exc), isinstance(exc, kpax.KafkaError)]
 
-    if client == "producer":
+    if client.startswith("producer"):
+        if client == "producer-no-idempotence":
+            opts["enable_idempotence"] = False
         p = kpax.Producer(address, linger_ms=0, delivery_timeout_ms=timeout_ms, **opts)
         try:
             fut = p.send("hostile", b"v")

@@ -547,7 +547,7 @@ class BrokerConnection(asyncio.BufferedProtocol):
         entry.future.set_exception(
             KafkaTimeoutError(
                 f"{entry.request_name} request to {self.describe()} timed out after "
-                f"{timeout:g}s{progress}"
+                f"{round(timeout, 2):g}s{progress}"  # (a producer's is what its batch had left)
             )
         )
         # The broker may still answer later; the Java client drops the connection.

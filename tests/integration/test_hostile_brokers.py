@@ -37,7 +37,7 @@ SAYS = {
     "huge": "bad response size 2147483647",
     "wrong_id": "does not match the oldest request in flight",
     "truncated": "timed out after 2s after 10 of 1000 bytes of a response",
-    "garbage": "cannot decode",
+    "garbage": "response from broker",  # bad <API> v<N> response from broker ...: why
     "silent": "timed out after 2s",
 }
 #: A consumer keeps retrying what times out (poll only logs it, as Java's

@@ -474,7 +474,11 @@ def _failed_in(b: ProducerBatch, start: int, n: int) -> int:
 
 def delivery_error(batch: ProducerBatch, why: str) -> KafkaError:
     """A KafkaTimeoutError for records not delivered in time (names the partition)."""
-    last = f"; last error: {batch.last_error}" if batch.last_error is not None else ""
+    err = batch.last_error
+    last = ""
+    if err is not None:  # its message only: the error made here says if retrying can help
+        text = err.message if isinstance(err, KafkaError) and err.message else str(err)
+        last = f"; last error: {text}"
     return KafkaTimeoutError(
         f"{batch.count or len(batch.values)} record(s) for "
         f"{batch.topic}-{batch.partition} {why}{last}"

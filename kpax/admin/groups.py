@@ -18,7 +18,7 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
-from kpax.admin.base import AdminBase, Outcome, broker_error
+from kpax.admin.base import NEW_TOPIC_GRACE, AdminBase, Outcome, broker_error
 from kpax.admin.types import CLASSIC, CONSUMER, GroupDescription, GroupListing, MemberDescription
 from kpax.broker.broker import Broker
 from kpax.cluster.cluster import GROUP
@@ -329,7 +329,10 @@ class GroupAdmin(AdminBase):
                     out[tp] = err
             return out
 
-        return await self._per_item("alter group offsets", wanted, attempt, timeout)
+        # (a topic created a moment ago may not be known to the coordinator yet)
+        return await self._per_item(
+            "alter group offsets", wanted, attempt, timeout, unknown_topic_grace=NEW_TOPIC_GRACE
+        )
 
     async def delete_group_offsets(
         self,

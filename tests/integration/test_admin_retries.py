@@ -1,5 +1,5 @@
-"""Admin calls on a topic just created: create_partitions, describe_topics and
-delete_topics right after create_topics succeed (UNKNOWN_TOPIC_OR_PARTITION
+"""Admin calls on a topic just created: create_partitions, alter_group_offsets,
+describe_topics and delete_topics right after create_topics succeed (UNKNOWN_TOPIC_OR_PARTITION
 from a broker that does not know the topic yet is retried through the request
 path), and on a topic that does not exist they report it after the short
 grace (kpax.admin.base.NEW_TOPIC_GRACE), not at once and not after the whole
@@ -28,6 +28,8 @@ def test_calls_right_after_create_topics_succeed(kafka) -> None:
             assert created.ok, created.errors
             grown = admin.create_partitions({name: 2})
             assert grown.ok, (i, grown.errors)
+            altered = admin.alter_group_offsets(f"g-{name}", {kpax.TopicPartition(name, 0): 0})
+            assert altered.ok, (i, altered.errors)
             described = admin.describe_topics([name])
             assert described.ok, (i, described.errors)
             assert described[name].name == name

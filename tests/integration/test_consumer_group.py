@@ -368,16 +368,19 @@ async def test_asyncio_group_member(kafka, topic):
 # ---------------------------------------------------------------- KIP-848
 
 
+#: A broker whose KIP-848 heartbeats and sessions are short (tests of other
+#: modules start theirs with it too).
+KIP848_BROKER_CONFIG = {
+    "group.consumer.heartbeat.interval.ms": "500",
+    "group.consumer.min.heartbeat.interval.ms": "500",
+    "group.consumer.session.timeout.ms": "6000",
+    "group.consumer.min.session.timeout.ms": "6000",
+}
+
+
 @pytest.fixture(scope="module")
 def kafka848(kafka_factory):
-    return kafka_factory(
-        config={
-            "group.consumer.heartbeat.interval.ms": "500",
-            "group.consumer.min.heartbeat.interval.ms": "500",
-            "group.consumer.session.timeout.ms": "6000",
-            "group.consumer.min.session.timeout.ms": "6000",
-        }
-    )
+    return kafka_factory(config=KIP848_BROKER_CONFIG)
 
 
 def _topic848(kafka848, partitions: int) -> str:

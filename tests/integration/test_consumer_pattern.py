@@ -16,7 +16,7 @@ import pytest
 import kpax
 from kpax.testing.pytest_plugin import create_topic
 from tests.integration.test_consumer import produce
-from tests.integration.test_consumer_group import FAST, gid, poll_until
+from tests.integration.test_consumer_group import FAST, KIP848_BROKER_CONFIG, gid, poll_until
 from tests.wait import eventually
 
 pytestmark = pytest.mark.integration
@@ -109,10 +109,7 @@ async def test_classic_pattern_asyncio_face(kafka):
 def kafka848(kafka_factory):
     return kafka_factory(
         config={
-            "group.consumer.heartbeat.interval.ms": "500",
-            "group.consumer.min.heartbeat.interval.ms": "500",
-            "group.consumer.session.timeout.ms": "6000",
-            "group.consumer.min.session.timeout.ms": "6000",
+            **KIP848_BROKER_CONFIG,
             # the broker's lowest; it re-resolves regexes at most every 10 s anyway
             "group.consumer.regex.refresh.interval.ms": "10000",
         }

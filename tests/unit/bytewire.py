@@ -4,7 +4,8 @@ drive kpax's state machines with plain bytes (test_*_bytes.py).
 ``Wire`` is the connection's transport (keeps what is written); ``attach``
 gives a cluster's broker handle such a connection; ``ScriptedBroker`` reads
 the request frames written, decodes them with the generated classes and feeds
-back the frames of the responses its handlers return.
+back the frames of the responses its handlers return; ``group_consumer`` is a
+consumer group member wired to such a broker.
 """
 
 from __future__ import annotations
@@ -17,14 +18,22 @@ from typing import Any
 from kpax.broker.broker import Broker
 from kpax.broker.connection import BrokerConnection
 from kpax.broker.options import ConnectionOptions
-from kpax.proto.messages import REQUESTS, MetadataResponse
+from kpax.cluster.metadata import snapshot_from_response
+from kpax.consumer.client import AsyncConsumer
+from kpax.proto.messages import (
+    REQUESTS,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    MetadataRequest,
+    MetadataResponse,
+)
 
 MR = MetadataResponse
 
 
-def metadata_response(topic: str) -> Any:
+def metadata_response(*topics: str) -> Any:
     """Broker 1 (127.0.0.1:9, which refuses a real connection at once) leading
-    the one partition of ``topic``."""
+    the one partition of each of ``topics`` (those named ``__...`` internal)."""
     return MR(
         brokers=[MR.MetadataResponseBroker(node_id=1, host="127.0.0.1", port=9)],
         cluster_id="c",
@@ -32,14 +41,22 @@ def metadata_response(topic: str) -> Any:
         topics=[
             MR.MetadataResponseTopic(
                 name=topic,
+                is_internal=topic.startswith("__"),
                 partitions=[
                     MR.MetadataResponsePartition(
                         partition_index=0, leader_id=1, replica_nodes=[1], isr_nodes=[1]
                     )
                 ],
             )
+            for topic in topics
         ],
     )
+
+
+def find_coordinator_response(key: str) -> Any:
+    """Broker 1 coordinates ``key``."""
+    c = FindCoordinatorResponse.Coordinator(key=key, node_id=1, host="127.0.0.1", port=9)
+    return FindCoordinatorResponse(coordinators=[c])
 
 
 #: ``handler(request, version) -> response`` (a generated response object).
@@ -146,3 +163,48 @@ async def serve(brokers: list[ScriptedBroker], done: Callable[[], bool]) -> None
             return
         await asyncio.sleep(0.001)
     raise AssertionError(f"not done; brokers saw {[b.log for b in brokers]}")
+
+
+async def group_consumer(
+    group: str,
+    topics: list[str],
+    versions: dict[int, tuple[int, int]],
+    handlers: dict[int, Handler],
+    *,
+    on_metadata: Callable[[Any], None] | None = None,
+    **config: Any,
+) -> tuple[AsyncConsumer, ScriptedBroker]:
+    """A started AsyncConsumer of ``group`` (fast retries, no auto commit) whose
+    cluster is broker 1, on a scripted connection speaking ``versions``: it knows
+    ``topics``, and broker 1 coordinates the group. FindCoordinator and Metadata
+    are answered (``on_metadata(request)`` sees each Metadata request); the
+    rest by ``handlers``."""
+    c = AsyncConsumer(
+        "127.0.0.1:9",
+        group_id=group,
+        enable_auto_commit=False,
+        retry_backoff_ms=1,
+        retry_backoff_max_ms=5,
+        default_api_timeout_ms=2000,
+        **config,
+    )
+    cluster = c.cluster
+    cluster._adopt(snapshot_from_response(metadata_response(*topics), None, None))
+    cluster._started = True
+    conn, wire = attach(
+        cluster.broker(1),
+        cluster.options,
+        {FindCoordinatorRequest.API_KEY: (0, 4), MetadataRequest.API_KEY: (0, 12), **versions},
+    )
+    await c.start()
+
+    def metadata(request: Any, version: int) -> Any:
+        if on_metadata is not None:
+            on_metadata(request)
+        return metadata_response(*topics)
+
+    base: dict[int, Handler] = {
+        FindCoordinatorRequest.API_KEY: lambda request, version: find_coordinator_response(group),
+        MetadataRequest.API_KEY: metadata,
+    }
+    return c, ScriptedBroker(wire, conn, {**base, **handlers})

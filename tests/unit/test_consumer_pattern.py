@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import kpax
-from kpax.cluster.metadata import TopicInfo, snapshot_from_response
+from kpax.cluster.metadata import TopicInfo
 from kpax.consumer.assignors.protocol import decode_subscription
 from kpax.consumer.client import AsyncConsumer
 from kpax.consumer.pattern import compile_pattern, matching_topics, subscribe_args
@@ -22,13 +22,10 @@ from kpax.proto.errors import IllegalStateError, UnsupportedApiError
 from kpax.proto.messages import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
-    FindCoordinatorRequest,
-    FindCoordinatorResponse,
     JoinGroupRequest,
-    MetadataRequest,
     MetadataResponse,
 )
-from tests.unit.bytewire import Handler, ScriptedBroker, attach, serve
+from tests.unit.bytewire import Handler, ScriptedBroker, group_consumer, serve
 
 MR = MetadataResponse
 GROUP = "billing"
@@ -105,63 +102,14 @@ def test_the_sync_face_checks_the_arguments_on_the_callers_thread() -> None:
 # ------------------------------------------------------------ on the wire
 
 
-def _metadata(names: list[str]) -> Any:
-    return MR(
-        brokers=[MR.MetadataResponseBroker(node_id=1, host="127.0.0.1", port=9)],
-        cluster_id="c",
-        controller_id=1,
-        topics=[
-            MR.MetadataResponseTopic(
-                name=n,
-                is_internal=n.startswith("__"),
-                partitions=[
-                    MR.MetadataResponsePartition(
-                        partition_index=0, leader_id=1, replica_nodes=[1], isr_nodes=[1]
-                    )
-                ],
-            )
-            for n in names
-        ],
-    )
-
-
-def _find_coordinator(request: Any, version: int) -> Any:
-    c = FindCoordinatorResponse.Coordinator(key=GROUP, node_id=1, host="127.0.0.1", port=9)
-    return FindCoordinatorResponse(coordinators=[c])
-
-
 async def _consumer(
     handlers: dict[int, Handler], versions: dict[int, tuple[int, int]], **config: Any
 ) -> tuple[AsyncConsumer, ScriptedBroker, list[Any]]:
-    c = AsyncConsumer(
-        "127.0.0.1:9",
-        group_id=GROUP,
-        enable_auto_commit=False,
-        retry_backoff_ms=1,
-        retry_backoff_max_ms=5,
-        default_api_timeout_ms=2000,
-        **config,
-    )
-    cluster = c.cluster
-    cluster._adopt(snapshot_from_response(_metadata(TOPICS), None, None))
-    cluster._started = True
-    conn, wire = attach(
-        cluster.broker(1),
-        cluster.options,
-        {FindCoordinatorRequest.API_KEY: (0, 4), MetadataRequest.API_KEY: (0, 12), **versions},
-    )
-    await c.start()
     seen: list[Any] = []
-
-    def metadata(request: Any, version: int) -> Any:
-        seen.append(request)
-        return _metadata(TOPICS)
-
-    base: dict[int, Handler] = {
-        FindCoordinatorRequest.API_KEY: _find_coordinator,
-        MetadataRequest.API_KEY: metadata,
-    }
-    return c, ScriptedBroker(wire, conn, {**base, **handlers}), seen
+    c, broker = await group_consumer(
+        GROUP, TOPICS, versions, handlers, on_metadata=seen.append, **config
+    )
+    return c, broker, seen
 
 
 async def test_classic_asks_every_topic_and_joins_with_the_full_matches_only() -> None:

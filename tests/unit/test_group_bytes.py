@@ -11,58 +11,24 @@ from typing import Any
 
 import pytest
 
-from kpax.cluster.metadata import snapshot_from_response
 from kpax.consumer.client import AsyncConsumer
 from kpax.proto.error_codes import GroupAuthorizationFailedError, NotCoordinatorError
 from kpax.proto.messages import (
-    FindCoordinatorRequest,
-    FindCoordinatorResponse,
-    MetadataRequest,
     OffsetCommitRequest,
     OffsetCommitResponse,
     OffsetFetchRequest,
     OffsetFetchResponse,
 )
 from kpax.structs import OffsetAndMetadata, TopicPartition
-from tests.unit.bytewire import Handler, ScriptedBroker, attach, metadata_response, serve
+from tests.unit.bytewire import Handler, ScriptedBroker, group_consumer, serve
 
 TOPIC = "orders"
 GROUP = "billing"
 
 
-def _find_coordinator(request: Any, version: int) -> Any:
-    c = FindCoordinatorResponse.Coordinator(key=GROUP, node_id=1, host="127.0.0.1", port=9)
-    return FindCoordinatorResponse(coordinators=[c])
-
-
 async def _consumer(handlers: dict[int, Handler]) -> tuple[AsyncConsumer, ScriptedBroker]:
-    c = AsyncConsumer(
-        "127.0.0.1:9",
-        group_id=GROUP,
-        enable_auto_commit=False,
-        retry_backoff_ms=1,
-        retry_backoff_max_ms=5,
-        default_api_timeout_ms=2000,
-    )
-    cluster = c.cluster
-    cluster._adopt(snapshot_from_response(metadata_response(TOPIC), None, [TOPIC]))
-    cluster._started = True
-    conn, wire = attach(
-        cluster.broker(1),
-        cluster.options,
-        {
-            FindCoordinatorRequest.API_KEY: (0, 4),
-            OffsetCommitRequest.API_KEY: (0, 8),
-            OffsetFetchRequest.API_KEY: (0, 7),
-            MetadataRequest.API_KEY: (0, 12),
-        },
-    )
-    await c.start()
-    base: dict[int, Handler] = {
-        FindCoordinatorRequest.API_KEY: _find_coordinator,
-        MetadataRequest.API_KEY: lambda request, version: metadata_response(TOPIC),
-    }
-    return c, ScriptedBroker(wire, conn, {**base, **handlers})
+    versions = {OffsetCommitRequest.API_KEY: (0, 8), OffsetFetchRequest.API_KEY: (0, 7)}
+    return await group_consumer(GROUP, [TOPIC], versions, handlers)
 
 
 async def _serve(broker: ScriptedBroker, call: Any) -> Any:

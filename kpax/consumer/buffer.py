@@ -113,6 +113,23 @@ class FetchBuffer:
         self._items.append(item)
         self._notify()
 
+    def put_error(self, exc: BaseException) -> None:
+        """Queue an error that is no partition's for the next take to raise; the
+        same error again while one is still queued last is not queued twice (a
+        failing request retried every backoff must not fill the buffer while
+        the application does not poll)."""
+        items = self._items
+        if items:
+            last = items[-1]
+            if (
+                isinstance(last, tuple)
+                and last[0] is None
+                and type(last[1]) is type(exc)
+                and str(last[1]) == str(exc)
+            ):
+                return
+        self.put((None, exc))
+
     def _notify(self) -> None:
         if self._event is not None:
             self._event.set()

@@ -191,7 +191,7 @@ class Fetcher:
             return
         log.warning("consumer background task failed: %s", exc)
         if isinstance(exc, KafkaError) and not exc.retriable:
-            self.buffer.put((None, exc))  # poll raises it (a broker breaking the protocol)
+            self.buffer.put_error(exc)  # poll raises it (a broker breaking the protocol)
         # Try again after a backoff, not at once: a broker that fails every
         # request on a fresh connection would otherwise be reconnected in a loop.
         asyncio.get_running_loop().call_later(self._backoff[0] / 1000, self._wake.set)
@@ -255,7 +255,7 @@ class Fetcher:
             self._sessions.pop(node, None)
             self._backoff_until[node] = time.monotonic() + self._backoff[0] / 1000
             if isinstance(exc, KafkaError) and not exc.retriable:
-                self.buffer.put((None, exc))
+                self.buffer.put_error(exc)
             else:
                 for st in parts:  # the leader may have moved: look again
                     self.cluster.leader_is_down(st.tp.topic, st.tp.partition)

@@ -78,6 +78,18 @@ def test_buffer_take_chunk_and_errors():
     assert buf.take(10) == []
 
 
+def test_an_error_retried_while_nobody_polls_is_queued_once():
+    buf = FetchBuffer()
+    for _ in range(1000):  # a background request failing every backoff
+        buf.put_error(kpax.errors.ProtocolError("garbage from broker 1"))
+    with pytest.raises(kpax.errors.ProtocolError, match="garbage from broker 1"):
+        buf.take(10)
+    assert buf.take(10) == []  # raised once, not 1000 times
+    buf.put_error(kpax.errors.ProtocolError("garbage from broker 1"))  # a new one, later
+    with pytest.raises(kpax.errors.ProtocolError):
+        buf.take(10)
+
+
 def _reader(buf: FetchBuffer):
     """What the consumers' iteration does with the buffer."""
     while True:

@@ -67,7 +67,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from kpax.broker.connection import BrokerConnection
+from kpax.broker.connection import BrokerConnection, describe_broker
 from kpax.cluster.cluster import Cluster
 from kpax.cluster.request_path import RetryPolicy
 from kpax.metrics import Metrics
@@ -375,7 +375,8 @@ class Sender:
                         delivery_error(
                             b,
                             "not acknowledged within "
-                            f"delivery_timeout_ms={int(limit * 1000)} (request still in flight)",
+                            f"delivery_timeout_ms={int(limit * 1000)} (its Produce request to "
+                            f"{self._leader_text(pq)} still unanswered)",
                         ),
                     )
                 elif nxt is None or due < nxt:
@@ -385,6 +386,16 @@ class Sender:
                 if nxt is None or due < nxt:
                     nxt = due
         return nxt
+
+    def _leader_text(self, pq: PartitionQueue) -> str:
+        """``broker 1 (host:port)``: the leader of ``pq`` as the metadata has it."""
+        snapshot = self.cluster.snapshot
+        info = snapshot.topics.get(pq.topic)
+        p = info.partitions.get(pq.partition) if info is not None else None
+        node = snapshot.brokers.get(p.leader) if p is not None else None
+        if node is None:
+            return "its leader"
+        return describe_broker(node.node_id, f"{node.host}:{node.port}")
 
     def _take(self, pq: PartitionQueue, b: ProducerBatch) -> bool:
         """Take the head batch off its queue, sealing it if it was closed before

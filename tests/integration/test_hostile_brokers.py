@@ -66,7 +66,12 @@ def test_client_fails_clearly_in_bounded_time(
         assert "position of hostile-0 not known within 4s" in message
         message = caplog.text  # the attempts' errors: logged
     assert server.address in message, message
-    assert SAYS[mode] in message, message
+    says = SAYS[mode] in message
+    if not says and "producer" in client and mode in ("truncated", "silent"):
+        # delivery_timeout_ms is the request timeout here: the batch's delivery
+        # time may run out before its request's own timeout says so
+        says = "delivery_timeout_ms=2000" in message and "still unanswered" in message
+    assert says, message
     assert "retriable" in message
     assert out["threads"] == [], out
     assert out["pending_tasks"] == [], out

@@ -84,7 +84,7 @@ from kpax.proto.error_codes import (
     UnknownTopicIdError,
 )
 from kpax.proto.error_families import LEADER_OR_TOPIC_ERRORS, SEQUENCE_ERRORS
-from kpax.proto.errors import KafkaError, error_for_code
+from kpax.proto.errors import KafkaConnectionError, KafkaError, error_for_code
 from kpax.proto.messages import ProduceRequest
 from kpax.proto.produce_wire import PartitionResult, decode_produce_response, encode_produce
 from kpax.proto.records import rewrite_producer_state
@@ -443,8 +443,14 @@ class Sender:
                 if version is None:
                     version = self._versions[leader] = conn.pick_version(ProduceRequest)
             except asyncio.CancelledError:
-                self._request_failed(leader, batches, KafkaError("the producer stopped"))
-                raise
+                cancelling = getattr(asyncio.current_task(), "cancelling", None)  # 3.11+
+                if self.stopped or (cancelling is not None and cancelling()):
+                    self._request_failed(leader, batches, KafkaError("the producer stopped"))
+                    raise
+                # Not this task: the broker handle was closed while it connected (a
+                # rebootstrap or a moved node drops it); the batches go out again.
+                self._request_failed(leader, batches, self._handle_closed(leader))
+                return
             except BaseException as exc:
                 self._request_failed(leader, batches, exc)
                 return
@@ -516,7 +522,10 @@ class Sender:
         fut: asyncio.Future[Any],
     ) -> None:
         if fut.cancelled():
-            self._request_failed(leader, batches, KafkaError("the producer stopped"))
+            stopped = KafkaError("the producer stopped")
+            self._request_failed(
+                leader, batches, stopped if self.stopped else self._handle_closed(leader)
+            )
             return
         exc = fut.exception()
         if exc is not None:
@@ -539,6 +548,13 @@ class Sender:
                     self._finish(pq, b, -1, -1, err)
         finally:
             self._request_done(leader)
+
+    @staticmethod
+    def _handle_closed(leader: int) -> KafkaError:
+        return KafkaConnectionError(
+            f"the connection to broker {leader} was closed by the client (its address "
+            "changed in the metadata)"
+        )
 
     def _request_failed(
         self, leader: int, batches: list[tuple[PartitionQueue, ProducerBatch]], exc: BaseException

@@ -19,6 +19,7 @@ import sys
 import time
 
 _HOG = """
+import os
 if hasattr(os, "sched_setaffinity"):
     os.sched_setaffinity(0, {0})
 while True:

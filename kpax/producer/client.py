@@ -46,8 +46,8 @@ from kpax.producer.partitioner import (
 from kpax.producer.planning import (
     BulkPlan,
     Planner,
-    bad_partition,
     check_headers,
+    check_partition,
     check_timestamp,
     plan_many,
 )
@@ -487,12 +487,7 @@ class AsyncProducer:
                         f"with {n} partitions"
                     )
         elif type(partition) is not int or not 0 <= partition < n:
-            if type(partition) is not int:  # (a numpy integer is fine; "0", 1.0, True are not)
-                if isinstance(bad := bad_partition(topic, partition, n), TypeError):
-                    raise bad
-                partition = partition.__index__()
-            if not 0 <= partition < n:
-                raise bad_partition(topic, partition, n)
+            partition = check_partition(topic, partition, n)
         if timestamp is None:
             timestamp = time.time_ns() // 1_000_000
         elif type(timestamp) is not int or timestamp < 0 or timestamp > _MAX_TIMESTAMP:

@@ -29,8 +29,8 @@ from kpax.proto.records import Header
 __all__ = [
     "BulkPlan",
     "Planner",
-    "bad_partition",
     "check_headers",
+    "check_partition",
     "check_timestamp",
     "group",
     "keyed_columns",
@@ -75,21 +75,21 @@ def check_timestamp(timestamp: Any) -> int:
     return int(timestamp)
 
 
-def bad_partition(topic: str, partition: Any, n: int) -> Exception:
-    """Why ``partition`` cannot be sent to (the caller raises it): a TypeError for
-    anything but an int (a bool, a float or a str "0" too), a ValueError naming the
-    topic's partitions for an int out of range."""
-    if type(partition) is not int and (
-        isinstance(partition, (bool, float, str, bytes)) or not hasattr(partition, "__index__")
-    ):
-        return TypeError(
-            f"record partition must be an int, not {type(partition).__name__} {partition!r}"
-        )
-    return ValueError(
-        f"topic {topic!r} has no partition {partition} (it has {n}: 0..{n - 1})"
-        if n > 0
-        else f"topic {topic!r} has no partition {partition} (it has none)"
-    )
+def check_partition(topic: str, partition: Any, n: int) -> int:
+    """An explicit partition as ``send`` takes it: an int (or an integer type such
+    as numpy's) from 0 to ``n - 1``. Anything else (a bool, a float, a str "0")
+    is a TypeError naming the field; an int out of range a ValueError naming
+    the topic's partitions."""
+    if type(partition) is not int:
+        if isinstance(partition, (bool, float, str, bytes)) or not hasattr(partition, "__index__"):
+            raise TypeError(
+                f"record partition must be an int, not {type(partition).__name__} {partition!r}"
+            )
+        partition = partition.__index__()
+    if not 0 <= partition < n:
+        has = f"{n}: 0..{n - 1}" if n > 0 else "none"
+        raise ValueError(f"topic {topic!r} has no partition {partition} (it has {has})")
+    return int(partition)
 
 
 def check_headers(headers: Any) -> list[Header] | None:
@@ -210,12 +210,7 @@ def plan_many(  # noqa: PLR0917 - the arguments of send_many, then the producer'
             )
         i = j
     if partition is not None:
-        if type(partition) is not int:
-            if isinstance(bad := bad_partition(topic, partition, n), TypeError):
-                raise bad
-            partition = partition.__index__()
-        if not 0 <= partition < n:
-            raise bad_partition(topic, partition, n)
+        partition = check_partition(topic, partition, n)
         columns = [Column(partition, vals, ks, cum, per)]
     elif planner.custom_partitioner is not None:
         part = planner.custom_partitioner.partition

@@ -95,8 +95,6 @@ class Cluster:
         self.bootstrap = [a.strip() for a in bootstrap_servers if a.strip()]
         #: Go back to the bootstrap addresses when every known broker fails.
         self.rebootstrap = metadata_recovery_strategy == "rebootstrap"
-        #: Times the client went back to its bootstrap addresses.
-        self.rebootstraps = 0
         self.options = options
         self.metadata_max_age = metadata_max_age_ms / 1000
         self.retry_backoff_ms = retry_backoff_ms
@@ -377,7 +375,6 @@ class Cluster:
                 errors.append(f"{address} (rebootstrap): {exc.message}")
                 await broker.close()
                 continue
-            self.rebootstraps += 1
             log.warning(
                 "no broker of the metadata answered (%s): rebootstrapped from %s",
                 "; ".join(errors),

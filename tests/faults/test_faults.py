@@ -314,7 +314,12 @@ def test_stopped_broker_gives_bounded_timeouts_recovers_and_leaks_nothing(kafka_
         # "during" timed out on the client, but its request sat in the stopped broker's
         # socket buffer and may be written after SIGCONT: a delivery timeout means the
         # outcome is unknown, as with every Kafka client (idempotence dedupes retries, not this).
-        tasks_after = (_io_tasks(producer), _io_tasks(consumer), _io_tasks(admin))
+        # a background task of the recovery (a retried lookup) may still be ending
+        settle = time.monotonic() + 15
+        while (
+            tasks_after := (_io_tasks(producer), _io_tasks(consumer), _io_tasks(admin))
+        ) != tasks_before and time.monotonic() < settle:
+            time.sleep(0.2)
         # A connection dropped after a timeout may be replaced a moment before the old
         # socket is gone: a leak is a socket that stays.
         settle = time.monotonic() + 15

@@ -3,9 +3,12 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.kpax-installed
-SPECS  ?= ../shared/kafka-message-specs
+## Apache Kafka's JSON message specs kpax/proto is generated from: taken out of the
+## kafka-clients jar of SPECS_VERSION (tools/kafka_specs.py; cached under ~/.cache/kpax).
+SPECS_VERSION := $(shell sed -n 's/^SPECS_KAFKA_VERSION = "\(.*\)"/\1/p' tools/kafka_specs.py)
+SPECS  ?= $(HOME)/.cache/kpax/specs/$(SPECS_VERSION)
 
-.PHONY: all demo tools test docs unit integration lint typecheck generate check-generated bench bench-franz kafka-jars clean distclean demo-spark test-stress test-matrix test-matrix-smoke
+.PHONY: all demo tools test docs unit integration lint typecheck specs generate check-generated bench bench-franz kafka-jars clean distclean demo-spark test-stress test-matrix test-matrix-smoke
 
 all: test
 
@@ -42,12 +45,14 @@ typecheck: $(STAMP)
 	$(PY) -m mypy
 
 ## kpax/proto/messages is generated from Apache Kafka's JSON specs.
-generate: $(STAMP)
+specs: $(STAMP)
+	@test -f $(SPECS)/VERSION || $(PY) tools/kafka_specs.py --version $(SPECS_VERSION) --out $(SPECS)
+
+generate: specs
 	$(PY) tools/gen_proto.py --specs $(SPECS)
 
-check-generated: $(STAMP)
-	@if [ -d $(SPECS) ]; then $(PY) tools/gen_proto.py --specs $(SPECS) --check; \
-	else echo "check-generated: $(SPECS) not found, skipped"; fi
+check-generated: specs
+	$(PY) tools/gen_proto.py --specs $(SPECS) --check
 
 unit: $(STAMP)
 	$(PY) -m pytest tests/unit

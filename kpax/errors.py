@@ -7,6 +7,7 @@ from kpax.proto.error_codes import *  # noqa: F403
 from kpax.proto.errors import (
     AuthenticationError,
     AuthorizationError,
+    BrokerIdentityError,
     BrokerResponseError,
     ClientClosedError,
     ConfigError,
@@ -28,6 +29,7 @@ from kpax.proto.errors import (
 __all__ = [
     "AuthenticationError",
     "AuthorizationError",
+    "BrokerIdentityError",
     "BrokerResponseError",
     "ClientClosedError",
     "ConfigError",

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Generate kpax/proto/messages/_generated and kpax/proto/error_codes.py from Kafka's JSON specs.
 
-Usage: ``tools/gen_proto.py --specs DIR [--check]``
+Usage: ``tools/gen_proto.py --specs DIR [--check]`` (DIR: what tools/kafka_specs.py
+builds from a kafka-clients jar; ``make generate`` does both).
 
 Reads every ``*Request.json``/``*Response.json`` pair, the header specs and the
 ``data`` specs in DIR (JSON with ``//`` comments), plus ``errors.tsv``, and
@@ -878,6 +879,13 @@ def module_name(api: str) -> str:
     return snake(api).rstrip("_")
 
 
+def specs_version(specs_dir: Path) -> str:
+    """The Kafka release the specs come from: their ``VERSION`` file (tools/kafka_specs.py
+    writes it), or "unknown" for a directory without one."""
+    path = specs_dir / "VERSION"
+    return path.read_text().strip() if path.is_file() else "unknown"
+
+
 def generate(specs_dir: Path) -> tuple[dict[Path, str], list[str]]:
     files: dict[Path, str] = {}
     skipped: list[str] = []
@@ -958,6 +966,9 @@ def generate(specs_dir: Path) -> tuple[dict[Path, str], list[str]]:
         init.append(f"from kpax.proto.messages._generated.{mod} import {', '.join(exports[mod])}")
         all_names.extend(exports[mod])
     init.append("")
+    init.append("#: The Apache Kafka release whose message specs this package was generated from.")
+    init.append(f"KAFKA_SPECS_VERSION = {specs_version(specs_dir)!r}")
+    init.append("")
     init.append("#: Request classes by api key.")
     init.append("REQUESTS: dict[int, type[Request]] = {")
     for key, name in sorted(requests):
@@ -968,7 +979,7 @@ def generate(specs_dir: Path) -> tuple[dict[Path, str], list[str]]:
     for key, name in sorted(requests):
         init.append(f"    {key}: {name}.RESPONSE,")
     init.append("}")
-    all_names = sorted([*all_names, "REQUESTS", "RESPONSES"])
+    all_names = sorted([*all_names, "KAFKA_SPECS_VERSION", "REQUESTS", "RESPONSES"])
     init.append("")
     init.append("__all__ = [")
     for n in all_names:
@@ -1118,6 +1129,9 @@ DESCRIPTIONS: dict[str, str] = {
     "STREAMS_INVALID_TOPOLOGY_EPOCH": "The streams topology epoch is invalid.",
     "STREAMS_TOPOLOGY_FENCED": "The streams topology was replaced by a newer one.",
     "SHARE_SESSION_LIMIT_REACHED": "The broker has reached its limit of share sessions.",
+    "GROUP_DELETION_FAILED": "The coordinator could not delete the group; the per-group error message says why.",
+    "STREAMS_TOPOLOGY_DESCRIPTION_UPDATE_FAILED": "The broker could not store the streams group's topology description.",
+    "CONTROLLER_ID_NOT_REGISTERED": "No controller with this id is registered.",
 }
 AUTHN = {"SASL_AUTHENTICATION_FAILED", "ILLEGAL_SASL_STATE", "UNSUPPORTED_SASL_MECHANISM"}
 

@@ -32,6 +32,9 @@ class Broker:
         self.host = host
         self.port = port
         self.node_id = node_id
+        #: The id of the cluster this node belongs to, as the metadata says (the
+        #: cluster sets it): sent with the node id in ApiVersions v5+ (KIP-1242).
+        self.cluster_id: str | None = None
         self.options = options
         self._conn: BrokerConnection | None = None
         self._connecting: asyncio.Future[BrokerConnection] | None = None
@@ -87,7 +90,7 @@ class Broker:
             await asyncio.sleep(delay)
         try:
             conn = await BrokerConnection.open(
-                self.host, self.port, self.options, node_id=self.node_id
+                self.host, self.port, self.options, node_id=self.node_id, cluster_id=self.cluster_id
             )
         except BaseException:
             self._retry_at = time.monotonic() + self._backoff.next_delay()

@@ -67,9 +67,14 @@ from kpax.broker.sasl import (
     SaslMechanism,
     ScramMechanism,
 )
-from kpax.proto.error_codes import IllegalSaslStateError, UnsupportedVersionError
+from kpax.proto.error_codes import (
+    IllegalSaslStateError,
+    RebootstrapRequiredError,
+    UnsupportedVersionError,
+)
 from kpax.proto.errors import (
     AuthenticationError,
+    BrokerIdentityError,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
@@ -219,9 +224,15 @@ class BrokerConnection(asyncio.BufferedProtocol):
         options: ConnectionOptions,
         *,
         node_id: int | None = None,
+        cluster_id: str | None = None,
     ) -> BrokerConnection:
         """Connect, negotiate API versions and authenticate; fail within
-        ``socket_connection_setup_timeout_ms`` (+ request timeout for the handshake)."""
+        ``socket_connection_setup_timeout_ms`` (+ request timeout for the handshake).
+
+        With both ``node_id`` and ``cluster_id`` (what the metadata says of the
+        broker at this address), a broker that speaks ApiVersions v5 (Kafka 4.4+,
+        KIP-1242) checks them and answers REBOOTSTRAP_REQUIRED when it is another
+        node or cluster: :class:`~kpax.errors.BrokerIdentityError`."""
         conn = cls(host, port, options, node_id=node_id)
         loop = asyncio.get_running_loop()
         timeout = options.socket_connection_setup_timeout_ms / 1000
@@ -258,7 +269,7 @@ class BrokerConnection(asyncio.BufferedProtocol):
                 )
             raise KafkaConnectionError(f"cannot connect to {conn.describe()}: {reason}") from None
         try:
-            await conn._negotiate_versions()
+            await conn._negotiate_versions(cluster_id)
             if options.uses_sasl:
                 await conn._authenticate()
         except BaseException:
@@ -266,14 +277,23 @@ class BrokerConnection(asyncio.BufferedProtocol):
             raise
         return conn
 
-    async def _negotiate_versions(self) -> None:
+    async def _negotiate_versions(self, cluster_id: str | None = None) -> None:
         version = ApiVersionsRequest.MAX_VERSION
+        # KIP-1242: both or neither (a bootstrap address has no node id yet).
+        node_id = self.node_id if self.node_id is not None and self.node_id >= 0 else -1
+        if cluster_id is None or node_id < 0:
+            cluster_id, node_id = None, -1
         for _ in range(3):
             request = ApiVersionsRequest(
-                client_software_name="kpax", client_software_version=__version__
+                client_software_name="kpax",
+                client_software_version=__version__,
+                cluster_id=cluster_id,
+                node_id=node_id,
             )
             try:
-                resp: ApiVersionsResponse = await self.request(request, version=version)
+                resp: ApiVersionsResponse = await self.submit(
+                    request, version=version, decode=_api_versions_decoder(version)
+                )
             except ProtocolError:
                 if version == 0 or self._closed is not None:
                     raise  # a broken stream, not a version it failed to parse
@@ -287,6 +307,14 @@ class BrokerConnection(asyncio.BufferedProtocol):
                 broker_max = ranges.get(ApiVersionsRequest.API_KEY, 0)
                 version = min(broker_max, ApiVersionsRequest.MAX_VERSION)
                 continue
+            if resp.error_code and issubclass(
+                error_for_code(resp.error_code), RebootstrapRequiredError
+            ):
+                raise BrokerIdentityError(
+                    f"{self.describe()} is not node {node_id} of cluster {cluster_id} any more "
+                    "(it answered ApiVersions with REBOOTSTRAP_REQUIRED): the metadata is "
+                    "stale, rebootstrap from the bootstrap addresses"
+                )
             if resp.error_code:
                 err = error_for_code(resp.error_code)
                 raise err(f"ApiVersions on {self.describe()}")
@@ -743,6 +771,28 @@ class BrokerConnection(asyncio.BufferedProtocol):
     async def wait_closed(self) -> None:
         """Wait until the socket is really closed (after :meth:`close`)."""
         await self._closed_event.wait()
+
+
+def _api_versions_decoder(version: int) -> Callable[[bytes | bytearray], ApiVersionsResponse]:
+    """Decode an ApiVersions answer to a ``version`` request. A broker that does not
+    know ``version`` answers in v0 instead (KIP-511: UNSUPPORTED_VERSION with the
+    versions it has), so a body that does not parse at ``version`` is read as v0."""
+
+    def decode(frame: bytes | bytearray) -> ApiVersionsResponse:
+        try:
+            return decode_response(frame, ApiVersionsRequest.API_KEY, version)[1]  # type: ignore[return-value]
+        except KafkaError:
+            if version == 0:
+                raise
+            try:
+                resp: ApiVersionsResponse = decode_response(frame, ApiVersionsRequest.API_KEY, 0)[1]  # type: ignore[assignment]
+            except KafkaError:
+                resp = ApiVersionsResponse()
+            if not resp.error_code:
+                raise
+            return resp
+
+    return decode
 
 
 def describe_broker(node_id: int | None, address: str) -> str:

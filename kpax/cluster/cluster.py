@@ -57,6 +57,7 @@ from kpax.proto.error_codes import (
 from kpax.proto.error_families import code_in, code_of
 from kpax.proto.errors import (
     AuthenticationError,
+    BrokerIdentityError,
     ClientClosedError,
     KafkaConnectionError,
     KafkaError,
@@ -208,6 +209,7 @@ class Cluster:
             if info is None:
                 raise KafkaConnectionError(f"broker {node_id} is not in the cluster metadata")
             b = handles[node_id] = Broker(info.host, info.port, self.options, node_id=node_id)
+            b.cluster_id = self.snapshot.cluster_id
         return b
 
     @property
@@ -266,6 +268,9 @@ class Cluster:
             for boot in self._bootstrap_brokers:
                 self._close_later(boot)
             self._bootstrap_brokers.clear()
+        for handles in (self._brokers, self._fetch_brokers, self._coordinator_brokers):
+            for b in handles.values():
+                b.cluster_id = snapshot.cluster_id
         self.snapshot = snapshot
 
     def _close_later(self, broker: Broker) -> None:
@@ -325,14 +330,19 @@ class Cluster:
         if not candidates and not errors:
             raise NoBrokersAvailableError("no bootstrap servers configured")
         must_rebootstrap = False
+        # Addresses now serving another cluster or node (KIP-1242): asked again, as
+        # bootstrap addresses, by the rebootstrap.
+        moved: set[tuple[str, int]] = set()
         for broker in candidates:
             self._check_open()
             try:
                 snapshot = await self._metadata_from(broker, topics)
             except AuthenticationError:
                 raise
-            except RebootstrapRequiredError as exc:
+            except (RebootstrapRequiredError, BrokerIdentityError) as exc:
                 errors.append(f"{broker.address}: {exc.message}")
+                if isinstance(exc, BrokerIdentityError):
+                    moved.add((broker.host, broker.port))
                 must_rebootstrap = True
                 break
             except KafkaError as exc:
@@ -342,7 +352,7 @@ class Cluster:
             self._completed_gen = gen
             return
         if self.snapshot.brokers and (self.rebootstrap or must_rebootstrap):
-            tried = {(b.host, b.port) for b in candidates}
+            tried = {(b.host, b.port) for b in candidates} - moved
             if await self._rebootstrap(topics, tried, errors):
                 self._completed_gen = gen
                 return
@@ -558,6 +568,7 @@ class Cluster:
             b = self._coordinator_brokers.get(node_id)
             if b is None or (b.host, b.port) != (host, port):
                 b = Broker(host, port, self.options, node_id=node_id)
+                b.cluster_id = self.snapshot.cluster_id
                 self._coordinator_brokers[node_id] = b
         return b
 

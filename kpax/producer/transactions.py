@@ -73,6 +73,10 @@ log = logging.getLogger("kpax.producer")
 
 __all__ = ["ConsumerGroupMetadata", "TransactionAbortedError", "TransactionManager", "TxnState"]
 
+# TxnOffsetCommit v6 (Kafka 4.4, KIP-1319) names topics by id only; kpax sends names,
+# as its OffsetCommit does (v9 at most), so it stays at v5.
+_TXN_OFFSET_COMMIT_MAX = 5
+
 
 async def _speaks_v2(broker: Broker) -> bool:
     """Whether transactions v2 (KIP-890 part 2) can be used through ``broker``: the
@@ -424,7 +428,7 @@ class TransactionManager:
             group_id=group.group_id,
             producer_id=self.identity.producer_id,
             producer_epoch=self.identity.producer_epoch,
-            generation_id=group.generation_id,
+            generation_id_or_member_epoch=group.generation_id,
             member_id=group.member_id,
             group_instance_id=group.group_instance_id,
             topics=[
@@ -434,7 +438,7 @@ class TransactionManager:
         )
 
         async def send(broker: Broker) -> None:
-            resp = await broker.request(request)
+            resp = await broker.request(request, max_version=_TXN_OFFSET_COMMIT_MAX)
             codes = {p.error_code for t in resp.topics for p in t.partitions} - {0}
             if codes:
                 raise error_for_code(min(codes))(

@@ -1360,11 +1360,44 @@ class ShareSessionLimitReachedError(BrokerResponseError):
     description = "The broker has reached its limit of share sessions."
 
 
+@register_error
+class GroupDeletionFailedError(BrokerResponseError):
+    """The coordinator could not delete the group; the per-group error message says why."""
+
+    code = 134
+    name = "GROUP_DELETION_FAILED"
+    retriable = False
+    description = (
+        "The coordinator could not delete the group; the per-group error message says why."
+    )
+
+
+@register_error
+class StreamsTopologyDescriptionUpdateFailedError(BrokerResponseError):
+    """The broker could not store the streams group's topology description."""
+
+    code = 135
+    name = "STREAMS_TOPOLOGY_DESCRIPTION_UPDATE_FAILED"
+    retriable = False
+    description = "The broker could not store the streams group's topology description."
+
+
+@register_error
+class ControllerIdNotRegisteredError(BrokerResponseError):
+    """No controller with this id is registered."""
+
+    code = 136
+    name = "CONTROLLER_ID_NOT_REGISTERED"
+    retriable = False
+    description = "No controller with this id is registered."
+
+
 __all__ = [
     "BrokerIdNotRegisteredError",
     "BrokerNotAvailableError",
     "ClusterAuthorizationFailedError",
     "ConcurrentTransactionsError",
+    "ControllerIdNotRegisteredError",
     "CoordinatorLoadInProgressError",
     "CoordinatorNotAvailableError",
     "CorruptMessageError",
@@ -1388,6 +1421,7 @@ __all__ = [
     "FetchSessionIdNotFoundError",
     "FetchSessionTopicIdError",
     "GroupAuthorizationFailedError",
+    "GroupDeletionFailedError",
     "GroupIdNotFoundError",
     "GroupMaxSizeReachedError",
     "GroupSubscribedToTopicError",
@@ -1467,6 +1501,7 @@ __all__ = [
     "StaleMemberEpochError",
     "StreamsInvalidTopologyEpochError",
     "StreamsInvalidTopologyError",
+    "StreamsTopologyDescriptionUpdateFailedError",
     "StreamsTopologyFencedError",
     "TelemetryTooLargeError",
     "ThrottlingQuotaExceededError",

@@ -134,6 +134,13 @@ class NoBrokersAvailableError(KafkaConnectionError):
     """No bootstrap address answered; the message lists each address and why."""
 
 
+class BrokerIdentityError(KafkaConnectionError):
+    """The broker at a node's address is not that node of that cluster any more: it
+    answered ApiVersions (v5+, with the expected cluster id and node id) with
+    REBOOTSTRAP_REQUIRED (KIP-1242). The client rebootstraps its metadata from the
+    bootstrap addresses; the request is retried on the new metadata."""
+
+
 # ---------------------------------------------------------------- broker side
 
 

@@ -4,7 +4,8 @@ Random messages are built in kpax from the generated schema table, written as
 the JSON that Kafka's generated ``*JsonConverter`` classes read, and sent in one
 batch to tests/java/Serialize.java (compiled here with
 ``kpax.testing.compile_java``, javac or else ECJ, against the
-kafka-clients jar of the local broker's jar cache). Java builds the same
+kafka-clients jar of the Kafka release kpax/proto was generated from,
+``KAFKA_SPECS_VERSION``, whatever broker the suite runs against). Java builds the same
 message with ``org.apache.kafka.common.message.*Data`` and serializes it with
 ``MessageUtil``; kpax's ``encode(version)`` must produce the same bytes and
 ``decode`` must read Java's bytes back into an equal object. One JVM runs every
@@ -25,6 +26,7 @@ from typing import Any
 import pytest
 
 from kpax.proto.api import Message
+from kpax.proto.messages import KAFKA_SPECS_VERSION
 from kpax.testing.jars import classpath, kafka_version
 from kpax.testing.javac import compile_java, java_executable
 from tests.unit.test_messages_schema import SCHEMA, _in, all_messages, random_instance, resolve
@@ -91,7 +93,8 @@ def _java_name(cls: type[Message]) -> str:
 
 @pytest.fixture(scope="module")
 def serializer(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
-    cp = classpath(kafka_version())
+    # The Java classes of the same specs: another release names fields otherwise.
+    cp = classpath(KAFKA_SPECS_VERSION if KAFKA_SPECS_VERSION != "unknown" else kafka_version())
     out = tmp_path_factory.mktemp("javaser")
     compile_java([JAVA_SRC], cp, out)
     return [java_executable(), "-cp", f"{out}{os.pathsep}{cp}", "Serialize"]

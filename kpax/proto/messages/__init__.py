@@ -9,6 +9,7 @@ Imports: kpax.proto only.
 """
 
 from kpax.proto.messages._generated import *  # noqa: F403
+from kpax.proto.messages._generated import KAFKA_SPECS_VERSION as KAFKA_SPECS_VERSION
 from kpax.proto.messages._generated import REQUESTS as REQUESTS
 from kpax.proto.messages._generated import RESPONSES as RESPONSES
 from kpax.proto.messages._generated import __all__ as __all__

@@ -27,7 +27,7 @@ from kpax.proto.messages._generated.create_acls import CreateAclsRequest, Create
 from kpax.proto.messages._generated.create_delegation_token import CreateDelegationTokenRequest, CreateDelegationTokenResponse
 from kpax.proto.messages._generated.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
 from kpax.proto.messages._generated.create_topics import CreateTopicsRequest, CreateTopicsResponse
-from kpax.proto.messages._generated.data import ConsumerProtocolAssignment, ConsumerProtocolSubscription, DefaultPrincipalData, EndTxnMarker, KRaftVersionRecord, LeaderChangeMessage, SnapshotFooterRecord, SnapshotHeaderRecord, VotersRecord
+from kpax.proto.messages._generated.data import AbortedTxn, ConsumerProtocolAssignment, ConsumerProtocolSubscription, ControlRecordTypeSchema, DefaultPrincipalData, EndTxnMarker, KRaftVersionRecord, LeaderChangeMessage, SnapshotFooterRecord, SnapshotHeaderRecord, VotersRecord
 from kpax.proto.messages._generated.delete_acls import DeleteAclsRequest, DeleteAclsResponse
 from kpax.proto.messages._generated.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
 from kpax.proto.messages._generated.delete_records import DeleteRecordsRequest, DeleteRecordsResponse
@@ -87,14 +87,19 @@ from kpax.proto.messages._generated.share_group_describe import ShareGroupDescri
 from kpax.proto.messages._generated.share_group_heartbeat import ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse
 from kpax.proto.messages._generated.streams_group_describe import StreamsGroupDescribeRequest, StreamsGroupDescribeResponse
 from kpax.proto.messages._generated.streams_group_heartbeat import StreamsGroupHeartbeatRequest, StreamsGroupHeartbeatResponse
+from kpax.proto.messages._generated.streams_group_topology_description_update import StreamsGroupTopologyDescriptionUpdateRequest, StreamsGroupTopologyDescriptionUpdateResponse
 from kpax.proto.messages._generated.sync_group import SyncGroupRequest, SyncGroupResponse
 from kpax.proto.messages._generated.txn_offset_commit import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 from kpax.proto.messages._generated.unregister_broker import UnregisterBrokerRequest, UnregisterBrokerResponse
+from kpax.proto.messages._generated.unregister_controller import UnregisterControllerRequest, UnregisterControllerResponse
 from kpax.proto.messages._generated.update_features import UpdateFeaturesRequest, UpdateFeaturesResponse
 from kpax.proto.messages._generated.update_raft_voter import UpdateRaftVoterRequest, UpdateRaftVoterResponse
 from kpax.proto.messages._generated.vote import VoteRequest, VoteResponse
 from kpax.proto.messages._generated.write_share_group_state import WriteShareGroupStateRequest, WriteShareGroupStateResponse
 from kpax.proto.messages._generated.write_txn_markers import WriteTxnMarkersRequest, WriteTxnMarkersResponse
+
+#: The Apache Kafka release whose message specs this package was generated from.
+KAFKA_SPECS_VERSION = '4.4.0'
 
 #: Request classes by api key.
 REQUESTS: dict[int, type[Request]] = {
@@ -187,6 +192,8 @@ REQUESTS: dict[int, type[Request]] = {
     90: DescribeShareGroupOffsetsRequest,
     91: AlterShareGroupOffsetsRequest,
     92: DeleteShareGroupOffsetsRequest,
+    93: StreamsGroupTopologyDescriptionUpdateRequest,
+    94: UnregisterControllerRequest,
 }
 #: Response classes by api key.
 RESPONSES: dict[int, type[Response]] = {
@@ -279,9 +286,12 @@ RESPONSES: dict[int, type[Response]] = {
     90: DescribeShareGroupOffsetsRequest.RESPONSE,
     91: AlterShareGroupOffsetsRequest.RESPONSE,
     92: DeleteShareGroupOffsetsRequest.RESPONSE,
+    93: StreamsGroupTopologyDescriptionUpdateRequest.RESPONSE,
+    94: UnregisterControllerRequest.RESPONSE,
 }
 
 __all__ = [
+    'AbortedTxn',
     'AddOffsetsToTxnRequest',
     'AddOffsetsToTxnResponse',
     'AddPartitionsToTxnRequest',
@@ -320,6 +330,7 @@ __all__ = [
     'ConsumerGroupHeartbeatResponse',
     'ConsumerProtocolAssignment',
     'ConsumerProtocolSubscription',
+    'ControlRecordTypeSchema',
     'ControllerRegistrationRequest',
     'ControllerRegistrationResponse',
     'CreateAclsRequest',
@@ -398,6 +409,7 @@ __all__ = [
     'InitializeShareGroupStateResponse',
     'JoinGroupRequest',
     'JoinGroupResponse',
+    'KAFKA_SPECS_VERSION',
     'KRaftVersionRecord',
     'LeaderChangeMessage',
     'LeaveGroupRequest',
@@ -456,12 +468,16 @@ __all__ = [
     'StreamsGroupDescribeResponse',
     'StreamsGroupHeartbeatRequest',
     'StreamsGroupHeartbeatResponse',
+    'StreamsGroupTopologyDescriptionUpdateRequest',
+    'StreamsGroupTopologyDescriptionUpdateResponse',
     'SyncGroupRequest',
     'SyncGroupResponse',
     'TxnOffsetCommitRequest',
     'TxnOffsetCommitResponse',
     'UnregisterBrokerRequest',
     'UnregisterBrokerResponse',
+    'UnregisterControllerRequest',
+    'UnregisterControllerResponse',
     'UpdateFeaturesRequest',
     'UpdateFeaturesResponse',
     'UpdateRaftVoterRequest',

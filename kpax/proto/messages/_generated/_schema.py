@@ -12,6 +12,12 @@ Maps a class's qualified name to its fields as tuples:
 from __future__ import annotations
 
 SCHEMA: dict[str, list[tuple[object, ...]]] = {
+    'AbortedTxn': [
+        ('producer_id', 'int64', (0, 32767), None, None, None, None, '0', False, None, 'ProducerId'),
+        ('first_offset', 'int64', (0, 32767), None, None, None, None, '0', False, None, 'FirstOffset'),
+        ('last_offset', 'int64', (0, 32767), None, None, None, None, '0', False, None, 'LastOffset'),
+        ('last_stable_offset', 'int64', (0, 32767), None, None, None, None, '0', False, None, 'LastStableOffset'),
+    ],
     'AddOffsetsToTxnRequest': [
         ('transactional_id', 'string', (0, 32767), None, None, None, None, "''", False, None, 'TransactionalId'),
         ('producer_id', 'int64', (0, 32767), None, None, None, None, '0', False, None, 'ProducerId'),
@@ -285,6 +291,8 @@ SCHEMA: dict[str, list[tuple[object, ...]]] = {
     'ApiVersionsRequest': [
         ('client_software_name', 'string', (3, 32767), None, None, None, None, "''", True, None, 'ClientSoftwareName'),
         ('client_software_version', 'string', (3, 32767), None, None, None, None, "''", True, None, 'ClientSoftwareVersion'),
+        ('cluster_id', 'string', (5, 32767), (5, 32767), None, None, None, 'None', True, None, 'ClusterId'),
+        ('node_id', 'int32', (5, 32767), None, None, None, None, '-1', True, None, 'NodeId'),
     ],
     'ApiVersionsResponse': [
         ('error_code', 'int16', (0, 32767), None, None, None, None, '0', False, None, 'ErrorCode'),
@@ -391,6 +399,7 @@ SCHEMA: dict[str, list[tuple[object, ...]]] = {
         ('want_fence', 'bool', (0, 32767), None, None, None, None, 'False', False, None, 'WantFence'),
         ('want_shut_down', 'bool', (0, 32767), None, None, None, None, 'False', False, None, 'WantShutDown'),
         ('offline_log_dirs', '[]uuid', (1, 32767), None, 0, (1, 32767), None, '[]', False, None, 'OfflineLogDirs'),
+        ('cordoned_log_dirs', '[]uuid', (2, 32767), (2, 32767), 1, (2, 32767), None, 'None', False, None, 'CordonedLogDirs'),
     ],
     'BrokerHeartbeatResponse': [
         ('throttle_time_ms', 'int32', (0, 32767), None, None, None, None, '0', False, None, 'ThrottleTimeMs'),
@@ -516,6 +525,9 @@ SCHEMA: dict[str, list[tuple[object, ...]]] = {
     'ConsumerProtocolSubscription.TopicPartition': [
         ('topic', 'string', (1, 32767), None, None, None, None, "''", False, None, 'Topic'),
         ('partitions', '[]int32', (1, 32767), None, None, None, None, '[]', False, None, 'Partitions'),
+    ],
+    'ControlRecordTypeSchema': [
+        ('type', 'int16', (0, 32767), None, None, None, None, '0', False, None, 'Type'),
     ],
     'ControllerRegistrationRequest': [
         ('controller_id', 'int32', (0, 32767), None, None, None, None, '0', False, None, 'ControllerId'),
@@ -693,6 +705,7 @@ SCHEMA: dict[str, list[tuple[object, ...]]] = {
     'DeleteGroupsResponse.DeletableGroupResult': [
         ('group_id', 'string', (0, 32767), None, None, None, None, "''", False, None, 'GroupId'),
         ('error_code', 'int16', (0, 32767), None, None, None, None, '0', False, None, 'ErrorCode'),
+        ('error_message', 'string', (3, 32767), (3, 32767), None, None, None, 'None', True, None, 'ErrorMessage'),
     ],
     'DeleteRecordsRequest': [
         ('topics', '[]DeleteRecordsTopic', (0, 32767), None, None, None, 'DeleteRecordsRequest.DeleteRecordsTopic', '[]', False, None, 'Topics'),
@@ -970,6 +983,7 @@ SCHEMA: dict[str, list[tuple[object, ...]]] = {
         ('topics', '[]DescribeLogDirsTopic', (0, 32767), None, None, None, 'DescribeLogDirsResponse.DescribeLogDirsTopic', '[]', False, None, 'Topics'),
         ('total_bytes', 'int64', (4, 32767), None, None, None, None, '-1', True, None, 'TotalBytes'),
         ('usable_bytes', 'int64', (4, 32767), None, None, None, None, '-1', True, None, 'UsableBytes'),
+        ('is_cordoned', 'bool', (5, 32767), None, None, None, None, 'False', True, None, 'IsCordoned'),
     ],
     'DescribeLogDirsResponse.DescribeLogDirsTopic': [
         ('name', 'string', (0, 32767), None, None, None, None, "''", False, None, 'Name'),
@@ -2210,6 +2224,7 @@ SCHEMA: dict[str, list[tuple[object, ...]]] = {
     'StreamsGroupDescribeRequest': [
         ('group_ids', '[]string', (0, 32767), None, None, None, None, '[]', False, None, 'GroupIds'),
         ('include_authorized_operations', 'bool', (0, 32767), None, None, None, None, 'False', False, None, 'IncludeAuthorizedOperations'),
+        ('include_topology_description', 'bool', (1, 32767), None, None, None, None, 'False', False, None, 'IncludeTopologyDescription'),
     ],
     'StreamsGroupDescribeResponse': [
         ('throttle_time_ms', 'int32', (0, 32767), None, None, None, None, '0', False, None, 'ThrottleTimeMs'),
@@ -2230,6 +2245,9 @@ SCHEMA: dict[str, list[tuple[object, ...]]] = {
         ('topology', 'Topology', (0, 32767), (0, 32767), None, None, 'StreamsGroupDescribeResponse.Topology', 'None', False, None, 'Topology'),
         ('members', '[]Member', (0, 32767), None, None, None, 'StreamsGroupDescribeResponse.Member', '[]', False, None, 'Members'),
         ('authorized_operations', 'int32', (0, 32767), None, None, None, None, '-2147483648', False, None, 'AuthorizedOperations'),
+        ('topology_description', 'TopologyDescription', (1, 32767), (1, 32767), None, None, 'StreamsGroupDescribeResponse.TopologyDescription', 'None', False, None, 'TopologyDescription'),
+        ('topology_description_status', 'int8', (1, 32767), None, None, None, None, '0', False, None, 'TopologyDescriptionStatus'),
+        ('assignor_name', 'string', (1, 32767), (1, 32767), None, None, None, 'None', True, None, 'AssignorName'),
     ],
     'StreamsGroupDescribeResponse.Endpoint': [
         ('host', 'string', (0, 32767), None, None, None, None, "''", False, None, 'Host'),
@@ -2281,6 +2299,26 @@ SCHEMA: dict[str, list[tuple[object, ...]]] = {
     'StreamsGroupDescribeResponse.Topology': [
         ('epoch', 'int32', (0, 32767), None, None, None, None, '0', False, None, 'Epoch'),
         ('subtopologies', '[]Subtopology', (0, 32767), (0, 32767), None, None, 'StreamsGroupDescribeResponse.Subtopology', 'None', False, None, 'Subtopologies'),
+    ],
+    'StreamsGroupDescribeResponse.TopologyDescription': [
+        ('subtopologies', '[]TopologyDescriptionSubtopology', (1, 32767), None, None, None, 'StreamsGroupDescribeResponse.TopologyDescriptionSubtopology', '[]', False, None, 'Subtopologies'),
+        ('global_stores', '[]TopologyDescriptionGlobalStore', (1, 32767), None, None, None, 'StreamsGroupDescribeResponse.TopologyDescriptionGlobalStore', '[]', False, None, 'GlobalStores'),
+    ],
+    'StreamsGroupDescribeResponse.TopologyDescriptionGlobalStore': [
+        ('source', 'TopologyDescriptionNode', (1, 32767), None, None, None, 'StreamsGroupDescribeResponse.TopologyDescriptionNode', 'StreamsGroupDescribeResponse.TopologyDescriptionNode()', False, None, 'Source'),
+        ('processor', 'TopologyDescriptionNode', (1, 32767), None, None, None, 'StreamsGroupDescribeResponse.TopologyDescriptionNode', 'StreamsGroupDescribeResponse.TopologyDescriptionNode()', False, None, 'Processor'),
+    ],
+    'StreamsGroupDescribeResponse.TopologyDescriptionNode': [
+        ('name', 'string', (1, 32767), None, None, None, None, "''", False, None, 'Name'),
+        ('node_type', 'int8', (1, 32767), None, None, None, None, '0', False, None, 'NodeType'),
+        ('source_topics', '[]string', (1, 32767), None, None, None, None, '[]', False, None, 'SourceTopics'),
+        ('sink_topic', 'string', (1, 32767), (1, 32767), None, None, None, 'None', False, None, 'SinkTopic'),
+        ('stores', '[]string', (1, 32767), None, None, None, None, '[]', False, None, 'Stores'),
+        ('successors', '[]string', (1, 32767), None, None, None, None, '[]', False, None, 'Successors'),
+    ],
+    'StreamsGroupDescribeResponse.TopologyDescriptionSubtopology': [
+        ('subtopology_id', 'string', (1, 32767), None, None, None, None, "''", False, None, 'SubtopologyId'),
+        ('nodes', '[]TopologyDescriptionNode', (1, 32767), None, None, None, 'StreamsGroupDescribeResponse.TopologyDescriptionNode', '[]', False, None, 'Nodes'),
     ],
     'StreamsGroupHeartbeatRequest': [
         ('group_id', 'string', (0, 32767), None, None, None, None, "''", False, None, 'GroupId'),
@@ -2349,12 +2387,14 @@ SCHEMA: dict[str, list[tuple[object, ...]]] = {
         ('member_id', 'string', (0, 32767), None, None, None, None, "''", False, None, 'MemberId'),
         ('member_epoch', 'int32', (0, 32767), None, None, None, None, '0', False, None, 'MemberEpoch'),
         ('heartbeat_interval_ms', 'int32', (0, 32767), None, None, None, None, '0', False, None, 'HeartbeatIntervalMs'),
-        ('acceptable_recovery_lag', 'int32', (0, 32767), None, None, None, None, '0', False, None, 'AcceptableRecoveryLag'),
+        ('acceptable_recovery_lag_legacy', 'int32', (0, 0), None, None, None, None, '0', False, None, 'AcceptableRecoveryLagLegacy'),
         ('task_offset_interval_ms', 'int32', (0, 32767), None, None, None, None, '0', False, None, 'TaskOffsetIntervalMs'),
+        ('acceptable_recovery_lag', 'int64', (1, 32767), None, None, None, None, '-1', True, None, 'AcceptableRecoveryLag'),
         ('status', '[]Status', (0, 32767), (0, 32767), None, None, 'StreamsGroupHeartbeatResponse.Status', '[]', False, None, 'Status'),
         ('active_tasks', '[]TaskIds', (0, 32767), (0, 32767), None, None, 'StreamsGroupHeartbeatResponse.TaskIds', 'None', False, None, 'ActiveTasks'),
         ('standby_tasks', '[]TaskIds', (0, 32767), (0, 32767), None, None, 'StreamsGroupHeartbeatResponse.TaskIds', 'None', False, None, 'StandbyTasks'),
         ('warmup_tasks', '[]TaskIds', (0, 32767), (0, 32767), None, None, 'StreamsGroupHeartbeatResponse.TaskIds', 'None', False, None, 'WarmupTasks'),
+        ('topology_description_required', 'bool', (1, 32767), None, None, None, None, 'False', False, None, 'TopologyDescriptionRequired'),
         ('endpoint_information_epoch', 'int32', (0, 32767), None, None, None, None, '0', False, None, 'EndpointInformationEpoch'),
         ('partitions_by_user_endpoint', '[]EndpointToPartitions', (0, 32767), (0, 32767), None, None, 'StreamsGroupHeartbeatResponse.EndpointToPartitions', 'None', False, None, 'PartitionsByUserEndpoint'),
     ],
@@ -2378,6 +2418,37 @@ SCHEMA: dict[str, list[tuple[object, ...]]] = {
     'StreamsGroupHeartbeatResponse.TopicPartition': [
         ('topic', 'string', (0, 32767), None, None, None, None, "''", False, None, 'Topic'),
         ('partitions', '[]int32', (0, 32767), None, None, None, None, '[]', False, None, 'Partitions'),
+    ],
+    'StreamsGroupTopologyDescriptionUpdateRequest': [
+        ('group_id', 'string', (0, 32767), None, None, None, None, "''", False, None, 'GroupId'),
+        ('member_id', 'string', (0, 32767), None, None, None, None, "''", False, None, 'MemberId'),
+        ('topology_epoch', 'int32', (0, 32767), None, None, None, None, '0', False, None, 'TopologyEpoch'),
+        ('topology_description', 'TopologyDescription', (0, 32767), None, None, None, 'StreamsGroupTopologyDescriptionUpdateRequest.TopologyDescription', 'StreamsGroupTopologyDescriptionUpdateRequest.TopologyDescription()', False, None, 'TopologyDescription'),
+    ],
+    'StreamsGroupTopologyDescriptionUpdateRequest.TopologyDescription': [
+        ('subtopologies', '[]TopologyDescriptionSubtopology', (0, 32767), None, None, None, 'StreamsGroupTopologyDescriptionUpdateRequest.TopologyDescriptionSubtopology', '[]', False, None, 'Subtopologies'),
+        ('global_stores', '[]TopologyDescriptionGlobalStore', (0, 32767), None, None, None, 'StreamsGroupTopologyDescriptionUpdateRequest.TopologyDescriptionGlobalStore', '[]', False, None, 'GlobalStores'),
+    ],
+    'StreamsGroupTopologyDescriptionUpdateRequest.TopologyDescriptionGlobalStore': [
+        ('source', 'TopologyDescriptionNode', (0, 32767), None, None, None, 'StreamsGroupTopologyDescriptionUpdateRequest.TopologyDescriptionNode', 'StreamsGroupTopologyDescriptionUpdateRequest.TopologyDescriptionNode()', False, None, 'Source'),
+        ('processor', 'TopologyDescriptionNode', (0, 32767), None, None, None, 'StreamsGroupTopologyDescriptionUpdateRequest.TopologyDescriptionNode', 'StreamsGroupTopologyDescriptionUpdateRequest.TopologyDescriptionNode()', False, None, 'Processor'),
+    ],
+    'StreamsGroupTopologyDescriptionUpdateRequest.TopologyDescriptionNode': [
+        ('name', 'string', (0, 32767), None, None, None, None, "''", False, None, 'Name'),
+        ('node_type', 'int8', (0, 32767), None, None, None, None, '0', False, None, 'NodeType'),
+        ('source_topics', '[]string', (0, 32767), None, None, None, None, '[]', False, None, 'SourceTopics'),
+        ('sink_topic', 'string', (0, 32767), (0, 32767), None, None, None, 'None', False, None, 'SinkTopic'),
+        ('stores', '[]string', (0, 32767), None, None, None, None, '[]', False, None, 'Stores'),
+        ('successors', '[]string', (0, 32767), None, None, None, None, '[]', False, None, 'Successors'),
+    ],
+    'StreamsGroupTopologyDescriptionUpdateRequest.TopologyDescriptionSubtopology': [
+        ('subtopology_id', 'string', (0, 32767), None, None, None, None, "''", False, None, 'SubtopologyId'),
+        ('nodes', '[]TopologyDescriptionNode', (0, 32767), None, None, None, 'StreamsGroupTopologyDescriptionUpdateRequest.TopologyDescriptionNode', '[]', False, None, 'Nodes'),
+    ],
+    'StreamsGroupTopologyDescriptionUpdateResponse': [
+        ('throttle_time_ms', 'int32', (0, 32767), None, None, None, None, '0', False, None, 'ThrottleTimeMs'),
+        ('error_code', 'int16', (0, 32767), None, None, None, None, '0', False, None, 'ErrorCode'),
+        ('error_message', 'string', (0, 32767), (0, 32767), None, None, None, 'None', False, None, 'ErrorMessage'),
     ],
     'SyncGroupRequest': [
         ('group_id', 'string', (0, 32767), None, None, None, None, "''", False, None, 'GroupId'),
@@ -2404,7 +2475,7 @@ SCHEMA: dict[str, list[tuple[object, ...]]] = {
         ('group_id', 'string', (0, 32767), None, None, None, None, "''", False, None, 'GroupId'),
         ('producer_id', 'int64', (0, 32767), None, None, None, None, '0', False, None, 'ProducerId'),
         ('producer_epoch', 'int16', (0, 32767), None, None, None, None, '0', False, None, 'ProducerEpoch'),
-        ('generation_id', 'int32', (3, 32767), None, None, None, None, '-1', False, None, 'GenerationId'),
+        ('generation_id_or_member_epoch', 'int32', (3, 32767), None, None, None, None, '-1', False, None, 'GenerationIdOrMemberEpoch'),
         ('member_id', 'string', (3, 32767), None, None, None, None, "''", False, None, 'MemberId'),
         ('group_instance_id', 'string', (3, 32767), (3, 32767), None, None, None, 'None', False, None, 'GroupInstanceId'),
         ('topics', '[]TxnOffsetCommitRequestTopic', (0, 32767), None, None, None, 'TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic', '[]', False, None, 'Topics'),
@@ -2416,7 +2487,8 @@ SCHEMA: dict[str, list[tuple[object, ...]]] = {
         ('committed_metadata', 'string', (0, 32767), (0, 32767), None, None, None, "''", False, None, 'CommittedMetadata'),
     ],
     'TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic': [
-        ('name', 'string', (0, 32767), None, None, None, None, "''", False, None, 'Name'),
+        ('name', 'string', (0, 5), None, None, None, None, "''", True, None, 'Name'),
+        ('topic_id', 'uuid', (6, 32767), None, None, None, None, 'ZERO_UUID', True, None, 'TopicId'),
         ('partitions', '[]TxnOffsetCommitRequestPartition', (0, 32767), None, None, None, 'TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition', '[]', False, None, 'Partitions'),
     ],
     'TxnOffsetCommitResponse': [
@@ -2428,13 +2500,22 @@ SCHEMA: dict[str, list[tuple[object, ...]]] = {
         ('error_code', 'int16', (0, 32767), None, None, None, None, '0', False, None, 'ErrorCode'),
     ],
     'TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic': [
-        ('name', 'string', (0, 32767), None, None, None, None, "''", False, None, 'Name'),
+        ('name', 'string', (0, 5), None, None, None, None, "''", True, None, 'Name'),
+        ('topic_id', 'uuid', (6, 32767), None, None, None, None, 'ZERO_UUID', True, None, 'TopicId'),
         ('partitions', '[]TxnOffsetCommitResponsePartition', (0, 32767), None, None, None, 'TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition', '[]', False, None, 'Partitions'),
     ],
     'UnregisterBrokerRequest': [
         ('broker_id', 'int32', (0, 32767), None, None, None, None, '0', False, None, 'BrokerId'),
     ],
     'UnregisterBrokerResponse': [
+        ('throttle_time_ms', 'int32', (0, 32767), None, None, None, None, '0', False, None, 'ThrottleTimeMs'),
+        ('error_code', 'int16', (0, 32767), None, None, None, None, '0', False, None, 'ErrorCode'),
+        ('error_message', 'string', (0, 32767), (0, 32767), None, None, None, "''", False, None, 'ErrorMessage'),
+    ],
+    'UnregisterControllerRequest': [
+        ('controller_id', 'int32', (0, 32767), None, None, None, None, '0', False, None, 'ControllerId'),
+    ],
+    'UnregisterControllerResponse': [
         ('throttle_time_ms', 'int32', (0, 32767), None, None, None, None, '0', False, None, 'ThrottleTimeMs'),
         ('error_code', 'int16', (0, 32767), None, None, None, None, '0', False, None, 'ErrorCode'),
         ('error_message', 'string', (0, 32767), (0, 32767), None, None, None, "''", False, None, 'ErrorMessage'),

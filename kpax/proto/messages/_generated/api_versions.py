@@ -47,45 +47,49 @@ from kpax.proto.primitives import (
 
 __all__ = ['ApiVersionsRequest', 'ApiVersionsResponse']
 
-_S0 = struct.Struct('>hhh')
-_S1 = struct.Struct('>h')
-_S2 = struct.Struct('>i')
+_S0 = struct.Struct('>i')
+_S1 = struct.Struct('>hhh')
+_S2 = struct.Struct('>h')
 _S3 = struct.Struct('>hh')
 _S4 = struct.Struct('>q')
 _S5 = struct.Struct('>?')
 
 
 class ApiVersionsRequest(Request):
-    """ApiVersionsRequest (versions 0-4, flexible from v3)."""
+    """ApiVersionsRequest (versions 0-5, flexible from v3)."""
 
     API_KEY: ClassVar[int] = 18
     API_NAME: ClassVar[str] = 'ApiVersions'
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 4
+    MAX_VERSION: ClassVar[int] = 5
     FLEXIBLE_VERSION: ClassVar[int | None] = 3
     RESPONSE: ClassVar[type[ApiVersionsResponse]]
 
-    __slots__ = ('client_software_name', 'client_software_version')
+    __slots__ = ('client_software_name', 'client_software_version', 'cluster_id', 'node_id')
 
     def __init__(
         self,
         *,
         client_software_name: str = '',
         client_software_version: str = '',
+        cluster_id: str | None = None,
+        node_id: int = -1,
         unknown_tags: dict[int, bytes] | None = None,
     ) -> None:
         self.client_software_name = client_software_name
         self.client_software_version = client_software_version
+        self.cluster_id = cluster_id
+        self.node_id = node_id
         self.unknown_tags = unknown_tags
 
 
 class ApiVersionsResponse(Response):
-    """ApiVersionsResponse (versions 0-4, flexible from v3)."""
+    """ApiVersionsResponse (versions 0-5, flexible from v3)."""
 
     API_KEY: ClassVar[int] = 18
     API_NAME: ClassVar[str] = 'ApiVersions'
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 4
+    MAX_VERSION: ClassVar[int] = 5
     FLEXIBLE_VERSION: ClassVar[int | None] = 3
     REQUEST: ClassVar[type[ApiVersionsRequest]]
 
@@ -217,53 +221,78 @@ def _d1(data: memoryview, pos: int) -> tuple[ApiVersionsRequest, int]:
     return _C_ApiVersionsRequest(client_software_name=x_client_software_name, client_software_version=x_client_software_version, unknown_tags=x_tags), pos
 
 
-def _e2(buf: bytearray, o: ApiVersionsResponse.ApiVersion) -> None:
-    buf += _S0.pack(o.api_key, o.min_version, o.max_version)
-
-
-def _d2(data: memoryview, pos: int) -> tuple[ApiVersionsResponse.ApiVersion, int]:
-    x_api_key, x_min_version, x_max_version = _S0.unpack_from(data, pos)
-    pos += 6
-    return _C_ApiVersionsResponse_ApiVersion(api_key=x_api_key, min_version=x_min_version, max_version=x_max_version), pos
-
-
-def _e3(buf: bytearray, o: ApiVersionsResponse) -> None:
-    buf += _S1.pack(o.error_code)
-    write_array(buf, o.api_keys, False, False, 'api_keys', _e2)
-
-
-def _d3(data: memoryview, pos: int) -> tuple[ApiVersionsResponse, int]:
-    x_error_code, = _S1.unpack_from(data, pos)
-    pos += 2
-    x_api_keys, pos = read_array(data, pos, False, False, 'api_keys', _d2)
-    return _C_ApiVersionsResponse(error_code=x_error_code, api_keys=x_api_keys), pos
-
-
-def _e4(buf: bytearray, o: ApiVersionsResponse) -> None:
-    buf += _S1.pack(o.error_code)
-    write_array(buf, o.api_keys, False, False, 'api_keys', _e2)
-    buf += _S2.pack(o.throttle_time_ms)
-
-
-def _d4(data: memoryview, pos: int) -> tuple[ApiVersionsResponse, int]:
-    x_error_code, = _S1.unpack_from(data, pos)
-    pos += 2
-    x_api_keys, pos = read_array(data, pos, False, False, 'api_keys', _d2)
-    x_throttle_time_ms, = _S2.unpack_from(data, pos)
-    pos += 4
-    return _C_ApiVersionsResponse(error_code=x_error_code, api_keys=x_api_keys, throttle_time_ms=x_throttle_time_ms), pos
-
-
-def _e5(buf: bytearray, o: ApiVersionsResponse.ApiVersion) -> None:
-    buf += _S0.pack(o.api_key, o.min_version, o.max_version)
+def _e2(buf: bytearray, o: ApiVersionsRequest) -> None:
+    write_str(buf, o.client_software_name, True, False, 'client_software_name')
+    write_str(buf, o.client_software_version, True, False, 'client_software_version')
+    write_str(buf, o.cluster_id, True, True, 'cluster_id')
+    buf += _S0.pack(o.node_id)
     if o.unknown_tags:
         write_tags(buf, [], o.unknown_tags)
     else:
         buf.append(0)
 
 
-def _d5(data: memoryview, pos: int) -> tuple[ApiVersionsResponse.ApiVersion, int]:
-    x_api_key, x_min_version, x_max_version = _S0.unpack_from(data, pos)
+def _d2(data: memoryview, pos: int) -> tuple[ApiVersionsRequest, int]:
+    x_client_software_name, pos = read_str(data, pos, True, False, 'client_software_name')
+    x_client_software_version, pos = read_str(data, pos, True, False, 'client_software_version')
+    x_cluster_id, pos = read_str(data, pos, True, True, 'cluster_id')
+    x_node_id, = _S0.unpack_from(data, pos)
+    pos += 4
+    if data[pos] == 0:
+        x_tags = None
+        pos += 1
+    else:
+        x_tags, pos = read_tags(data, pos)
+    return _C_ApiVersionsRequest(client_software_name=x_client_software_name, client_software_version=x_client_software_version, cluster_id=x_cluster_id, node_id=x_node_id, unknown_tags=x_tags), pos
+
+
+def _e3(buf: bytearray, o: ApiVersionsResponse.ApiVersion) -> None:
+    buf += _S1.pack(o.api_key, o.min_version, o.max_version)
+
+
+def _d3(data: memoryview, pos: int) -> tuple[ApiVersionsResponse.ApiVersion, int]:
+    x_api_key, x_min_version, x_max_version = _S1.unpack_from(data, pos)
+    pos += 6
+    return _C_ApiVersionsResponse_ApiVersion(api_key=x_api_key, min_version=x_min_version, max_version=x_max_version), pos
+
+
+def _e4(buf: bytearray, o: ApiVersionsResponse) -> None:
+    buf += _S2.pack(o.error_code)
+    write_array(buf, o.api_keys, False, False, 'api_keys', _e3)
+
+
+def _d4(data: memoryview, pos: int) -> tuple[ApiVersionsResponse, int]:
+    x_error_code, = _S2.unpack_from(data, pos)
+    pos += 2
+    x_api_keys, pos = read_array(data, pos, False, False, 'api_keys', _d3)
+    return _C_ApiVersionsResponse(error_code=x_error_code, api_keys=x_api_keys), pos
+
+
+def _e5(buf: bytearray, o: ApiVersionsResponse) -> None:
+    buf += _S2.pack(o.error_code)
+    write_array(buf, o.api_keys, False, False, 'api_keys', _e3)
+    buf += _S0.pack(o.throttle_time_ms)
+
+
+def _d5(data: memoryview, pos: int) -> tuple[ApiVersionsResponse, int]:
+    x_error_code, = _S2.unpack_from(data, pos)
+    pos += 2
+    x_api_keys, pos = read_array(data, pos, False, False, 'api_keys', _d3)
+    x_throttle_time_ms, = _S0.unpack_from(data, pos)
+    pos += 4
+    return _C_ApiVersionsResponse(error_code=x_error_code, api_keys=x_api_keys, throttle_time_ms=x_throttle_time_ms), pos
+
+
+def _e6(buf: bytearray, o: ApiVersionsResponse.ApiVersion) -> None:
+    buf += _S1.pack(o.api_key, o.min_version, o.max_version)
+    if o.unknown_tags:
+        write_tags(buf, [], o.unknown_tags)
+    else:
+        buf.append(0)
+
+
+def _d6(data: memoryview, pos: int) -> tuple[ApiVersionsResponse.ApiVersion, int]:
+    x_api_key, x_min_version, x_max_version = _S1.unpack_from(data, pos)
     pos += 6
     if data[pos] == 0:
         x_tags = None
@@ -273,7 +302,7 @@ def _d5(data: memoryview, pos: int) -> tuple[ApiVersionsResponse.ApiVersion, int
     return _C_ApiVersionsResponse_ApiVersion(api_key=x_api_key, min_version=x_min_version, max_version=x_max_version, unknown_tags=x_tags), pos
 
 
-def _e6(buf: bytearray, o: ApiVersionsResponse.SupportedFeatureKey) -> None:
+def _e7(buf: bytearray, o: ApiVersionsResponse.SupportedFeatureKey) -> None:
     write_str(buf, o.name, True, False, 'name')
     buf += _S3.pack(o.min_version, o.max_version)
     if o.unknown_tags:
@@ -282,7 +311,7 @@ def _e6(buf: bytearray, o: ApiVersionsResponse.SupportedFeatureKey) -> None:
         buf.append(0)
 
 
-def _d6(data: memoryview, pos: int) -> tuple[ApiVersionsResponse.SupportedFeatureKey, int]:
+def _d7(data: memoryview, pos: int) -> tuple[ApiVersionsResponse.SupportedFeatureKey, int]:
     x_name, pos = read_str(data, pos, True, False, 'name')
     x_min_version, x_max_version = _S3.unpack_from(data, pos)
     pos += 4
@@ -294,7 +323,7 @@ def _d6(data: memoryview, pos: int) -> tuple[ApiVersionsResponse.SupportedFeatur
     return _C_ApiVersionsResponse_SupportedFeatureKey(name=x_name, min_version=x_min_version, max_version=x_max_version, unknown_tags=x_tags), pos
 
 
-def _e7(buf: bytearray, o: ApiVersionsResponse.FinalizedFeatureKey) -> None:
+def _e8(buf: bytearray, o: ApiVersionsResponse.FinalizedFeatureKey) -> None:
     write_str(buf, o.name, True, False, 'name')
     buf += _S3.pack(o.max_version_level, o.min_version_level)
     if o.unknown_tags:
@@ -303,7 +332,7 @@ def _e7(buf: bytearray, o: ApiVersionsResponse.FinalizedFeatureKey) -> None:
         buf.append(0)
 
 
-def _d7(data: memoryview, pos: int) -> tuple[ApiVersionsResponse.FinalizedFeatureKey, int]:
+def _d8(data: memoryview, pos: int) -> tuple[ApiVersionsResponse.FinalizedFeatureKey, int]:
     x_name, pos = read_str(data, pos, True, False, 'name')
     x_max_version_level, x_min_version_level = _S3.unpack_from(data, pos)
     pos += 4
@@ -315,14 +344,14 @@ def _d7(data: memoryview, pos: int) -> tuple[ApiVersionsResponse.FinalizedFeatur
     return _C_ApiVersionsResponse_FinalizedFeatureKey(name=x_name, max_version_level=x_max_version_level, min_version_level=x_min_version_level, unknown_tags=x_tags), pos
 
 
-def _e8(buf: bytearray, o: ApiVersionsResponse) -> None:
-    buf += _S1.pack(o.error_code)
-    write_array(buf, o.api_keys, True, False, 'api_keys', _e5)
-    buf += _S2.pack(o.throttle_time_ms)
+def _e9(buf: bytearray, o: ApiVersionsResponse) -> None:
+    buf += _S2.pack(o.error_code)
+    write_array(buf, o.api_keys, True, False, 'api_keys', _e6)
+    buf += _S0.pack(o.throttle_time_ms)
     tg: list[tuple[int, bytes]] = []
     if o.supported_features != []:
         tb = bytearray()
-        write_array(tb, o.supported_features, True, False, 'supported_features', _e6)
+        write_array(tb, o.supported_features, True, False, 'supported_features', _e7)
         tg.append((0, bytes(tb)))
     if o.finalized_features_epoch != -1:
         tb = bytearray()
@@ -330,7 +359,7 @@ def _e8(buf: bytearray, o: ApiVersionsResponse) -> None:
         tg.append((1, bytes(tb)))
     if o.finalized_features != []:
         tb = bytearray()
-        write_array(tb, o.finalized_features, True, False, 'finalized_features', _e7)
+        write_array(tb, o.finalized_features, True, False, 'finalized_features', _e8)
         tg.append((2, bytes(tb)))
     if o.zk_migration_ready:
         tb = bytearray()
@@ -339,11 +368,11 @@ def _e8(buf: bytearray, o: ApiVersionsResponse) -> None:
     write_tags(buf, tg, o.unknown_tags)
 
 
-def _d8(data: memoryview, pos: int) -> tuple[ApiVersionsResponse, int]:
-    x_error_code, = _S1.unpack_from(data, pos)
+def _d9(data: memoryview, pos: int) -> tuple[ApiVersionsResponse, int]:
+    x_error_code, = _S2.unpack_from(data, pos)
     pos += 2
-    x_api_keys, pos = read_array(data, pos, True, False, 'api_keys', _d5)
-    x_throttle_time_ms, = _S2.unpack_from(data, pos)
+    x_api_keys, pos = read_array(data, pos, True, False, 'api_keys', _d6)
+    x_throttle_time_ms, = _S0.unpack_from(data, pos)
     pos += 4
     x_tags: dict[int, bytes] | None = None
     kw: dict[str, Any] = {}
@@ -359,7 +388,7 @@ def _d8(data: memoryview, pos: int) -> tuple[ApiVersionsResponse, int]:
                 raise _trunc_tag(tag)
             if tag == 0:
                 sub = data[:end]
-                kw['supported_features'], pos = read_array(sub, pos, True, False, 'supported_features', _d6)
+                kw['supported_features'], pos = read_array(sub, pos, True, False, 'supported_features', _d7)
                 if pos != end:
                     raise _bad_tag(0, 'supported_features')
             elif tag == 1:
@@ -370,7 +399,7 @@ def _d8(data: memoryview, pos: int) -> tuple[ApiVersionsResponse, int]:
                     raise _bad_tag(1, 'finalized_features_epoch')
             elif tag == 2:
                 sub = data[:end]
-                kw['finalized_features'], pos = read_array(sub, pos, True, False, 'finalized_features', _d7)
+                kw['finalized_features'], pos = read_array(sub, pos, True, False, 'finalized_features', _d8)
                 if pos != end:
                     raise _bad_tag(2, 'finalized_features')
             elif tag == 3:
@@ -387,7 +416,7 @@ def _d8(data: memoryview, pos: int) -> tuple[ApiVersionsResponse, int]:
     return _C_ApiVersionsResponse(error_code=x_error_code, api_keys=x_api_keys, throttle_time_ms=x_throttle_time_ms, unknown_tags=x_tags, **kw), pos
 
 
-ApiVersionsRequest._ENCODERS = {0: _e0, 1: _e0, 2: _e0, 3: _e1, 4: _e1}
-ApiVersionsRequest._DECODERS = {0: _d0, 1: _d0, 2: _d0, 3: _d1, 4: _d1}
-ApiVersionsResponse._ENCODERS = {0: _e3, 1: _e4, 2: _e4, 3: _e8, 4: _e8}
-ApiVersionsResponse._DECODERS = {0: _d3, 1: _d4, 2: _d4, 3: _d8, 4: _d8}
+ApiVersionsRequest._ENCODERS = {0: _e0, 1: _e0, 2: _e0, 3: _e1, 4: _e1, 5: _e2}
+ApiVersionsRequest._DECODERS = {0: _d0, 1: _d0, 2: _d0, 3: _d1, 4: _d1, 5: _d2}
+ApiVersionsResponse._ENCODERS = {0: _e4, 1: _e5, 2: _e5, 3: _e9, 4: _e9, 5: _e9}
+ApiVersionsResponse._DECODERS = {0: _d4, 1: _d5, 2: _d5, 3: _d9, 4: _d9, 5: _d9}

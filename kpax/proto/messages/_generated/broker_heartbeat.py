@@ -52,16 +52,16 @@ _S1 = struct.Struct('>ih???')
 
 
 class BrokerHeartbeatRequest(Request):
-    """BrokerHeartbeatRequest (versions 0-1, flexible from v0)."""
+    """BrokerHeartbeatRequest (versions 0-2, flexible from v0)."""
 
     API_KEY: ClassVar[int] = 63
     API_NAME: ClassVar[str] = 'BrokerHeartbeat'
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 1
+    MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_VERSION: ClassVar[int | None] = 0
     RESPONSE: ClassVar[type[BrokerHeartbeatResponse]]
 
-    __slots__ = ('broker_id', 'broker_epoch', 'current_metadata_offset', 'want_fence', 'want_shut_down', 'offline_log_dirs')
+    __slots__ = ('broker_id', 'broker_epoch', 'current_metadata_offset', 'want_fence', 'want_shut_down', 'offline_log_dirs', 'cordoned_log_dirs')
 
     def __init__(
         self,
@@ -72,6 +72,7 @@ class BrokerHeartbeatRequest(Request):
         want_fence: bool = False,
         want_shut_down: bool = False,
         offline_log_dirs: list[uuid.UUID] = _DEFAULT,
+        cordoned_log_dirs: list[uuid.UUID] | None = None,
         unknown_tags: dict[int, bytes] | None = None,
     ) -> None:
         self.broker_id = broker_id
@@ -80,16 +81,17 @@ class BrokerHeartbeatRequest(Request):
         self.want_fence = want_fence
         self.want_shut_down = want_shut_down
         self.offline_log_dirs = [] if offline_log_dirs is _DEFAULT else offline_log_dirs
+        self.cordoned_log_dirs = cordoned_log_dirs
         self.unknown_tags = unknown_tags
 
 
 class BrokerHeartbeatResponse(Response):
-    """BrokerHeartbeatResponse (versions 0-1, flexible from v0)."""
+    """BrokerHeartbeatResponse (versions 0-2, flexible from v0)."""
 
     API_KEY: ClassVar[int] = 63
     API_NAME: ClassVar[str] = 'BrokerHeartbeat'
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 1
+    MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_VERSION: ClassVar[int | None] = 0
     REQUEST: ClassVar[type[BrokerHeartbeatRequest]]
 
@@ -124,6 +126,8 @@ def _e0(buf: bytearray, o: BrokerHeartbeatRequest) -> None:
     buf += _S0.pack(o.broker_id, o.broker_epoch, o.current_metadata_offset, o.want_fence, o.want_shut_down)
     if o.offline_log_dirs != []:
         raise _absent('offline_log_dirs', 'BrokerHeartbeatRequest', '1+')
+    if o.cordoned_log_dirs is not None:
+        raise _absent('cordoned_log_dirs', 'BrokerHeartbeatRequest', '2+')
     if o.unknown_tags:
         write_tags(buf, [], o.unknown_tags)
     else:
@@ -143,6 +147,8 @@ def _d0(data: memoryview, pos: int) -> tuple[BrokerHeartbeatRequest, int]:
 
 def _e1(buf: bytearray, o: BrokerHeartbeatRequest) -> None:
     buf += _S0.pack(o.broker_id, o.broker_epoch, o.current_metadata_offset, o.want_fence, o.want_shut_down)
+    if o.cordoned_log_dirs is not None:
+        raise _absent('cordoned_log_dirs', 'BrokerHeartbeatRequest', '2+')
     tg: list[tuple[int, bytes]] = []
     if o.offline_log_dirs != []:
         tb = bytearray()
@@ -179,7 +185,54 @@ def _d1(data: memoryview, pos: int) -> tuple[BrokerHeartbeatRequest, int]:
     return _C_BrokerHeartbeatRequest(broker_id=x_broker_id, broker_epoch=x_broker_epoch, current_metadata_offset=x_current_metadata_offset, want_fence=x_want_fence, want_shut_down=x_want_shut_down, unknown_tags=x_tags, **kw), pos
 
 
-def _e2(buf: bytearray, o: BrokerHeartbeatResponse) -> None:
+def _e2(buf: bytearray, o: BrokerHeartbeatRequest) -> None:
+    buf += _S0.pack(o.broker_id, o.broker_epoch, o.current_metadata_offset, o.want_fence, o.want_shut_down)
+    tg: list[tuple[int, bytes]] = []
+    if o.offline_log_dirs != []:
+        tb = bytearray()
+        write_array(tb, o.offline_log_dirs, True, False, 'offline_log_dirs', write_uuid)
+        tg.append((0, bytes(tb)))
+    if o.cordoned_log_dirs is not None:
+        tb = bytearray()
+        write_array(tb, o.cordoned_log_dirs, True, True, 'cordoned_log_dirs', write_uuid)
+        tg.append((1, bytes(tb)))
+    write_tags(buf, tg, o.unknown_tags)
+
+
+def _d2(data: memoryview, pos: int) -> tuple[BrokerHeartbeatRequest, int]:
+    x_broker_id, x_broker_epoch, x_current_metadata_offset, x_want_fence, x_want_shut_down = _S0.unpack_from(data, pos)
+    pos += 22
+    x_tags: dict[int, bytes] | None = None
+    kw: dict[str, Any] = {}
+    if data[pos] == 0:
+        pos += 1
+    else:
+        n, pos = read_uvarint(data, pos)
+        for _ in range(n):
+            tag, pos = read_uvarint(data, pos)
+            size, pos = read_uvarint(data, pos)
+            end = pos + size
+            if end > len(data):
+                raise _trunc_tag(tag)
+            if tag == 0:
+                sub = data[:end]
+                kw['offline_log_dirs'], pos = read_array(sub, pos, True, False, 'offline_log_dirs', read_uuid)
+                if pos != end:
+                    raise _bad_tag(0, 'offline_log_dirs')
+            elif tag == 1:
+                sub = data[:end]
+                kw['cordoned_log_dirs'], pos = read_array(sub, pos, True, True, 'cordoned_log_dirs', read_uuid)
+                if pos != end:
+                    raise _bad_tag(1, 'cordoned_log_dirs')
+            else:
+                if x_tags is None:
+                    x_tags = {}
+                x_tags[tag] = bytes(data[pos:end])
+            pos = end
+    return _C_BrokerHeartbeatRequest(broker_id=x_broker_id, broker_epoch=x_broker_epoch, current_metadata_offset=x_current_metadata_offset, want_fence=x_want_fence, want_shut_down=x_want_shut_down, unknown_tags=x_tags, **kw), pos
+
+
+def _e3(buf: bytearray, o: BrokerHeartbeatResponse) -> None:
     buf += _S1.pack(o.throttle_time_ms, o.error_code, o.is_caught_up, o.is_fenced, o.should_shut_down)
     if o.unknown_tags:
         write_tags(buf, [], o.unknown_tags)
@@ -187,7 +240,7 @@ def _e2(buf: bytearray, o: BrokerHeartbeatResponse) -> None:
         buf.append(0)
 
 
-def _d2(data: memoryview, pos: int) -> tuple[BrokerHeartbeatResponse, int]:
+def _d3(data: memoryview, pos: int) -> tuple[BrokerHeartbeatResponse, int]:
     x_throttle_time_ms, x_error_code, x_is_caught_up, x_is_fenced, x_should_shut_down = _S1.unpack_from(data, pos)
     pos += 9
     if data[pos] == 0:
@@ -198,7 +251,7 @@ def _d2(data: memoryview, pos: int) -> tuple[BrokerHeartbeatResponse, int]:
     return _C_BrokerHeartbeatResponse(throttle_time_ms=x_throttle_time_ms, error_code=x_error_code, is_caught_up=x_is_caught_up, is_fenced=x_is_fenced, should_shut_down=x_should_shut_down, unknown_tags=x_tags), pos
 
 
-BrokerHeartbeatRequest._ENCODERS = {0: _e0, 1: _e1}
-BrokerHeartbeatRequest._DECODERS = {0: _d0, 1: _d1}
-BrokerHeartbeatResponse._ENCODERS = {0: _e2, 1: _e2}
-BrokerHeartbeatResponse._DECODERS = {0: _d2, 1: _d2}
+BrokerHeartbeatRequest._ENCODERS = {0: _e0, 1: _e1, 2: _e2}
+BrokerHeartbeatRequest._DECODERS = {0: _d0, 1: _d1, 2: _d2}
+BrokerHeartbeatResponse._ENCODERS = {0: _e3, 1: _e3, 2: _e3}
+BrokerHeartbeatResponse._DECODERS = {0: _d3, 1: _d3, 2: _d3}

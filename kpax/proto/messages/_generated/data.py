@@ -45,16 +45,43 @@ from kpax.proto.primitives import (
     write_uuid,
 )
 
-__all__ = ['ConsumerProtocolAssignment', 'ConsumerProtocolSubscription', 'DefaultPrincipalData', 'EndTxnMarker', 'KRaftVersionRecord', 'LeaderChangeMessage', 'SnapshotFooterRecord', 'SnapshotHeaderRecord', 'VotersRecord']
+__all__ = ['AbortedTxn', 'ConsumerProtocolAssignment', 'ConsumerProtocolSubscription', 'ControlRecordTypeSchema', 'DefaultPrincipalData', 'EndTxnMarker', 'KRaftVersionRecord', 'LeaderChangeMessage', 'SnapshotFooterRecord', 'SnapshotHeaderRecord', 'VotersRecord']
 
-_S0 = struct.Struct('>i')
-_S1 = struct.Struct('>?')
-_S2 = struct.Struct('>hh')
-_S3 = struct.Struct('>hi')
-_S4 = struct.Struct('>i16s')
-_S5 = struct.Struct('>h')
-_S6 = struct.Struct('>hq')
-_S7 = struct.Struct('>H')
+_S0 = struct.Struct('>qqqq')
+_S1 = struct.Struct('>i')
+_S2 = struct.Struct('>h')
+_S3 = struct.Struct('>?')
+_S4 = struct.Struct('>hh')
+_S5 = struct.Struct('>hi')
+_S6 = struct.Struct('>i16s')
+_S7 = struct.Struct('>hq')
+_S8 = struct.Struct('>H')
+
+
+class AbortedTxn(Data):
+    """AbortedTxn (versions 0, never flexible)."""
+
+    API_NAME: ClassVar[str] = 'AbortedTxn'
+    MIN_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 0
+    FLEXIBLE_VERSION: ClassVar[int | None] = None
+
+    __slots__ = ('producer_id', 'first_offset', 'last_offset', 'last_stable_offset')
+
+    def __init__(
+        self,
+        *,
+        producer_id: int = 0,
+        first_offset: int = 0,
+        last_offset: int = 0,
+        last_stable_offset: int = 0,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None:
+        self.producer_id = producer_id
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+        self.last_stable_offset = last_stable_offset
+        self.unknown_tags = unknown_tags
 
 
 class ConsumerProtocolAssignment(Data):
@@ -145,6 +172,26 @@ class ConsumerProtocolSubscription(Data):
     def owned_partitions_by_topic(self) -> dict[str, ConsumerProtocolSubscription.TopicPartition]:
         """The elements of ``owned_partitions`` by its topic."""
         return {e.topic: e for e in self.owned_partitions or ()}
+
+
+class ControlRecordTypeSchema(Data):
+    """ControlRecordTypeSchema (versions 0, never flexible)."""
+
+    API_NAME: ClassVar[str] = 'ControlRecordTypeSchema'
+    MIN_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 0
+    FLEXIBLE_VERSION: ClassVar[int | None] = None
+
+    __slots__ = ('type',)
+
+    def __init__(
+        self,
+        *,
+        type: int = 0,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None:
+        self.type = type
+        self.unknown_tags = unknown_tags
 
 
 class DefaultPrincipalData(Data):
@@ -377,10 +424,12 @@ class VotersRecord(Data):
         self.unknown_tags = unknown_tags
 
 
+_C_AbortedTxn = AbortedTxn
 _C_ConsumerProtocolAssignment_TopicPartition = ConsumerProtocolAssignment.TopicPartition
 _C_ConsumerProtocolAssignment = ConsumerProtocolAssignment
 _C_ConsumerProtocolSubscription_TopicPartition = ConsumerProtocolSubscription.TopicPartition
 _C_ConsumerProtocolSubscription = ConsumerProtocolSubscription
+_C_ControlRecordTypeSchema = ControlRecordTypeSchema
 _C_DefaultPrincipalData = DefaultPrincipalData
 _C_EndTxnMarker = EndTxnMarker
 _C_KRaftVersionRecord = KRaftVersionRecord
@@ -394,111 +443,131 @@ _C_VotersRecord_Voter = VotersRecord.Voter
 _C_VotersRecord = VotersRecord
 
 
-def _e0(buf: bytearray, o: ConsumerProtocolAssignment.TopicPartition) -> None:
+def _e0(buf: bytearray, o: AbortedTxn) -> None:
+    buf += _S0.pack(o.producer_id, o.first_offset, o.last_offset, o.last_stable_offset)
+
+
+def _d0(data: memoryview, pos: int) -> tuple[AbortedTxn, int]:
+    x_producer_id, x_first_offset, x_last_offset, x_last_stable_offset = _S0.unpack_from(data, pos)
+    pos += 32
+    return _C_AbortedTxn(producer_id=x_producer_id, first_offset=x_first_offset, last_offset=x_last_offset, last_stable_offset=x_last_stable_offset), pos
+
+
+def _e1(buf: bytearray, o: ConsumerProtocolAssignment.TopicPartition) -> None:
     write_str(buf, o.topic, False, False, 'topic')
     write_fixed_array(buf, o.partitions, False, False, 'partitions', 'i')
 
 
-def _d0(data: memoryview, pos: int) -> tuple[ConsumerProtocolAssignment.TopicPartition, int]:
+def _d1(data: memoryview, pos: int) -> tuple[ConsumerProtocolAssignment.TopicPartition, int]:
     x_topic, pos = read_str(data, pos, False, False, 'topic')
     x_partitions, pos = read_fixed_array(data, pos, False, False, 'partitions', 'i', 4)
     return _C_ConsumerProtocolAssignment_TopicPartition(topic=x_topic, partitions=x_partitions), pos
 
 
-def _e1(buf: bytearray, o: ConsumerProtocolAssignment) -> None:
-    write_array(buf, o.assigned_partitions, False, False, 'assigned_partitions', _e0)
+def _e2(buf: bytearray, o: ConsumerProtocolAssignment) -> None:
+    write_array(buf, o.assigned_partitions, False, False, 'assigned_partitions', _e1)
     write_bytes(buf, o.user_data, False, True, 'user_data')
 
 
-def _d1(data: memoryview, pos: int) -> tuple[ConsumerProtocolAssignment, int]:
-    x_assigned_partitions, pos = read_array(data, pos, False, False, 'assigned_partitions', _d0)
+def _d2(data: memoryview, pos: int) -> tuple[ConsumerProtocolAssignment, int]:
+    x_assigned_partitions, pos = read_array(data, pos, False, False, 'assigned_partitions', _d1)
     x_user_data, pos = read_bytes(data, pos, False, True, 'user_data')
     return _C_ConsumerProtocolAssignment(assigned_partitions=x_assigned_partitions, user_data=x_user_data), pos
 
 
-def _e2(buf: bytearray, o: ConsumerProtocolSubscription) -> None:
+def _e3(buf: bytearray, o: ConsumerProtocolSubscription) -> None:
     write_array(buf, o.topics, False, False, 'topics', _wstr_n)
     write_bytes(buf, o.user_data, False, True, 'user_data')
 
 
-def _d2(data: memoryview, pos: int) -> tuple[ConsumerProtocolSubscription, int]:
+def _d3(data: memoryview, pos: int) -> tuple[ConsumerProtocolSubscription, int]:
     x_topics, pos = read_array(data, pos, False, False, 'topics', _rstr_n)
     x_user_data, pos = read_bytes(data, pos, False, True, 'user_data')
     return _C_ConsumerProtocolSubscription(topics=x_topics, user_data=x_user_data), pos
 
 
-def _e3(buf: bytearray, o: ConsumerProtocolSubscription.TopicPartition) -> None:
+def _e4(buf: bytearray, o: ConsumerProtocolSubscription.TopicPartition) -> None:
     write_str(buf, o.topic, False, False, 'topic')
     write_fixed_array(buf, o.partitions, False, False, 'partitions', 'i')
 
 
-def _d3(data: memoryview, pos: int) -> tuple[ConsumerProtocolSubscription.TopicPartition, int]:
+def _d4(data: memoryview, pos: int) -> tuple[ConsumerProtocolSubscription.TopicPartition, int]:
     x_topic, pos = read_str(data, pos, False, False, 'topic')
     x_partitions, pos = read_fixed_array(data, pos, False, False, 'partitions', 'i', 4)
     return _C_ConsumerProtocolSubscription_TopicPartition(topic=x_topic, partitions=x_partitions), pos
 
 
-def _e4(buf: bytearray, o: ConsumerProtocolSubscription) -> None:
-    write_array(buf, o.topics, False, False, 'topics', _wstr_n)
-    write_bytes(buf, o.user_data, False, True, 'user_data')
-    write_array(buf, o.owned_partitions, False, False, 'owned_partitions', _e3)
-
-
-def _d4(data: memoryview, pos: int) -> tuple[ConsumerProtocolSubscription, int]:
-    x_topics, pos = read_array(data, pos, False, False, 'topics', _rstr_n)
-    x_user_data, pos = read_bytes(data, pos, False, True, 'user_data')
-    x_owned_partitions, pos = read_array(data, pos, False, False, 'owned_partitions', _d3)
-    return _C_ConsumerProtocolSubscription(topics=x_topics, user_data=x_user_data, owned_partitions=x_owned_partitions), pos
-
-
 def _e5(buf: bytearray, o: ConsumerProtocolSubscription) -> None:
     write_array(buf, o.topics, False, False, 'topics', _wstr_n)
     write_bytes(buf, o.user_data, False, True, 'user_data')
-    write_array(buf, o.owned_partitions, False, False, 'owned_partitions', _e3)
-    buf += _S0.pack(o.generation_id)
+    write_array(buf, o.owned_partitions, False, False, 'owned_partitions', _e4)
 
 
 def _d5(data: memoryview, pos: int) -> tuple[ConsumerProtocolSubscription, int]:
     x_topics, pos = read_array(data, pos, False, False, 'topics', _rstr_n)
     x_user_data, pos = read_bytes(data, pos, False, True, 'user_data')
-    x_owned_partitions, pos = read_array(data, pos, False, False, 'owned_partitions', _d3)
-    x_generation_id, = _S0.unpack_from(data, pos)
-    pos += 4
-    return _C_ConsumerProtocolSubscription(topics=x_topics, user_data=x_user_data, owned_partitions=x_owned_partitions, generation_id=x_generation_id), pos
+    x_owned_partitions, pos = read_array(data, pos, False, False, 'owned_partitions', _d4)
+    return _C_ConsumerProtocolSubscription(topics=x_topics, user_data=x_user_data, owned_partitions=x_owned_partitions), pos
 
 
 def _e6(buf: bytearray, o: ConsumerProtocolSubscription) -> None:
     write_array(buf, o.topics, False, False, 'topics', _wstr_n)
     write_bytes(buf, o.user_data, False, True, 'user_data')
-    write_array(buf, o.owned_partitions, False, False, 'owned_partitions', _e3)
-    buf += _S0.pack(o.generation_id)
-    write_str(buf, o.rack_id, False, True, 'rack_id')
+    write_array(buf, o.owned_partitions, False, False, 'owned_partitions', _e4)
+    buf += _S1.pack(o.generation_id)
 
 
 def _d6(data: memoryview, pos: int) -> tuple[ConsumerProtocolSubscription, int]:
     x_topics, pos = read_array(data, pos, False, False, 'topics', _rstr_n)
     x_user_data, pos = read_bytes(data, pos, False, True, 'user_data')
-    x_owned_partitions, pos = read_array(data, pos, False, False, 'owned_partitions', _d3)
-    x_generation_id, = _S0.unpack_from(data, pos)
+    x_owned_partitions, pos = read_array(data, pos, False, False, 'owned_partitions', _d4)
+    x_generation_id, = _S1.unpack_from(data, pos)
+    pos += 4
+    return _C_ConsumerProtocolSubscription(topics=x_topics, user_data=x_user_data, owned_partitions=x_owned_partitions, generation_id=x_generation_id), pos
+
+
+def _e7(buf: bytearray, o: ConsumerProtocolSubscription) -> None:
+    write_array(buf, o.topics, False, False, 'topics', _wstr_n)
+    write_bytes(buf, o.user_data, False, True, 'user_data')
+    write_array(buf, o.owned_partitions, False, False, 'owned_partitions', _e4)
+    buf += _S1.pack(o.generation_id)
+    write_str(buf, o.rack_id, False, True, 'rack_id')
+
+
+def _d7(data: memoryview, pos: int) -> tuple[ConsumerProtocolSubscription, int]:
+    x_topics, pos = read_array(data, pos, False, False, 'topics', _rstr_n)
+    x_user_data, pos = read_bytes(data, pos, False, True, 'user_data')
+    x_owned_partitions, pos = read_array(data, pos, False, False, 'owned_partitions', _d4)
+    x_generation_id, = _S1.unpack_from(data, pos)
     pos += 4
     x_rack_id, pos = read_str(data, pos, False, True, 'rack_id')
     return _C_ConsumerProtocolSubscription(topics=x_topics, user_data=x_user_data, owned_partitions=x_owned_partitions, generation_id=x_generation_id, rack_id=x_rack_id), pos
 
 
-def _e7(buf: bytearray, o: DefaultPrincipalData) -> None:
+def _e8(buf: bytearray, o: ControlRecordTypeSchema) -> None:
+    buf += _S2.pack(o.type)
+
+
+def _d8(data: memoryview, pos: int) -> tuple[ControlRecordTypeSchema, int]:
+    x_type, = _S2.unpack_from(data, pos)
+    pos += 2
+    return _C_ControlRecordTypeSchema(type=x_type), pos
+
+
+def _e9(buf: bytearray, o: DefaultPrincipalData) -> None:
     write_str(buf, o.type, True, False, 'type')
     write_str(buf, o.name, True, False, 'name')
-    buf += _S1.pack(o.token_authenticated)
+    buf += _S3.pack(o.token_authenticated)
     if o.unknown_tags:
         write_tags(buf, [], o.unknown_tags)
     else:
         buf.append(0)
 
 
-def _d7(data: memoryview, pos: int) -> tuple[DefaultPrincipalData, int]:
+def _d9(data: memoryview, pos: int) -> tuple[DefaultPrincipalData, int]:
     x_type, pos = read_str(data, pos, True, False, 'type')
     x_name, pos = read_str(data, pos, True, False, 'name')
-    x_token_authenticated, = _S1.unpack_from(data, pos)
+    x_token_authenticated, = _S3.unpack_from(data, pos)
     pos += 1
     if data[pos] == 0:
         x_tags = None
@@ -508,26 +577,26 @@ def _d7(data: memoryview, pos: int) -> tuple[DefaultPrincipalData, int]:
     return _C_DefaultPrincipalData(type=x_type, name=x_name, token_authenticated=x_token_authenticated, unknown_tags=x_tags), pos
 
 
-def _e8(buf: bytearray, o: EndTxnMarker) -> None:
-    buf += _S0.pack(o.coordinator_epoch)
+def _e10(buf: bytearray, o: EndTxnMarker) -> None:
+    buf += _S1.pack(o.coordinator_epoch)
 
 
-def _d8(data: memoryview, pos: int) -> tuple[EndTxnMarker, int]:
-    x_coordinator_epoch, = _S0.unpack_from(data, pos)
+def _d10(data: memoryview, pos: int) -> tuple[EndTxnMarker, int]:
+    x_coordinator_epoch, = _S1.unpack_from(data, pos)
     pos += 4
     return _C_EndTxnMarker(coordinator_epoch=x_coordinator_epoch), pos
 
 
-def _e9(buf: bytearray, o: KRaftVersionRecord) -> None:
-    buf += _S2.pack(o.version, o.k_raft_version)
+def _e11(buf: bytearray, o: KRaftVersionRecord) -> None:
+    buf += _S4.pack(o.version, o.k_raft_version)
     if o.unknown_tags:
         write_tags(buf, [], o.unknown_tags)
     else:
         buf.append(0)
 
 
-def _d9(data: memoryview, pos: int) -> tuple[KRaftVersionRecord, int]:
-    x_version, x_k_raft_version = _S2.unpack_from(data, pos)
+def _d11(data: memoryview, pos: int) -> tuple[KRaftVersionRecord, int]:
+    x_version, x_k_raft_version = _S4.unpack_from(data, pos)
     pos += 4
     if data[pos] == 0:
         x_tags = None
@@ -537,8 +606,8 @@ def _d9(data: memoryview, pos: int) -> tuple[KRaftVersionRecord, int]:
     return _C_KRaftVersionRecord(version=x_version, k_raft_version=x_k_raft_version, unknown_tags=x_tags), pos
 
 
-def _e10(buf: bytearray, o: LeaderChangeMessage.Voter) -> None:
-    buf += _S0.pack(o.voter_id)
+def _e12(buf: bytearray, o: LeaderChangeMessage.Voter) -> None:
+    buf += _S1.pack(o.voter_id)
     if o.voter_directory_id != ZERO_UUID:
         raise _absent('voter_directory_id', 'LeaderChangeMessage.Voter', '1+')
     if o.unknown_tags:
@@ -547,8 +616,8 @@ def _e10(buf: bytearray, o: LeaderChangeMessage.Voter) -> None:
         buf.append(0)
 
 
-def _d10(data: memoryview, pos: int) -> tuple[LeaderChangeMessage.Voter, int]:
-    x_voter_id, = _S0.unpack_from(data, pos)
+def _d12(data: memoryview, pos: int) -> tuple[LeaderChangeMessage.Voter, int]:
+    x_voter_id, = _S1.unpack_from(data, pos)
     pos += 4
     if data[pos] == 0:
         x_tags = None
@@ -558,51 +627,8 @@ def _d10(data: memoryview, pos: int) -> tuple[LeaderChangeMessage.Voter, int]:
     return _C_LeaderChangeMessage_Voter(voter_id=x_voter_id, unknown_tags=x_tags), pos
 
 
-def _e11(buf: bytearray, o: LeaderChangeMessage) -> None:
-    buf += _S3.pack(o.version, o.leader_id)
-    write_array(buf, o.voters, True, False, 'voters', _e10)
-    write_array(buf, o.granting_voters, True, False, 'granting_voters', _e10)
-    if o.unknown_tags:
-        write_tags(buf, [], o.unknown_tags)
-    else:
-        buf.append(0)
-
-
-def _d11(data: memoryview, pos: int) -> tuple[LeaderChangeMessage, int]:
-    x_version, x_leader_id = _S3.unpack_from(data, pos)
-    pos += 6
-    x_voters, pos = read_array(data, pos, True, False, 'voters', _d10)
-    x_granting_voters, pos = read_array(data, pos, True, False, 'granting_voters', _d10)
-    if data[pos] == 0:
-        x_tags = None
-        pos += 1
-    else:
-        x_tags, pos = read_tags(data, pos)
-    return _C_LeaderChangeMessage(version=x_version, leader_id=x_leader_id, voters=x_voters, granting_voters=x_granting_voters, unknown_tags=x_tags), pos
-
-
-def _e12(buf: bytearray, o: LeaderChangeMessage.Voter) -> None:
-    buf += _S4.pack(o.voter_id, o.voter_directory_id.bytes)
-    if o.unknown_tags:
-        write_tags(buf, [], o.unknown_tags)
-    else:
-        buf.append(0)
-
-
-def _d12(data: memoryview, pos: int) -> tuple[LeaderChangeMessage.Voter, int]:
-    x_voter_id, x_voter_directory_id = _S4.unpack_from(data, pos)
-    pos += 20
-    x_voter_directory_id = _uuid_b(x_voter_directory_id)
-    if data[pos] == 0:
-        x_tags = None
-        pos += 1
-    else:
-        x_tags, pos = read_tags(data, pos)
-    return _C_LeaderChangeMessage_Voter(voter_id=x_voter_id, voter_directory_id=x_voter_directory_id, unknown_tags=x_tags), pos
-
-
 def _e13(buf: bytearray, o: LeaderChangeMessage) -> None:
-    buf += _S3.pack(o.version, o.leader_id)
+    buf += _S5.pack(o.version, o.leader_id)
     write_array(buf, o.voters, True, False, 'voters', _e12)
     write_array(buf, o.granting_voters, True, False, 'granting_voters', _e12)
     if o.unknown_tags:
@@ -612,7 +638,7 @@ def _e13(buf: bytearray, o: LeaderChangeMessage) -> None:
 
 
 def _d13(data: memoryview, pos: int) -> tuple[LeaderChangeMessage, int]:
-    x_version, x_leader_id = _S3.unpack_from(data, pos)
+    x_version, x_leader_id = _S5.unpack_from(data, pos)
     pos += 6
     x_voters, pos = read_array(data, pos, True, False, 'voters', _d12)
     x_granting_voters, pos = read_array(data, pos, True, False, 'granting_voters', _d12)
@@ -624,16 +650,59 @@ def _d13(data: memoryview, pos: int) -> tuple[LeaderChangeMessage, int]:
     return _C_LeaderChangeMessage(version=x_version, leader_id=x_leader_id, voters=x_voters, granting_voters=x_granting_voters, unknown_tags=x_tags), pos
 
 
-def _e14(buf: bytearray, o: SnapshotFooterRecord) -> None:
-    buf += _S5.pack(o.version)
+def _e14(buf: bytearray, o: LeaderChangeMessage.Voter) -> None:
+    buf += _S6.pack(o.voter_id, o.voter_directory_id.bytes)
     if o.unknown_tags:
         write_tags(buf, [], o.unknown_tags)
     else:
         buf.append(0)
 
 
-def _d14(data: memoryview, pos: int) -> tuple[SnapshotFooterRecord, int]:
-    x_version, = _S5.unpack_from(data, pos)
+def _d14(data: memoryview, pos: int) -> tuple[LeaderChangeMessage.Voter, int]:
+    x_voter_id, x_voter_directory_id = _S6.unpack_from(data, pos)
+    pos += 20
+    x_voter_directory_id = _uuid_b(x_voter_directory_id)
+    if data[pos] == 0:
+        x_tags = None
+        pos += 1
+    else:
+        x_tags, pos = read_tags(data, pos)
+    return _C_LeaderChangeMessage_Voter(voter_id=x_voter_id, voter_directory_id=x_voter_directory_id, unknown_tags=x_tags), pos
+
+
+def _e15(buf: bytearray, o: LeaderChangeMessage) -> None:
+    buf += _S5.pack(o.version, o.leader_id)
+    write_array(buf, o.voters, True, False, 'voters', _e14)
+    write_array(buf, o.granting_voters, True, False, 'granting_voters', _e14)
+    if o.unknown_tags:
+        write_tags(buf, [], o.unknown_tags)
+    else:
+        buf.append(0)
+
+
+def _d15(data: memoryview, pos: int) -> tuple[LeaderChangeMessage, int]:
+    x_version, x_leader_id = _S5.unpack_from(data, pos)
+    pos += 6
+    x_voters, pos = read_array(data, pos, True, False, 'voters', _d14)
+    x_granting_voters, pos = read_array(data, pos, True, False, 'granting_voters', _d14)
+    if data[pos] == 0:
+        x_tags = None
+        pos += 1
+    else:
+        x_tags, pos = read_tags(data, pos)
+    return _C_LeaderChangeMessage(version=x_version, leader_id=x_leader_id, voters=x_voters, granting_voters=x_granting_voters, unknown_tags=x_tags), pos
+
+
+def _e16(buf: bytearray, o: SnapshotFooterRecord) -> None:
+    buf += _S2.pack(o.version)
+    if o.unknown_tags:
+        write_tags(buf, [], o.unknown_tags)
+    else:
+        buf.append(0)
+
+
+def _d16(data: memoryview, pos: int) -> tuple[SnapshotFooterRecord, int]:
+    x_version, = _S2.unpack_from(data, pos)
     pos += 2
     if data[pos] == 0:
         x_tags = None
@@ -643,16 +712,16 @@ def _d14(data: memoryview, pos: int) -> tuple[SnapshotFooterRecord, int]:
     return _C_SnapshotFooterRecord(version=x_version, unknown_tags=x_tags), pos
 
 
-def _e15(buf: bytearray, o: SnapshotHeaderRecord) -> None:
-    buf += _S6.pack(o.version, o.last_contained_log_timestamp)
+def _e17(buf: bytearray, o: SnapshotHeaderRecord) -> None:
+    buf += _S7.pack(o.version, o.last_contained_log_timestamp)
     if o.unknown_tags:
         write_tags(buf, [], o.unknown_tags)
     else:
         buf.append(0)
 
 
-def _d15(data: memoryview, pos: int) -> tuple[SnapshotHeaderRecord, int]:
-    x_version, x_last_contained_log_timestamp = _S6.unpack_from(data, pos)
+def _d17(data: memoryview, pos: int) -> tuple[SnapshotHeaderRecord, int]:
+    x_version, x_last_contained_log_timestamp = _S7.unpack_from(data, pos)
     pos += 10
     if data[pos] == 0:
         x_tags = None
@@ -662,20 +731,20 @@ def _d15(data: memoryview, pos: int) -> tuple[SnapshotHeaderRecord, int]:
     return _C_SnapshotHeaderRecord(version=x_version, last_contained_log_timestamp=x_last_contained_log_timestamp, unknown_tags=x_tags), pos
 
 
-def _e16(buf: bytearray, o: VotersRecord.Endpoint) -> None:
+def _e18(buf: bytearray, o: VotersRecord.Endpoint) -> None:
     write_str(buf, o.name, True, False, 'name')
     write_str(buf, o.host, True, False, 'host')
-    buf += _S7.pack(o.port)
+    buf += _S8.pack(o.port)
     if o.unknown_tags:
         write_tags(buf, [], o.unknown_tags)
     else:
         buf.append(0)
 
 
-def _d16(data: memoryview, pos: int) -> tuple[VotersRecord.Endpoint, int]:
+def _d18(data: memoryview, pos: int) -> tuple[VotersRecord.Endpoint, int]:
     x_name, pos = read_str(data, pos, True, False, 'name')
     x_host, pos = read_str(data, pos, True, False, 'host')
-    x_port, = _S7.unpack_from(data, pos)
+    x_port, = _S8.unpack_from(data, pos)
     pos += 2
     if data[pos] == 0:
         x_tags = None
@@ -685,16 +754,16 @@ def _d16(data: memoryview, pos: int) -> tuple[VotersRecord.Endpoint, int]:
     return _C_VotersRecord_Endpoint(name=x_name, host=x_host, port=x_port, unknown_tags=x_tags), pos
 
 
-def _e17(buf: bytearray, o: VotersRecord.KRaftVersionFeature) -> None:
-    buf += _S2.pack(o.min_supported_version, o.max_supported_version)
+def _e19(buf: bytearray, o: VotersRecord.KRaftVersionFeature) -> None:
+    buf += _S4.pack(o.min_supported_version, o.max_supported_version)
     if o.unknown_tags:
         write_tags(buf, [], o.unknown_tags)
     else:
         buf.append(0)
 
 
-def _d17(data: memoryview, pos: int) -> tuple[VotersRecord.KRaftVersionFeature, int]:
-    x_min_supported_version, x_max_supported_version = _S2.unpack_from(data, pos)
+def _d19(data: memoryview, pos: int) -> tuple[VotersRecord.KRaftVersionFeature, int]:
+    x_min_supported_version, x_max_supported_version = _S4.unpack_from(data, pos)
     pos += 4
     if data[pos] == 0:
         x_tags = None
@@ -704,22 +773,22 @@ def _d17(data: memoryview, pos: int) -> tuple[VotersRecord.KRaftVersionFeature, 
     return _C_VotersRecord_KRaftVersionFeature(min_supported_version=x_min_supported_version, max_supported_version=x_max_supported_version, unknown_tags=x_tags), pos
 
 
-def _e18(buf: bytearray, o: VotersRecord.Voter) -> None:
-    buf += _S4.pack(o.voter_id, o.voter_directory_id.bytes)
-    write_array(buf, o.endpoints, True, False, 'endpoints', _e16)
-    _e17(buf, o.k_raft_version_feature)
+def _e20(buf: bytearray, o: VotersRecord.Voter) -> None:
+    buf += _S6.pack(o.voter_id, o.voter_directory_id.bytes)
+    write_array(buf, o.endpoints, True, False, 'endpoints', _e18)
+    _e19(buf, o.k_raft_version_feature)
     if o.unknown_tags:
         write_tags(buf, [], o.unknown_tags)
     else:
         buf.append(0)
 
 
-def _d18(data: memoryview, pos: int) -> tuple[VotersRecord.Voter, int]:
-    x_voter_id, x_voter_directory_id = _S4.unpack_from(data, pos)
+def _d20(data: memoryview, pos: int) -> tuple[VotersRecord.Voter, int]:
+    x_voter_id, x_voter_directory_id = _S6.unpack_from(data, pos)
     pos += 20
     x_voter_directory_id = _uuid_b(x_voter_directory_id)
-    x_endpoints, pos = read_array(data, pos, True, False, 'endpoints', _d16)
-    x_k_raft_version_feature, pos = _d17(data, pos)
+    x_endpoints, pos = read_array(data, pos, True, False, 'endpoints', _d18)
+    x_k_raft_version_feature, pos = _d19(data, pos)
     if data[pos] == 0:
         x_tags = None
         pos += 1
@@ -728,19 +797,19 @@ def _d18(data: memoryview, pos: int) -> tuple[VotersRecord.Voter, int]:
     return _C_VotersRecord_Voter(voter_id=x_voter_id, voter_directory_id=x_voter_directory_id, endpoints=x_endpoints, k_raft_version_feature=x_k_raft_version_feature, unknown_tags=x_tags), pos
 
 
-def _e19(buf: bytearray, o: VotersRecord) -> None:
-    buf += _S5.pack(o.version)
-    write_array(buf, o.voters, True, False, 'voters', _e18)
+def _e21(buf: bytearray, o: VotersRecord) -> None:
+    buf += _S2.pack(o.version)
+    write_array(buf, o.voters, True, False, 'voters', _e20)
     if o.unknown_tags:
         write_tags(buf, [], o.unknown_tags)
     else:
         buf.append(0)
 
 
-def _d19(data: memoryview, pos: int) -> tuple[VotersRecord, int]:
-    x_version, = _S5.unpack_from(data, pos)
+def _d21(data: memoryview, pos: int) -> tuple[VotersRecord, int]:
+    x_version, = _S2.unpack_from(data, pos)
     pos += 2
-    x_voters, pos = read_array(data, pos, True, False, 'voters', _d18)
+    x_voters, pos = read_array(data, pos, True, False, 'voters', _d20)
     if data[pos] == 0:
         x_tags = None
         pos += 1
@@ -749,21 +818,25 @@ def _d19(data: memoryview, pos: int) -> tuple[VotersRecord, int]:
     return _C_VotersRecord(version=x_version, voters=x_voters, unknown_tags=x_tags), pos
 
 
-ConsumerProtocolAssignment._ENCODERS = {0: _e1, 1: _e1, 2: _e1, 3: _e1}
-ConsumerProtocolAssignment._DECODERS = {0: _d1, 1: _d1, 2: _d1, 3: _d1}
-ConsumerProtocolSubscription._ENCODERS = {0: _e2, 1: _e4, 2: _e5, 3: _e6}
-ConsumerProtocolSubscription._DECODERS = {0: _d2, 1: _d4, 2: _d5, 3: _d6}
-DefaultPrincipalData._ENCODERS = {0: _e7}
-DefaultPrincipalData._DECODERS = {0: _d7}
-EndTxnMarker._ENCODERS = {0: _e8}
-EndTxnMarker._DECODERS = {0: _d8}
-KRaftVersionRecord._ENCODERS = {0: _e9}
-KRaftVersionRecord._DECODERS = {0: _d9}
-LeaderChangeMessage._ENCODERS = {0: _e11, 1: _e13}
-LeaderChangeMessage._DECODERS = {0: _d11, 1: _d13}
-SnapshotFooterRecord._ENCODERS = {0: _e14}
-SnapshotFooterRecord._DECODERS = {0: _d14}
-SnapshotHeaderRecord._ENCODERS = {0: _e15}
-SnapshotHeaderRecord._DECODERS = {0: _d15}
-VotersRecord._ENCODERS = {0: _e19}
-VotersRecord._DECODERS = {0: _d19}
+AbortedTxn._ENCODERS = {0: _e0}
+AbortedTxn._DECODERS = {0: _d0}
+ConsumerProtocolAssignment._ENCODERS = {0: _e2, 1: _e2, 2: _e2, 3: _e2}
+ConsumerProtocolAssignment._DECODERS = {0: _d2, 1: _d2, 2: _d2, 3: _d2}
+ConsumerProtocolSubscription._ENCODERS = {0: _e3, 1: _e5, 2: _e6, 3: _e7}
+ConsumerProtocolSubscription._DECODERS = {0: _d3, 1: _d5, 2: _d6, 3: _d7}
+ControlRecordTypeSchema._ENCODERS = {0: _e8}
+ControlRecordTypeSchema._DECODERS = {0: _d8}
+DefaultPrincipalData._ENCODERS = {0: _e9}
+DefaultPrincipalData._DECODERS = {0: _d9}
+EndTxnMarker._ENCODERS = {0: _e10}
+EndTxnMarker._DECODERS = {0: _d10}
+KRaftVersionRecord._ENCODERS = {0: _e11}
+KRaftVersionRecord._DECODERS = {0: _d11}
+LeaderChangeMessage._ENCODERS = {0: _e13, 1: _e15}
+LeaderChangeMessage._DECODERS = {0: _d13, 1: _d15}
+SnapshotFooterRecord._ENCODERS = {0: _e16}
+SnapshotFooterRecord._DECODERS = {0: _d16}
+SnapshotHeaderRecord._ENCODERS = {0: _e17}
+SnapshotHeaderRecord._DECODERS = {0: _d17}
+VotersRecord._ENCODERS = {0: _e21}
+VotersRecord._DECODERS = {0: _d21}

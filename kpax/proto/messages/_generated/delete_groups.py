@@ -52,12 +52,12 @@ _S1 = struct.Struct('>i')
 
 
 class DeleteGroupsRequest(Request):
-    """DeleteGroupsRequest (versions 0-2, flexible from v2)."""
+    """DeleteGroupsRequest (versions 0-3, flexible from v2)."""
 
     API_KEY: ClassVar[int] = 42
     API_NAME: ClassVar[str] = 'DeleteGroups'
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 2
+    MAX_VERSION: ClassVar[int] = 3
     FLEXIBLE_VERSION: ClassVar[int | None] = 2
     RESPONSE: ClassVar[type[DeleteGroupsResponse]]
 
@@ -74,29 +74,31 @@ class DeleteGroupsRequest(Request):
 
 
 class DeleteGroupsResponse(Response):
-    """DeleteGroupsResponse (versions 0-2, flexible from v2)."""
+    """DeleteGroupsResponse (versions 0-3, flexible from v2)."""
 
     API_KEY: ClassVar[int] = 42
     API_NAME: ClassVar[str] = 'DeleteGroups'
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 2
+    MAX_VERSION: ClassVar[int] = 3
     FLEXIBLE_VERSION: ClassVar[int | None] = 2
     REQUEST: ClassVar[type[DeleteGroupsRequest]]
 
     class DeletableGroupResult(Struct):
         """DeleteGroupsResponse.DeletableGroupResult."""
 
-        __slots__ = ('group_id', 'error_code')
+        __slots__ = ('group_id', 'error_code', 'error_message')
 
         def __init__(
             self,
             *,
             group_id: str = '',
             error_code: int = 0,
+            error_message: str | None = None,
             unknown_tags: dict[int, bytes] | None = None,
         ) -> None:
             self.group_id = group_id
             self.error_code = error_code
+            self.error_message = error_message
             self.unknown_tags = unknown_tags
 
     __slots__ = ('throttle_time_ms', 'results')
@@ -218,7 +220,51 @@ def _d5(data: memoryview, pos: int) -> tuple[DeleteGroupsResponse, int]:
     return _C_DeleteGroupsResponse(throttle_time_ms=x_throttle_time_ms, results=x_results, unknown_tags=x_tags), pos
 
 
-DeleteGroupsRequest._ENCODERS = {0: _e0, 1: _e0, 2: _e1}
-DeleteGroupsRequest._DECODERS = {0: _d0, 1: _d0, 2: _d1}
-DeleteGroupsResponse._ENCODERS = {0: _e3, 1: _e3, 2: _e5}
-DeleteGroupsResponse._DECODERS = {0: _d3, 1: _d3, 2: _d5}
+def _e6(buf: bytearray, o: DeleteGroupsResponse.DeletableGroupResult) -> None:
+    write_str(buf, o.group_id, True, False, 'group_id')
+    buf += _S0.pack(o.error_code)
+    write_str(buf, o.error_message, True, True, 'error_message')
+    if o.unknown_tags:
+        write_tags(buf, [], o.unknown_tags)
+    else:
+        buf.append(0)
+
+
+def _d6(data: memoryview, pos: int) -> tuple[DeleteGroupsResponse.DeletableGroupResult, int]:
+    x_group_id, pos = read_str(data, pos, True, False, 'group_id')
+    x_error_code, = _S0.unpack_from(data, pos)
+    pos += 2
+    x_error_message, pos = read_str(data, pos, True, True, 'error_message')
+    if data[pos] == 0:
+        x_tags = None
+        pos += 1
+    else:
+        x_tags, pos = read_tags(data, pos)
+    return _C_DeleteGroupsResponse_DeletableGroupResult(group_id=x_group_id, error_code=x_error_code, error_message=x_error_message, unknown_tags=x_tags), pos
+
+
+def _e7(buf: bytearray, o: DeleteGroupsResponse) -> None:
+    buf += _S1.pack(o.throttle_time_ms)
+    write_array(buf, o.results, True, False, 'results', _e6)
+    if o.unknown_tags:
+        write_tags(buf, [], o.unknown_tags)
+    else:
+        buf.append(0)
+
+
+def _d7(data: memoryview, pos: int) -> tuple[DeleteGroupsResponse, int]:
+    x_throttle_time_ms, = _S1.unpack_from(data, pos)
+    pos += 4
+    x_results, pos = read_array(data, pos, True, False, 'results', _d6)
+    if data[pos] == 0:
+        x_tags = None
+        pos += 1
+    else:
+        x_tags, pos = read_tags(data, pos)
+    return _C_DeleteGroupsResponse(throttle_time_ms=x_throttle_time_ms, results=x_results, unknown_tags=x_tags), pos
+
+
+DeleteGroupsRequest._ENCODERS = {0: _e0, 1: _e0, 2: _e1, 3: _e1}
+DeleteGroupsRequest._DECODERS = {0: _d0, 1: _d0, 2: _d1, 3: _d1}
+DeleteGroupsResponse._ENCODERS = {0: _e3, 1: _e3, 2: _e5, 3: _e7}
+DeleteGroupsResponse._DECODERS = {0: _d3, 1: _d3, 2: _d5, 3: _d7}

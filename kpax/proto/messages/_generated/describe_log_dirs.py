@@ -52,15 +52,16 @@ _S1 = struct.Struct('>h')
 _S2 = struct.Struct('>i')
 _S3 = struct.Struct('>ih')
 _S4 = struct.Struct('>qq')
+_S5 = struct.Struct('>qq?')
 
 
 class DescribeLogDirsRequest(Request):
-    """DescribeLogDirsRequest (versions 1-4, flexible from v2)."""
+    """DescribeLogDirsRequest (versions 1-5, flexible from v2)."""
 
     API_KEY: ClassVar[int] = 35
     API_NAME: ClassVar[str] = 'DescribeLogDirs'
     MIN_VERSION: ClassVar[int] = 1
-    MAX_VERSION: ClassVar[int] = 4
+    MAX_VERSION: ClassVar[int] = 5
     FLEXIBLE_VERSION: ClassVar[int | None] = 2
     RESPONSE: ClassVar[type[DescribeLogDirsResponse]]
 
@@ -97,12 +98,12 @@ class DescribeLogDirsRequest(Request):
 
 
 class DescribeLogDirsResponse(Response):
-    """DescribeLogDirsResponse (versions 1-4, flexible from v2)."""
+    """DescribeLogDirsResponse (versions 1-5, flexible from v2)."""
 
     API_KEY: ClassVar[int] = 35
     API_NAME: ClassVar[str] = 'DescribeLogDirs'
     MIN_VERSION: ClassVar[int] = 1
-    MAX_VERSION: ClassVar[int] = 4
+    MAX_VERSION: ClassVar[int] = 5
     FLEXIBLE_VERSION: ClassVar[int | None] = 2
     REQUEST: ClassVar[type[DescribeLogDirsRequest]]
 
@@ -145,7 +146,7 @@ class DescribeLogDirsResponse(Response):
     class DescribeLogDirsResult(Struct):
         """DescribeLogDirsResponse.DescribeLogDirsResult."""
 
-        __slots__ = ('error_code', 'log_dir', 'topics', 'total_bytes', 'usable_bytes')
+        __slots__ = ('error_code', 'log_dir', 'topics', 'total_bytes', 'usable_bytes', 'is_cordoned')
 
         def __init__(
             self,
@@ -155,6 +156,7 @@ class DescribeLogDirsResponse(Response):
             topics: list[DescribeLogDirsResponse.DescribeLogDirsTopic] = _DEFAULT,
             total_bytes: int = -1,
             usable_bytes: int = -1,
+            is_cordoned: bool = False,
             unknown_tags: dict[int, bytes] | None = None,
         ) -> None:
             self.error_code = error_code
@@ -162,6 +164,7 @@ class DescribeLogDirsResponse(Response):
             self.topics = [] if topics is _DEFAULT else topics
             self.total_bytes = total_bytes
             self.usable_bytes = usable_bytes
+            self.is_cordoned = is_cordoned
             self.unknown_tags = unknown_tags
 
     __slots__ = ('throttle_time_ms', 'error_code', 'results')
@@ -447,7 +450,54 @@ def _d14(data: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
     return _C_DescribeLogDirsResponse(throttle_time_ms=x_throttle_time_ms, error_code=x_error_code, results=x_results, unknown_tags=x_tags), pos
 
 
-DescribeLogDirsRequest._ENCODERS = {1: _e1, 2: _e3, 3: _e3, 4: _e3}
-DescribeLogDirsRequest._DECODERS = {1: _d1, 2: _d3, 3: _d3, 4: _d3}
-DescribeLogDirsResponse._ENCODERS = {1: _e7, 2: _e11, 3: _e12, 4: _e14}
-DescribeLogDirsResponse._DECODERS = {1: _d7, 2: _d11, 3: _d12, 4: _d14}
+def _e15(buf: bytearray, o: DescribeLogDirsResponse.DescribeLogDirsResult) -> None:
+    buf += _S1.pack(o.error_code)
+    write_str(buf, o.log_dir, True, False, 'log_dir')
+    write_array(buf, o.topics, True, False, 'topics', _e9)
+    buf += _S5.pack(o.total_bytes, o.usable_bytes, o.is_cordoned)
+    if o.unknown_tags:
+        write_tags(buf, [], o.unknown_tags)
+    else:
+        buf.append(0)
+
+
+def _d15(data: memoryview, pos: int) -> tuple[DescribeLogDirsResponse.DescribeLogDirsResult, int]:
+    x_error_code, = _S1.unpack_from(data, pos)
+    pos += 2
+    x_log_dir, pos = read_str(data, pos, True, False, 'log_dir')
+    x_topics, pos = read_array(data, pos, True, False, 'topics', _d9)
+    x_total_bytes, x_usable_bytes, x_is_cordoned = _S5.unpack_from(data, pos)
+    pos += 17
+    if data[pos] == 0:
+        x_tags = None
+        pos += 1
+    else:
+        x_tags, pos = read_tags(data, pos)
+    return _C_DescribeLogDirsResponse_DescribeLogDirsResult(error_code=x_error_code, log_dir=x_log_dir, topics=x_topics, total_bytes=x_total_bytes, usable_bytes=x_usable_bytes, is_cordoned=x_is_cordoned, unknown_tags=x_tags), pos
+
+
+def _e16(buf: bytearray, o: DescribeLogDirsResponse) -> None:
+    buf += _S3.pack(o.throttle_time_ms, o.error_code)
+    write_array(buf, o.results, True, False, 'results', _e15)
+    if o.unknown_tags:
+        write_tags(buf, [], o.unknown_tags)
+    else:
+        buf.append(0)
+
+
+def _d16(data: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
+    x_throttle_time_ms, x_error_code = _S3.unpack_from(data, pos)
+    pos += 6
+    x_results, pos = read_array(data, pos, True, False, 'results', _d15)
+    if data[pos] == 0:
+        x_tags = None
+        pos += 1
+    else:
+        x_tags, pos = read_tags(data, pos)
+    return _C_DescribeLogDirsResponse(throttle_time_ms=x_throttle_time_ms, error_code=x_error_code, results=x_results, unknown_tags=x_tags), pos
+
+
+DescribeLogDirsRequest._ENCODERS = {1: _e1, 2: _e3, 3: _e3, 4: _e3, 5: _e3}
+DescribeLogDirsRequest._DECODERS = {1: _d1, 2: _d3, 3: _d3, 4: _d3, 5: _d3}
+DescribeLogDirsResponse._ENCODERS = {1: _e7, 2: _e11, 3: _e12, 4: _e14, 5: _e16}
+DescribeLogDirsResponse._DECODERS = {1: _d7, 2: _d11, 3: _d12, 4: _d14, 5: _d16}

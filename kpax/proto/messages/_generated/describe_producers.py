@@ -89,6 +89,10 @@ class DescribeProducersRequest(Request):
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tags = unknown_tags
 
+    def topics_by_name(self) -> dict[str, DescribeProducersRequest.TopicRequest]:
+        """The elements of ``topics`` by its name."""
+        return {e.name: e for e in self.topics or ()}
+
 
 class DescribeProducersResponse(Response):
     """DescribeProducersResponse (versions 0, flexible from v0)."""

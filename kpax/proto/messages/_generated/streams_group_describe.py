@@ -48,45 +48,49 @@ from kpax.proto.primitives import (
 __all__ = ['StreamsGroupDescribeRequest', 'StreamsGroupDescribeResponse']
 
 _S0 = struct.Struct('>?')
-_S1 = struct.Struct('>ih')
-_S2 = struct.Struct('>i')
-_S3 = struct.Struct('>H')
-_S4 = struct.Struct('>iq')
-_S5 = struct.Struct('>h')
-_S6 = struct.Struct('>ii')
+_S1 = struct.Struct('>??')
+_S2 = struct.Struct('>ih')
+_S3 = struct.Struct('>i')
+_S4 = struct.Struct('>H')
+_S5 = struct.Struct('>iq')
+_S6 = struct.Struct('>h')
+_S7 = struct.Struct('>ii')
+_S8 = struct.Struct('>b')
 
 
 class StreamsGroupDescribeRequest(Request):
-    """StreamsGroupDescribeRequest (versions 0, flexible from v0)."""
+    """StreamsGroupDescribeRequest (versions 0-1, flexible from v0)."""
 
     API_KEY: ClassVar[int] = 89
     API_NAME: ClassVar[str] = 'StreamsGroupDescribe'
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_VERSION: ClassVar[int | None] = 0
     RESPONSE: ClassVar[type[StreamsGroupDescribeResponse]]
 
-    __slots__ = ('group_ids', 'include_authorized_operations')
+    __slots__ = ('group_ids', 'include_authorized_operations', 'include_topology_description')
 
     def __init__(
         self,
         *,
         group_ids: list[str] = _DEFAULT,
         include_authorized_operations: bool = False,
+        include_topology_description: bool = False,
         unknown_tags: dict[int, bytes] | None = None,
     ) -> None:
         self.group_ids = [] if group_ids is _DEFAULT else group_ids
         self.include_authorized_operations = include_authorized_operations
+        self.include_topology_description = include_topology_description
         self.unknown_tags = unknown_tags
 
 
 class StreamsGroupDescribeResponse(Response):
-    """StreamsGroupDescribeResponse (versions 0, flexible from v0)."""
+    """StreamsGroupDescribeResponse (versions 0-1, flexible from v0)."""
 
     API_KEY: ClassVar[int] = 89
     API_NAME: ClassVar[str] = 'StreamsGroupDescribe'
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_VERSION: ClassVar[int | None] = 0
     REQUEST: ClassVar[type[StreamsGroupDescribeRequest]]
 
@@ -274,10 +278,82 @@ class StreamsGroupDescribeResponse(Response):
             self.is_classic = is_classic
             self.unknown_tags = unknown_tags
 
+    class TopologyDescriptionNode(Struct):
+        """StreamsGroupDescribeResponse.TopologyDescriptionNode."""
+
+        __slots__ = ('name', 'node_type', 'source_topics', 'sink_topic', 'stores', 'successors')
+
+        def __init__(
+            self,
+            *,
+            name: str = '',
+            node_type: int = 0,
+            source_topics: list[str] = _DEFAULT,
+            sink_topic: str | None = None,
+            stores: list[str] = _DEFAULT,
+            successors: list[str] = _DEFAULT,
+            unknown_tags: dict[int, bytes] | None = None,
+        ) -> None:
+            self.name = name
+            self.node_type = node_type
+            self.source_topics = [] if source_topics is _DEFAULT else source_topics
+            self.sink_topic = sink_topic
+            self.stores = [] if stores is _DEFAULT else stores
+            self.successors = [] if successors is _DEFAULT else successors
+            self.unknown_tags = unknown_tags
+
+    class TopologyDescriptionSubtopology(Struct):
+        """StreamsGroupDescribeResponse.TopologyDescriptionSubtopology."""
+
+        __slots__ = ('subtopology_id', 'nodes')
+
+        def __init__(
+            self,
+            *,
+            subtopology_id: str = '',
+            nodes: list[StreamsGroupDescribeResponse.TopologyDescriptionNode] = _DEFAULT,
+            unknown_tags: dict[int, bytes] | None = None,
+        ) -> None:
+            self.subtopology_id = subtopology_id
+            self.nodes = [] if nodes is _DEFAULT else nodes
+            self.unknown_tags = unknown_tags
+
+    class TopologyDescriptionGlobalStore(Struct):
+        """StreamsGroupDescribeResponse.TopologyDescriptionGlobalStore."""
+
+        __slots__ = ('source', 'processor')
+
+        def __init__(
+            self,
+            *,
+            source: StreamsGroupDescribeResponse.TopologyDescriptionNode = _DEFAULT,
+            processor: StreamsGroupDescribeResponse.TopologyDescriptionNode = _DEFAULT,
+            unknown_tags: dict[int, bytes] | None = None,
+        ) -> None:
+            self.source = StreamsGroupDescribeResponse.TopologyDescriptionNode() if source is _DEFAULT else source
+            self.processor = StreamsGroupDescribeResponse.TopologyDescriptionNode() if processor is _DEFAULT else processor
+            self.unknown_tags = unknown_tags
+
+    class TopologyDescription(Struct):
+        """StreamsGroupDescribeResponse.TopologyDescription."""
+
+        __slots__ = ('subtopologies', 'global_stores')
+
+        def __init__(
+            self,
+            *,
+            subtopologies: list[StreamsGroupDescribeResponse.TopologyDescriptionSubtopology] = _DEFAULT,
+            global_stores: list[StreamsGroupDescribeResponse.TopologyDescriptionGlobalStore] = _DEFAULT,
+            unknown_tags: dict[int, bytes] | None = None,
+        ) -> None:
+            self.subtopologies = [] if subtopologies is _DEFAULT else subtopologies
+            self.global_stores = [] if global_stores is _DEFAULT else global_stores
+            self.unknown_tags = unknown_tags
+
     class DescribedGroup(Struct):
         """StreamsGroupDescribeResponse.DescribedGroup."""
 
-        __slots__ = ('error_code', 'error_message', 'group_id', 'group_state', 'group_epoch', 'assignment_epoch', 'topology', 'members', 'authorized_operations')
+        __slots__ = ('error_code', 'error_message', 'group_id', 'group_state', 'group_epoch', 'assignment_epoch', 'topology', 'members', 'authorized_operations', 'topology_description', 'topology_description_status', 'assignor_name')
 
         def __init__(
             self,
@@ -291,6 +367,9 @@ class StreamsGroupDescribeResponse(Response):
             topology: StreamsGroupDescribeResponse.Topology | None = None,
             members: list[StreamsGroupDescribeResponse.Member] = _DEFAULT,
             authorized_operations: int = -2147483648,
+            topology_description: StreamsGroupDescribeResponse.TopologyDescription | None = None,
+            topology_description_status: int = 0,
+            assignor_name: str | None = None,
             unknown_tags: dict[int, bytes] | None = None,
         ) -> None:
             self.error_code = error_code
@@ -302,6 +381,9 @@ class StreamsGroupDescribeResponse(Response):
             self.topology = topology
             self.members = [] if members is _DEFAULT else members
             self.authorized_operations = authorized_operations
+            self.topology_description = topology_description
+            self.topology_description_status = topology_description_status
+            self.assignor_name = assignor_name
             self.unknown_tags = unknown_tags
 
     __slots__ = ('throttle_time_ms', 'groups')
@@ -331,6 +413,10 @@ _C_StreamsGroupDescribeResponse_TaskOffset = StreamsGroupDescribeResponse.TaskOf
 _C_StreamsGroupDescribeResponse_TaskIds = StreamsGroupDescribeResponse.TaskIds
 _C_StreamsGroupDescribeResponse_Assignment = StreamsGroupDescribeResponse.Assignment
 _C_StreamsGroupDescribeResponse_Member = StreamsGroupDescribeResponse.Member
+_C_StreamsGroupDescribeResponse_TopologyDescriptionNode = StreamsGroupDescribeResponse.TopologyDescriptionNode
+_C_StreamsGroupDescribeResponse_TopologyDescriptionSubtopology = StreamsGroupDescribeResponse.TopologyDescriptionSubtopology
+_C_StreamsGroupDescribeResponse_TopologyDescriptionGlobalStore = StreamsGroupDescribeResponse.TopologyDescriptionGlobalStore
+_C_StreamsGroupDescribeResponse_TopologyDescription = StreamsGroupDescribeResponse.TopologyDescription
 _C_StreamsGroupDescribeResponse_DescribedGroup = StreamsGroupDescribeResponse.DescribedGroup
 _C_StreamsGroupDescribeResponse = StreamsGroupDescribeResponse
 
@@ -338,6 +424,8 @@ _C_StreamsGroupDescribeResponse = StreamsGroupDescribeResponse
 def _e0(buf: bytearray, o: StreamsGroupDescribeRequest) -> None:
     write_array(buf, o.group_ids, True, False, 'group_ids', _wstr_c)
     buf += _S0.pack(o.include_authorized_operations)
+    if o.include_topology_description:
+        raise _absent('include_topology_description', 'StreamsGroupDescribeRequest', '1+')
     if o.unknown_tags:
         write_tags(buf, [], o.unknown_tags)
     else:
@@ -356,7 +444,28 @@ def _d0(data: memoryview, pos: int) -> tuple[StreamsGroupDescribeRequest, int]:
     return _C_StreamsGroupDescribeRequest(group_ids=x_group_ids, include_authorized_operations=x_include_authorized_operations, unknown_tags=x_tags), pos
 
 
-def _e1(buf: bytearray, o: StreamsGroupDescribeResponse.KeyValue) -> None:
+def _e1(buf: bytearray, o: StreamsGroupDescribeRequest) -> None:
+    write_array(buf, o.group_ids, True, False, 'group_ids', _wstr_c)
+    buf += _S1.pack(o.include_authorized_operations, o.include_topology_description)
+    if o.unknown_tags:
+        write_tags(buf, [], o.unknown_tags)
+    else:
+        buf.append(0)
+
+
+def _d1(data: memoryview, pos: int) -> tuple[StreamsGroupDescribeRequest, int]:
+    x_group_ids, pos = read_array(data, pos, True, False, 'group_ids', _rstr_c)
+    x_include_authorized_operations, x_include_topology_description = _S1.unpack_from(data, pos)
+    pos += 2
+    if data[pos] == 0:
+        x_tags = None
+        pos += 1
+    else:
+        x_tags, pos = read_tags(data, pos)
+    return _C_StreamsGroupDescribeRequest(group_ids=x_group_ids, include_authorized_operations=x_include_authorized_operations, include_topology_description=x_include_topology_description, unknown_tags=x_tags), pos
+
+
+def _e2(buf: bytearray, o: StreamsGroupDescribeResponse.KeyValue) -> None:
     write_str(buf, o.key, True, False, 'key')
     write_str(buf, o.value, True, False, 'value')
     if o.unknown_tags:
@@ -365,7 +474,7 @@ def _e1(buf: bytearray, o: StreamsGroupDescribeResponse.KeyValue) -> None:
         buf.append(0)
 
 
-def _d1(data: memoryview, pos: int) -> tuple[StreamsGroupDescribeResponse.KeyValue, int]:
+def _d2(data: memoryview, pos: int) -> tuple[StreamsGroupDescribeResponse.KeyValue, int]:
     x_key, pos = read_str(data, pos, True, False, 'key')
     x_value, pos = read_str(data, pos, True, False, 'value')
     if data[pos] == 0:
@@ -376,21 +485,21 @@ def _d1(data: memoryview, pos: int) -> tuple[StreamsGroupDescribeResponse.KeyVal
     return _C_StreamsGroupDescribeResponse_KeyValue(key=x_key, value=x_value, unknown_tags=x_tags), pos
 
 
-def _e2(buf: bytearray, o: StreamsGroupDescribeResponse.TopicInfo) -> None:
+def _e3(buf: bytearray, o: StreamsGroupDescribeResponse.TopicInfo) -> None:
     write_str(buf, o.name, True, False, 'name')
-    buf += _S1.pack(o.partitions, o.replication_factor)
-    write_array(buf, o.topic_configs, True, False, 'topic_configs', _e1)
+    buf += _S2.pack(o.partitions, o.replication_factor)
+    write_array(buf, o.topic_configs, True, False, 'topic_configs', _e2)
     if o.unknown_tags:
         write_tags(buf, [], o.unknown_tags)
     else:
         buf.append(0)
 
 
-def _d2(data: memoryview, pos: int) -> tuple[StreamsGroupDescribeResponse.TopicInfo, int]:
+def _d3(data: memoryview, pos: int) -> tuple[StreamsGroupDescribeResponse.TopicInfo, int]:
     x_name, pos = read_str(data, pos, True, False, 'name')
-    x_partitions, x_replication_factor = _S1.unpack_from(data, pos)
+    x_partitions, x_replication_factor = _S2.unpack_from(data, pos)
     pos += 6
-    x_topic_configs, pos = read_array(data, pos, True, False, 'topic_configs', _d1)
+    x_topic_configs, pos = read_array(data, pos, True, False, 'topic_configs', _d2)
     if data[pos] == 0:
         x_tags = None
         pos += 1
@@ -399,24 +508,24 @@ def _d2(data: memoryview, pos: int) -> tuple[StreamsGroupDescribeResponse.TopicI
     return _C_StreamsGroupDescribeResponse_TopicInfo(name=x_name, partitions=x_partitions, replication_factor=x_replication_factor, topic_configs=x_topic_configs, unknown_tags=x_tags), pos
 
 
-def _e3(buf: bytearray, o: StreamsGroupDescribeResponse.Subtopology) -> None:
+def _e4(buf: bytearray, o: StreamsGroupDescribeResponse.Subtopology) -> None:
     write_str(buf, o.subtopology_id, True, False, 'subtopology_id')
     write_array(buf, o.source_topics, True, False, 'source_topics', _wstr_c)
     write_array(buf, o.repartition_sink_topics, True, False, 'repartition_sink_topics', _wstr_c)
-    write_array(buf, o.state_changelog_topics, True, False, 'state_changelog_topics', _e2)
-    write_array(buf, o.repartition_source_topics, True, False, 'repartition_source_topics', _e2)
+    write_array(buf, o.state_changelog_topics, True, False, 'state_changelog_topics', _e3)
+    write_array(buf, o.repartition_source_topics, True, False, 'repartition_source_topics', _e3)
     if o.unknown_tags:
         write_tags(buf, [], o.unknown_tags)
     else:
         buf.append(0)
 
 
-def _d3(data: memoryview, pos: int) -> tuple[StreamsGroupDescribeResponse.Subtopology, int]:
+def _d4(data: memoryview, pos: int) -> tuple[StreamsGroupDescribeResponse.Subtopology, int]:
     x_subtopology_id, pos = read_str(data, pos, True, False, 'subtopology_id')
     x_source_topics, pos = read_array(data, pos, True, False, 'source_topics', _rstr_c)
     x_repartition_sink_topics, pos = read_array(data, pos, True, False, 'repartition_sink_topics', _rstr_c)
-    x_state_changelog_topics, pos = read_array(data, pos, True, False, 'state_changelog_topics', _d2)
-    x_repartition_source_topics, pos = read_array(data, pos, True, False, 'repartition_source_topics', _d2)
+    x_state_changelog_topics, pos = read_array(data, pos, True, False, 'state_changelog_topics', _d3)
+    x_repartition_source_topics, pos = read_array(data, pos, True, False, 'repartition_source_topics', _d3)
     if data[pos] == 0:
         x_tags = None
         pos += 1
@@ -425,19 +534,19 @@ def _d3(data: memoryview, pos: int) -> tuple[StreamsGroupDescribeResponse.Subtop
     return _C_StreamsGroupDescribeResponse_Subtopology(subtopology_id=x_subtopology_id, source_topics=x_source_topics, repartition_sink_topics=x_repartition_sink_topics, state_changelog_topics=x_state_changelog_topics, repartition_source_topics=x_repartition_source_topics, unknown_tags=x_tags), pos
 
 
-def _e4(buf: bytearray, o: StreamsGroupDescribeResponse.Topology) -> None:
-    buf += _S2.pack(o.epoch)
-    write_array(buf, o.subtopologies, True, True, 'subtopologies', _e3)
+def _e5(buf: bytearray, o: StreamsGroupDescribeResponse.Topology) -> None:
+    buf += _S3.pack(o.epoch)
+    write_array(buf, o.subtopologies, True, True, 'subtopologies', _e4)
     if o.unknown_tags:
         write_tags(buf, [], o.unknown_tags)
     else:
         buf.append(0)
 
 
-def _d4(data: memoryview, pos: int) -> tuple[StreamsGroupDescribeResponse.Topology, int]:
-    x_epoch, = _S2.unpack_from(data, pos)
+def _d5(data: memoryview, pos: int) -> tuple[StreamsGroupDescribeResponse.Topology, int]:
+    x_epoch, = _S3.unpack_from(data, pos)
     pos += 4
-    x_subtopologies, pos = read_array(data, pos, True, True, 'subtopologies', _d3)
+    x_subtopologies, pos = read_array(data, pos, True, True, 'subtopologies', _d4)
     if data[pos] == 0:
         x_tags = None
         pos += 1
@@ -446,18 +555,18 @@ def _d4(data: memoryview, pos: int) -> tuple[StreamsGroupDescribeResponse.Topolo
     return _C_StreamsGroupDescribeResponse_Topology(epoch=x_epoch, subtopologies=x_subtopologies, unknown_tags=x_tags), pos
 
 
-def _e5(buf: bytearray, o: StreamsGroupDescribeResponse.Endpoint) -> None:
+def _e6(buf: bytearray, o: StreamsGroupDescribeResponse.Endpoint) -> None:
     write_str(buf, o.host, True, False, 'host')
-    buf += _S3.pack(o.port)
+    buf += _S4.pack(o.port)
     if o.unknown_tags:
         write_tags(buf, [], o.unknown_tags)
     else:
         buf.append(0)
 
 
-def _d5(data: memoryview, pos: int) -> tuple[StreamsGroupDescribeResponse.Endpoint, int]:
+def _d6(data: memoryview, pos: int) -> tuple[StreamsGroupDescribeResponse.Endpoint, int]:
     x_host, pos = read_str(data, pos, True, False, 'host')
-    x_port, = _S3.unpack_from(data, pos)
+    x_port, = _S4.unpack_from(data, pos)
     pos += 2
     if data[pos] == 0:
         x_tags = None
@@ -467,18 +576,18 @@ def _d5(data: memoryview, pos: int) -> tuple[StreamsGroupDescribeResponse.Endpoi
     return _C_StreamsGroupDescribeResponse_Endpoint(host=x_host, port=x_port, unknown_tags=x_tags), pos
 
 
-def _e6(buf: bytearray, o: StreamsGroupDescribeResponse.TaskOffset) -> None:
+def _e7(buf: bytearray, o: StreamsGroupDescribeResponse.TaskOffset) -> None:
     write_str(buf, o.subtopology_id, True, False, 'subtopology_id')
-    buf += _S4.pack(o.partition, o.offset)
+    buf += _S5.pack(o.partition, o.offset)
     if o.unknown_tags:
         write_tags(buf, [], o.unknown_tags)
     else:
         buf.append(0)
 
 
-def _d6(data: memoryview, pos: int) -> tuple[StreamsGroupDescribeResponse.TaskOffset, int]:
+def _d7(data: memoryview, pos: int) -> tuple[StreamsGroupDescribeResponse.TaskOffset, int]:
     x_subtopology_id, pos = read_str(data, pos, True, False, 'subtopology_id')
-    x_partition, x_offset = _S4.unpack_from(data, pos)
+    x_partition, x_offset = _S5.unpack_from(data, pos)
     pos += 12
     if data[pos] == 0:
         x_tags = None
@@ -488,7 +597,7 @@ def _d6(data: memoryview, pos: int) -> tuple[StreamsGroupDescribeResponse.TaskOf
     return _C_StreamsGroupDescribeResponse_TaskOffset(subtopology_id=x_subtopology_id, partition=x_partition, offset=x_offset, unknown_tags=x_tags), pos
 
 
-def _e7(buf: bytearray, o: StreamsGroupDescribeResponse.TaskIds) -> None:
+def _e8(buf: bytearray, o: StreamsGroupDescribeResponse.TaskIds) -> None:
     write_str(buf, o.subtopology_id, True, False, 'subtopology_id')
     write_fixed_array(buf, o.partitions, True, False, 'partitions', 'i')
     if o.unknown_tags:
@@ -497,7 +606,7 @@ def _e7(buf: bytearray, o: StreamsGroupDescribeResponse.TaskIds) -> None:
         buf.append(0)
 
 
-def _d7(data: memoryview, pos: int) -> tuple[StreamsGroupDescribeResponse.TaskIds, int]:
+def _d8(data: memoryview, pos: int) -> tuple[StreamsGroupDescribeResponse.TaskIds, int]:
     x_subtopology_id, pos = read_str(data, pos, True, False, 'subtopology_id')
     x_partitions, pos = read_fixed_array(data, pos, True, False, 'partitions', 'i', 4)
     if data[pos] == 0:
@@ -508,20 +617,20 @@ def _d7(data: memoryview, pos: int) -> tuple[StreamsGroupDescribeResponse.TaskId
     return _C_StreamsGroupDescribeResponse_TaskIds(subtopology_id=x_subtopology_id, partitions=x_partitions, unknown_tags=x_tags), pos
 
 
-def _e8(buf: bytearray, o: StreamsGroupDescribeResponse.Assignment) -> None:
-    write_array(buf, o.active_tasks, True, False, 'active_tasks', _e7)
-    write_array(buf, o.standby_tasks, True, False, 'standby_tasks', _e7)
-    write_array(buf, o.warmup_tasks, True, False, 'warmup_tasks', _e7)
+def _e9(buf: bytearray, o: StreamsGroupDescribeResponse.Assignment) -> None:
+    write_array(buf, o.active_tasks, True, False, 'active_tasks', _e8)
+    write_array(buf, o.standby_tasks, True, False, 'standby_tasks', _e8)
+    write_array(buf, o.warmup_tasks, True, False, 'warmup_tasks', _e8)
     if o.unknown_tags:
         write_tags(buf, [], o.unknown_tags)
     else:
         buf.append(0)
 
 
-def _d8(data: memoryview, pos: int) -> tuple[StreamsGroupDescribeResponse.Assignment, int]:
-    x_active_tasks, pos = read_array(data, pos, True, False, 'active_tasks', _d7)
-    x_standby_tasks, pos = read_array(data, pos, True, False, 'standby_tasks', _d7)
-    x_warmup_tasks, pos = read_array(data, pos, True, False, 'warmup_tasks', _d7)
+def _d9(data: memoryview, pos: int) -> tuple[StreamsGroupDescribeResponse.Assignment, int]:
+    x_active_tasks, pos = read_array(data, pos, True, False, 'active_tasks', _d8)
+    x_standby_tasks, pos = read_array(data, pos, True, False, 'standby_tasks', _d8)
+    x_warmup_tasks, pos = read_array(data, pos, True, False, 'warmup_tasks', _d8)
     if data[pos] == 0:
         x_tags = None
         pos += 1
@@ -530,25 +639,25 @@ def _d8(data: memoryview, pos: int) -> tuple[StreamsGroupDescribeResponse.Assign
     return _C_StreamsGroupDescribeResponse_Assignment(active_tasks=x_active_tasks, standby_tasks=x_standby_tasks, warmup_tasks=x_warmup_tasks, unknown_tags=x_tags), pos
 
 
-def _e9(buf: bytearray, o: StreamsGroupDescribeResponse.Member) -> None:
+def _e10(buf: bytearray, o: StreamsGroupDescribeResponse.Member) -> None:
     write_str(buf, o.member_id, True, False, 'member_id')
-    buf += _S2.pack(o.member_epoch)
+    buf += _S3.pack(o.member_epoch)
     write_str(buf, o.instance_id, True, True, 'instance_id')
     write_str(buf, o.rack_id, True, True, 'rack_id')
     write_str(buf, o.client_id, True, False, 'client_id')
     write_str(buf, o.client_host, True, False, 'client_host')
-    buf += _S2.pack(o.topology_epoch)
+    buf += _S3.pack(o.topology_epoch)
     write_str(buf, o.process_id, True, False, 'process_id')
     if o.user_endpoint is None:
         buf.append(255)
     else:
         buf.append(1)
-        _e5(buf, o.user_endpoint)
-    write_array(buf, o.client_tags, True, False, 'client_tags', _e1)
-    write_array(buf, o.task_offsets, True, False, 'task_offsets', _e6)
-    write_array(buf, o.task_end_offsets, True, False, 'task_end_offsets', _e6)
-    _e8(buf, o.assignment)
-    _e8(buf, o.target_assignment)
+        _e6(buf, o.user_endpoint)
+    write_array(buf, o.client_tags, True, False, 'client_tags', _e2)
+    write_array(buf, o.task_offsets, True, False, 'task_offsets', _e7)
+    write_array(buf, o.task_end_offsets, True, False, 'task_end_offsets', _e7)
+    _e9(buf, o.assignment)
+    _e9(buf, o.target_assignment)
     buf += _S0.pack(o.is_classic)
     if o.unknown_tags:
         write_tags(buf, [], o.unknown_tags)
@@ -556,27 +665,27 @@ def _e9(buf: bytearray, o: StreamsGroupDescribeResponse.Member) -> None:
         buf.append(0)
 
 
-def _d9(data: memoryview, pos: int) -> tuple[StreamsGroupDescribeResponse.Member, int]:
+def _d10(data: memoryview, pos: int) -> tuple[StreamsGroupDescribeResponse.Member, int]:
     x_member_id, pos = read_str(data, pos, True, False, 'member_id')
-    x_member_epoch, = _S2.unpack_from(data, pos)
+    x_member_epoch, = _S3.unpack_from(data, pos)
     pos += 4
     x_instance_id, pos = read_str(data, pos, True, True, 'instance_id')
     x_rack_id, pos = read_str(data, pos, True, True, 'rack_id')
     x_client_id, pos = read_str(data, pos, True, False, 'client_id')
     x_client_host, pos = read_str(data, pos, True, False, 'client_host')
-    x_topology_epoch, = _S2.unpack_from(data, pos)
+    x_topology_epoch, = _S3.unpack_from(data, pos)
     pos += 4
     x_process_id, pos = read_str(data, pos, True, False, 'process_id')
     if data[pos] >= 128:
         x_user_endpoint = None
         pos += 1
     else:
-        x_user_endpoint, pos = _d5(data, pos + 1)
-    x_client_tags, pos = read_array(data, pos, True, False, 'client_tags', _d1)
-    x_task_offsets, pos = read_array(data, pos, True, False, 'task_offsets', _d6)
-    x_task_end_offsets, pos = read_array(data, pos, True, False, 'task_end_offsets', _d6)
-    x_assignment, pos = _d8(data, pos)
-    x_target_assignment, pos = _d8(data, pos)
+        x_user_endpoint, pos = _d6(data, pos + 1)
+    x_client_tags, pos = read_array(data, pos, True, False, 'client_tags', _d2)
+    x_task_offsets, pos = read_array(data, pos, True, False, 'task_offsets', _d7)
+    x_task_end_offsets, pos = read_array(data, pos, True, False, 'task_end_offsets', _d7)
+    x_assignment, pos = _d9(data, pos)
+    x_target_assignment, pos = _d9(data, pos)
     x_is_classic, = _S0.unpack_from(data, pos)
     pos += 1
     if data[pos] == 0:
@@ -587,40 +696,44 @@ def _d9(data: memoryview, pos: int) -> tuple[StreamsGroupDescribeResponse.Member
     return _C_StreamsGroupDescribeResponse_Member(member_id=x_member_id, member_epoch=x_member_epoch, instance_id=x_instance_id, rack_id=x_rack_id, client_id=x_client_id, client_host=x_client_host, topology_epoch=x_topology_epoch, process_id=x_process_id, user_endpoint=x_user_endpoint, client_tags=x_client_tags, task_offsets=x_task_offsets, task_end_offsets=x_task_end_offsets, assignment=x_assignment, target_assignment=x_target_assignment, is_classic=x_is_classic, unknown_tags=x_tags), pos
 
 
-def _e10(buf: bytearray, o: StreamsGroupDescribeResponse.DescribedGroup) -> None:
-    buf += _S5.pack(o.error_code)
+def _e11(buf: bytearray, o: StreamsGroupDescribeResponse.DescribedGroup) -> None:
+    buf += _S6.pack(o.error_code)
     write_str(buf, o.error_message, True, True, 'error_message')
     write_str(buf, o.group_id, True, False, 'group_id')
     write_str(buf, o.group_state, True, False, 'group_state')
-    buf += _S6.pack(o.group_epoch, o.assignment_epoch)
+    buf += _S7.pack(o.group_epoch, o.assignment_epoch)
     if o.topology is None:
         buf.append(255)
     else:
         buf.append(1)
-        _e4(buf, o.topology)
-    write_array(buf, o.members, True, False, 'members', _e9)
-    buf += _S2.pack(o.authorized_operations)
+        _e5(buf, o.topology)
+    write_array(buf, o.members, True, False, 'members', _e10)
+    buf += _S3.pack(o.authorized_operations)
+    if o.topology_description is not None:
+        raise _absent('topology_description', 'StreamsGroupDescribeResponse.DescribedGroup', '1+')
+    if o.topology_description_status != 0:
+        raise _absent('topology_description_status', 'StreamsGroupDescribeResponse.DescribedGroup', '1+')
     if o.unknown_tags:
         write_tags(buf, [], o.unknown_tags)
     else:
         buf.append(0)
 
 
-def _d10(data: memoryview, pos: int) -> tuple[StreamsGroupDescribeResponse.DescribedGroup, int]:
-    x_error_code, = _S5.unpack_from(data, pos)
+def _d11(data: memoryview, pos: int) -> tuple[StreamsGroupDescribeResponse.DescribedGroup, int]:
+    x_error_code, = _S6.unpack_from(data, pos)
     pos += 2
     x_error_message, pos = read_str(data, pos, True, True, 'error_message')
     x_group_id, pos = read_str(data, pos, True, False, 'group_id')
     x_group_state, pos = read_str(data, pos, True, False, 'group_state')
-    x_group_epoch, x_assignment_epoch = _S6.unpack_from(data, pos)
+    x_group_epoch, x_assignment_epoch = _S7.unpack_from(data, pos)
     pos += 8
     if data[pos] >= 128:
         x_topology = None
         pos += 1
     else:
-        x_topology, pos = _d4(data, pos + 1)
-    x_members, pos = read_array(data, pos, True, False, 'members', _d9)
-    x_authorized_operations, = _S2.unpack_from(data, pos)
+        x_topology, pos = _d5(data, pos + 1)
+    x_members, pos = read_array(data, pos, True, False, 'members', _d10)
+    x_authorized_operations, = _S3.unpack_from(data, pos)
     pos += 4
     if data[pos] == 0:
         x_tags = None
@@ -630,19 +743,19 @@ def _d10(data: memoryview, pos: int) -> tuple[StreamsGroupDescribeResponse.Descr
     return _C_StreamsGroupDescribeResponse_DescribedGroup(error_code=x_error_code, error_message=x_error_message, group_id=x_group_id, group_state=x_group_state, group_epoch=x_group_epoch, assignment_epoch=x_assignment_epoch, topology=x_topology, members=x_members, authorized_operations=x_authorized_operations, unknown_tags=x_tags), pos
 
 
-def _e11(buf: bytearray, o: StreamsGroupDescribeResponse) -> None:
-    buf += _S2.pack(o.throttle_time_ms)
-    write_array(buf, o.groups, True, False, 'groups', _e10)
+def _e12(buf: bytearray, o: StreamsGroupDescribeResponse) -> None:
+    buf += _S3.pack(o.throttle_time_ms)
+    write_array(buf, o.groups, True, False, 'groups', _e11)
     if o.unknown_tags:
         write_tags(buf, [], o.unknown_tags)
     else:
         buf.append(0)
 
 
-def _d11(data: memoryview, pos: int) -> tuple[StreamsGroupDescribeResponse, int]:
-    x_throttle_time_ms, = _S2.unpack_from(data, pos)
+def _d12(data: memoryview, pos: int) -> tuple[StreamsGroupDescribeResponse, int]:
+    x_throttle_time_ms, = _S3.unpack_from(data, pos)
     pos += 4
-    x_groups, pos = read_array(data, pos, True, False, 'groups', _d10)
+    x_groups, pos = read_array(data, pos, True, False, 'groups', _d11)
     if data[pos] == 0:
         x_tags = None
         pos += 1
@@ -651,7 +764,175 @@ def _d11(data: memoryview, pos: int) -> tuple[StreamsGroupDescribeResponse, int]
     return _C_StreamsGroupDescribeResponse(throttle_time_ms=x_throttle_time_ms, groups=x_groups, unknown_tags=x_tags), pos
 
 
-StreamsGroupDescribeRequest._ENCODERS = {0: _e0}
-StreamsGroupDescribeRequest._DECODERS = {0: _d0}
-StreamsGroupDescribeResponse._ENCODERS = {0: _e11}
-StreamsGroupDescribeResponse._DECODERS = {0: _d11}
+def _e13(buf: bytearray, o: StreamsGroupDescribeResponse.TopologyDescriptionNode) -> None:
+    write_str(buf, o.name, True, False, 'name')
+    buf += _S8.pack(o.node_type)
+    write_array(buf, o.source_topics, True, False, 'source_topics', _wstr_c)
+    write_str(buf, o.sink_topic, True, True, 'sink_topic')
+    write_array(buf, o.stores, True, False, 'stores', _wstr_c)
+    write_array(buf, o.successors, True, False, 'successors', _wstr_c)
+    if o.unknown_tags:
+        write_tags(buf, [], o.unknown_tags)
+    else:
+        buf.append(0)
+
+
+def _d13(data: memoryview, pos: int) -> tuple[StreamsGroupDescribeResponse.TopologyDescriptionNode, int]:
+    x_name, pos = read_str(data, pos, True, False, 'name')
+    x_node_type, = _S8.unpack_from(data, pos)
+    pos += 1
+    x_source_topics, pos = read_array(data, pos, True, False, 'source_topics', _rstr_c)
+    x_sink_topic, pos = read_str(data, pos, True, True, 'sink_topic')
+    x_stores, pos = read_array(data, pos, True, False, 'stores', _rstr_c)
+    x_successors, pos = read_array(data, pos, True, False, 'successors', _rstr_c)
+    if data[pos] == 0:
+        x_tags = None
+        pos += 1
+    else:
+        x_tags, pos = read_tags(data, pos)
+    return _C_StreamsGroupDescribeResponse_TopologyDescriptionNode(name=x_name, node_type=x_node_type, source_topics=x_source_topics, sink_topic=x_sink_topic, stores=x_stores, successors=x_successors, unknown_tags=x_tags), pos
+
+
+def _e14(buf: bytearray, o: StreamsGroupDescribeResponse.TopologyDescriptionSubtopology) -> None:
+    write_str(buf, o.subtopology_id, True, False, 'subtopology_id')
+    write_array(buf, o.nodes, True, False, 'nodes', _e13)
+    if o.unknown_tags:
+        write_tags(buf, [], o.unknown_tags)
+    else:
+        buf.append(0)
+
+
+def _d14(data: memoryview, pos: int) -> tuple[StreamsGroupDescribeResponse.TopologyDescriptionSubtopology, int]:
+    x_subtopology_id, pos = read_str(data, pos, True, False, 'subtopology_id')
+    x_nodes, pos = read_array(data, pos, True, False, 'nodes', _d13)
+    if data[pos] == 0:
+        x_tags = None
+        pos += 1
+    else:
+        x_tags, pos = read_tags(data, pos)
+    return _C_StreamsGroupDescribeResponse_TopologyDescriptionSubtopology(subtopology_id=x_subtopology_id, nodes=x_nodes, unknown_tags=x_tags), pos
+
+
+def _e15(buf: bytearray, o: StreamsGroupDescribeResponse.TopologyDescriptionGlobalStore) -> None:
+    _e13(buf, o.source)
+    _e13(buf, o.processor)
+    if o.unknown_tags:
+        write_tags(buf, [], o.unknown_tags)
+    else:
+        buf.append(0)
+
+
+def _d15(data: memoryview, pos: int) -> tuple[StreamsGroupDescribeResponse.TopologyDescriptionGlobalStore, int]:
+    x_source, pos = _d13(data, pos)
+    x_processor, pos = _d13(data, pos)
+    if data[pos] == 0:
+        x_tags = None
+        pos += 1
+    else:
+        x_tags, pos = read_tags(data, pos)
+    return _C_StreamsGroupDescribeResponse_TopologyDescriptionGlobalStore(source=x_source, processor=x_processor, unknown_tags=x_tags), pos
+
+
+def _e16(buf: bytearray, o: StreamsGroupDescribeResponse.TopologyDescription) -> None:
+    write_array(buf, o.subtopologies, True, False, 'subtopologies', _e14)
+    write_array(buf, o.global_stores, True, False, 'global_stores', _e15)
+    if o.unknown_tags:
+        write_tags(buf, [], o.unknown_tags)
+    else:
+        buf.append(0)
+
+
+def _d16(data: memoryview, pos: int) -> tuple[StreamsGroupDescribeResponse.TopologyDescription, int]:
+    x_subtopologies, pos = read_array(data, pos, True, False, 'subtopologies', _d14)
+    x_global_stores, pos = read_array(data, pos, True, False, 'global_stores', _d15)
+    if data[pos] == 0:
+        x_tags = None
+        pos += 1
+    else:
+        x_tags, pos = read_tags(data, pos)
+    return _C_StreamsGroupDescribeResponse_TopologyDescription(subtopologies=x_subtopologies, global_stores=x_global_stores, unknown_tags=x_tags), pos
+
+
+def _e17(buf: bytearray, o: StreamsGroupDescribeResponse.DescribedGroup) -> None:
+    buf += _S6.pack(o.error_code)
+    write_str(buf, o.error_message, True, True, 'error_message')
+    write_str(buf, o.group_id, True, False, 'group_id')
+    write_str(buf, o.group_state, True, False, 'group_state')
+    buf += _S7.pack(o.group_epoch, o.assignment_epoch)
+    if o.topology is None:
+        buf.append(255)
+    else:
+        buf.append(1)
+        _e5(buf, o.topology)
+    write_array(buf, o.members, True, False, 'members', _e10)
+    buf += _S3.pack(o.authorized_operations)
+    if o.topology_description is None:
+        buf.append(255)
+    else:
+        buf.append(1)
+        _e16(buf, o.topology_description)
+    buf += _S8.pack(o.topology_description_status)
+    write_str(buf, o.assignor_name, True, True, 'assignor_name')
+    if o.unknown_tags:
+        write_tags(buf, [], o.unknown_tags)
+    else:
+        buf.append(0)
+
+
+def _d17(data: memoryview, pos: int) -> tuple[StreamsGroupDescribeResponse.DescribedGroup, int]:
+    x_error_code, = _S6.unpack_from(data, pos)
+    pos += 2
+    x_error_message, pos = read_str(data, pos, True, True, 'error_message')
+    x_group_id, pos = read_str(data, pos, True, False, 'group_id')
+    x_group_state, pos = read_str(data, pos, True, False, 'group_state')
+    x_group_epoch, x_assignment_epoch = _S7.unpack_from(data, pos)
+    pos += 8
+    if data[pos] >= 128:
+        x_topology = None
+        pos += 1
+    else:
+        x_topology, pos = _d5(data, pos + 1)
+    x_members, pos = read_array(data, pos, True, False, 'members', _d10)
+    x_authorized_operations, = _S3.unpack_from(data, pos)
+    pos += 4
+    if data[pos] >= 128:
+        x_topology_description = None
+        pos += 1
+    else:
+        x_topology_description, pos = _d16(data, pos + 1)
+    x_topology_description_status, = _S8.unpack_from(data, pos)
+    pos += 1
+    x_assignor_name, pos = read_str(data, pos, True, True, 'assignor_name')
+    if data[pos] == 0:
+        x_tags = None
+        pos += 1
+    else:
+        x_tags, pos = read_tags(data, pos)
+    return _C_StreamsGroupDescribeResponse_DescribedGroup(error_code=x_error_code, error_message=x_error_message, group_id=x_group_id, group_state=x_group_state, group_epoch=x_group_epoch, assignment_epoch=x_assignment_epoch, topology=x_topology, members=x_members, authorized_operations=x_authorized_operations, topology_description=x_topology_description, topology_description_status=x_topology_description_status, assignor_name=x_assignor_name, unknown_tags=x_tags), pos
+
+
+def _e18(buf: bytearray, o: StreamsGroupDescribeResponse) -> None:
+    buf += _S3.pack(o.throttle_time_ms)
+    write_array(buf, o.groups, True, False, 'groups', _e17)
+    if o.unknown_tags:
+        write_tags(buf, [], o.unknown_tags)
+    else:
+        buf.append(0)
+
+
+def _d18(data: memoryview, pos: int) -> tuple[StreamsGroupDescribeResponse, int]:
+    x_throttle_time_ms, = _S3.unpack_from(data, pos)
+    pos += 4
+    x_groups, pos = read_array(data, pos, True, False, 'groups', _d17)
+    if data[pos] == 0:
+        x_tags = None
+        pos += 1
+    else:
+        x_tags, pos = read_tags(data, pos)
+    return _C_StreamsGroupDescribeResponse(throttle_time_ms=x_throttle_time_ms, groups=x_groups, unknown_tags=x_tags), pos
+
+
+StreamsGroupDescribeRequest._ENCODERS = {0: _e0, 1: _e1}
+StreamsGroupDescribeRequest._DECODERS = {0: _d0, 1: _d1}
+StreamsGroupDescribeResponse._ENCODERS = {0: _e12, 1: _e18}
+StreamsGroupDescribeResponse._DECODERS = {0: _d12, 1: _d18}

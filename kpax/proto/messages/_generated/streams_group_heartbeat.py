@@ -55,15 +55,17 @@ _S4 = struct.Struct('>ii')
 _S5 = struct.Struct('>?')
 _S6 = struct.Struct('>b')
 _S7 = struct.Struct('>iiii')
+_S8 = struct.Struct('>?i')
+_S9 = struct.Struct('>iiiq')
 
 
 class StreamsGroupHeartbeatRequest(Request):
-    """StreamsGroupHeartbeatRequest (versions 0, flexible from v0)."""
+    """StreamsGroupHeartbeatRequest (versions 0-1, flexible from v0)."""
 
     API_KEY: ClassVar[int] = 88
     API_NAME: ClassVar[str] = 'StreamsGroupHeartbeat'
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_VERSION: ClassVar[int | None] = 0
     RESPONSE: ClassVar[type[StreamsGroupHeartbeatResponse]]
 
@@ -258,12 +260,12 @@ class StreamsGroupHeartbeatRequest(Request):
 
 
 class StreamsGroupHeartbeatResponse(Response):
-    """StreamsGroupHeartbeatResponse (versions 0, flexible from v0)."""
+    """StreamsGroupHeartbeatResponse (versions 0-1, flexible from v0)."""
 
     API_KEY: ClassVar[int] = 88
     API_NAME: ClassVar[str] = 'StreamsGroupHeartbeat'
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_VERSION: ClassVar[int | None] = 0
     REQUEST: ClassVar[type[StreamsGroupHeartbeatRequest]]
 
@@ -349,7 +351,7 @@ class StreamsGroupHeartbeatResponse(Response):
             self.standby_partitions = [] if standby_partitions is _DEFAULT else standby_partitions
             self.unknown_tags = unknown_tags
 
-    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'member_id', 'member_epoch', 'heartbeat_interval_ms', 'acceptable_recovery_lag', 'task_offset_interval_ms', 'status', 'active_tasks', 'standby_tasks', 'warmup_tasks', 'endpoint_information_epoch', 'partitions_by_user_endpoint')
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'member_id', 'member_epoch', 'heartbeat_interval_ms', 'acceptable_recovery_lag_legacy', 'task_offset_interval_ms', 'acceptable_recovery_lag', 'status', 'active_tasks', 'standby_tasks', 'warmup_tasks', 'topology_description_required', 'endpoint_information_epoch', 'partitions_by_user_endpoint')
 
     def __init__(
         self,
@@ -360,12 +362,14 @@ class StreamsGroupHeartbeatResponse(Response):
         member_id: str = '',
         member_epoch: int = 0,
         heartbeat_interval_ms: int = 0,
-        acceptable_recovery_lag: int = 0,
+        acceptable_recovery_lag_legacy: int = 0,
         task_offset_interval_ms: int = 0,
+        acceptable_recovery_lag: int = -1,
         status: list[StreamsGroupHeartbeatResponse.Status] | None = _DEFAULT,
         active_tasks: list[StreamsGroupHeartbeatResponse.TaskIds] | None = None,
         standby_tasks: list[StreamsGroupHeartbeatResponse.TaskIds] | None = None,
         warmup_tasks: list[StreamsGroupHeartbeatResponse.TaskIds] | None = None,
+        topology_description_required: bool = False,
         endpoint_information_epoch: int = 0,
         partitions_by_user_endpoint: list[StreamsGroupHeartbeatResponse.EndpointToPartitions] | None = None,
         unknown_tags: dict[int, bytes] | None = None,
@@ -376,12 +380,14 @@ class StreamsGroupHeartbeatResponse(Response):
         self.member_id = member_id
         self.member_epoch = member_epoch
         self.heartbeat_interval_ms = heartbeat_interval_ms
-        self.acceptable_recovery_lag = acceptable_recovery_lag
+        self.acceptable_recovery_lag_legacy = acceptable_recovery_lag_legacy
         self.task_offset_interval_ms = task_offset_interval_ms
+        self.acceptable_recovery_lag = acceptable_recovery_lag
         self.status = [] if status is _DEFAULT else status
         self.active_tasks = active_tasks
         self.standby_tasks = standby_tasks
         self.warmup_tasks = warmup_tasks
+        self.topology_description_required = topology_description_required
         self.endpoint_information_epoch = endpoint_information_epoch
         self.partitions_by_user_endpoint = partitions_by_user_endpoint
         self.unknown_tags = unknown_tags
@@ -760,11 +766,13 @@ def _e14(buf: bytearray, o: StreamsGroupHeartbeatResponse) -> None:
     buf += _S0.pack(o.throttle_time_ms, o.error_code)
     write_str(buf, o.error_message, True, True, 'error_message')
     write_str(buf, o.member_id, True, False, 'member_id')
-    buf += _S7.pack(o.member_epoch, o.heartbeat_interval_ms, o.acceptable_recovery_lag, o.task_offset_interval_ms)
+    buf += _S7.pack(o.member_epoch, o.heartbeat_interval_ms, o.acceptable_recovery_lag_legacy, o.task_offset_interval_ms)
     write_array(buf, o.status, True, True, 'status', _e9)
     write_array(buf, o.active_tasks, True, True, 'active_tasks', _e10)
     write_array(buf, o.standby_tasks, True, True, 'standby_tasks', _e10)
     write_array(buf, o.warmup_tasks, True, True, 'warmup_tasks', _e10)
+    if o.topology_description_required:
+        raise _absent('topology_description_required', 'StreamsGroupHeartbeatResponse', '1+')
     buf += _S1.pack(o.endpoint_information_epoch)
     write_array(buf, o.partitions_by_user_endpoint, True, True, 'partitions_by_user_endpoint', _e13)
     if o.unknown_tags:
@@ -778,7 +786,7 @@ def _d14(data: memoryview, pos: int) -> tuple[StreamsGroupHeartbeatResponse, int
     pos += 6
     x_error_message, pos = read_str(data, pos, True, True, 'error_message')
     x_member_id, pos = read_str(data, pos, True, False, 'member_id')
-    x_member_epoch, x_heartbeat_interval_ms, x_acceptable_recovery_lag, x_task_offset_interval_ms = _S7.unpack_from(data, pos)
+    x_member_epoch, x_heartbeat_interval_ms, x_acceptable_recovery_lag_legacy, x_task_offset_interval_ms = _S7.unpack_from(data, pos)
     pos += 16
     x_status, pos = read_array(data, pos, True, True, 'status', _d9)
     x_active_tasks, pos = read_array(data, pos, True, True, 'active_tasks', _d10)
@@ -792,10 +800,52 @@ def _d14(data: memoryview, pos: int) -> tuple[StreamsGroupHeartbeatResponse, int
         pos += 1
     else:
         x_tags, pos = read_tags(data, pos)
-    return _C_StreamsGroupHeartbeatResponse(throttle_time_ms=x_throttle_time_ms, error_code=x_error_code, error_message=x_error_message, member_id=x_member_id, member_epoch=x_member_epoch, heartbeat_interval_ms=x_heartbeat_interval_ms, acceptable_recovery_lag=x_acceptable_recovery_lag, task_offset_interval_ms=x_task_offset_interval_ms, status=x_status, active_tasks=x_active_tasks, standby_tasks=x_standby_tasks, warmup_tasks=x_warmup_tasks, endpoint_information_epoch=x_endpoint_information_epoch, partitions_by_user_endpoint=x_partitions_by_user_endpoint, unknown_tags=x_tags), pos
+    return _C_StreamsGroupHeartbeatResponse(throttle_time_ms=x_throttle_time_ms, error_code=x_error_code, error_message=x_error_message, member_id=x_member_id, member_epoch=x_member_epoch, heartbeat_interval_ms=x_heartbeat_interval_ms, acceptable_recovery_lag_legacy=x_acceptable_recovery_lag_legacy, task_offset_interval_ms=x_task_offset_interval_ms, status=x_status, active_tasks=x_active_tasks, standby_tasks=x_standby_tasks, warmup_tasks=x_warmup_tasks, endpoint_information_epoch=x_endpoint_information_epoch, partitions_by_user_endpoint=x_partitions_by_user_endpoint, unknown_tags=x_tags), pos
 
 
-StreamsGroupHeartbeatRequest._ENCODERS = {0: _e8}
-StreamsGroupHeartbeatRequest._DECODERS = {0: _d8}
-StreamsGroupHeartbeatResponse._ENCODERS = {0: _e14}
-StreamsGroupHeartbeatResponse._DECODERS = {0: _d14}
+def _e15(buf: bytearray, o: StreamsGroupHeartbeatResponse) -> None:
+    buf += _S0.pack(o.throttle_time_ms, o.error_code)
+    write_str(buf, o.error_message, True, True, 'error_message')
+    write_str(buf, o.member_id, True, False, 'member_id')
+    buf += _S4.pack(o.member_epoch, o.heartbeat_interval_ms)
+    if o.acceptable_recovery_lag_legacy != 0:
+        raise _absent('acceptable_recovery_lag_legacy', 'StreamsGroupHeartbeatResponse', '0')
+    buf += _S3.pack(o.task_offset_interval_ms, o.acceptable_recovery_lag)
+    write_array(buf, o.status, True, True, 'status', _e9)
+    write_array(buf, o.active_tasks, True, True, 'active_tasks', _e10)
+    write_array(buf, o.standby_tasks, True, True, 'standby_tasks', _e10)
+    write_array(buf, o.warmup_tasks, True, True, 'warmup_tasks', _e10)
+    buf += _S8.pack(o.topology_description_required, o.endpoint_information_epoch)
+    write_array(buf, o.partitions_by_user_endpoint, True, True, 'partitions_by_user_endpoint', _e13)
+    if o.unknown_tags:
+        write_tags(buf, [], o.unknown_tags)
+    else:
+        buf.append(0)
+
+
+def _d15(data: memoryview, pos: int) -> tuple[StreamsGroupHeartbeatResponse, int]:
+    x_throttle_time_ms, x_error_code = _S0.unpack_from(data, pos)
+    pos += 6
+    x_error_message, pos = read_str(data, pos, True, True, 'error_message')
+    x_member_id, pos = read_str(data, pos, True, False, 'member_id')
+    x_member_epoch, x_heartbeat_interval_ms, x_task_offset_interval_ms, x_acceptable_recovery_lag = _S9.unpack_from(data, pos)
+    pos += 20
+    x_status, pos = read_array(data, pos, True, True, 'status', _d9)
+    x_active_tasks, pos = read_array(data, pos, True, True, 'active_tasks', _d10)
+    x_standby_tasks, pos = read_array(data, pos, True, True, 'standby_tasks', _d10)
+    x_warmup_tasks, pos = read_array(data, pos, True, True, 'warmup_tasks', _d10)
+    x_topology_description_required, x_endpoint_information_epoch = _S8.unpack_from(data, pos)
+    pos += 5
+    x_partitions_by_user_endpoint, pos = read_array(data, pos, True, True, 'partitions_by_user_endpoint', _d13)
+    if data[pos] == 0:
+        x_tags = None
+        pos += 1
+    else:
+        x_tags, pos = read_tags(data, pos)
+    return _C_StreamsGroupHeartbeatResponse(throttle_time_ms=x_throttle_time_ms, error_code=x_error_code, error_message=x_error_message, member_id=x_member_id, member_epoch=x_member_epoch, heartbeat_interval_ms=x_heartbeat_interval_ms, task_offset_interval_ms=x_task_offset_interval_ms, acceptable_recovery_lag=x_acceptable_recovery_lag, status=x_status, active_tasks=x_active_tasks, standby_tasks=x_standby_tasks, warmup_tasks=x_warmup_tasks, topology_description_required=x_topology_description_required, endpoint_information_epoch=x_endpoint_information_epoch, partitions_by_user_endpoint=x_partitions_by_user_endpoint, unknown_tags=x_tags), pos
+
+
+StreamsGroupHeartbeatRequest._ENCODERS = {0: _e8, 1: _e8}
+StreamsGroupHeartbeatRequest._DECODERS = {0: _d8, 1: _d8}
+StreamsGroupHeartbeatResponse._ENCODERS = {0: _e14, 1: _e15}
+StreamsGroupHeartbeatResponse._DECODERS = {0: _d14, 1: _d15}

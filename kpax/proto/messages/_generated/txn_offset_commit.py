@@ -51,17 +51,18 @@ _S0 = struct.Struct('>iq')
 _S1 = struct.Struct('>qh')
 _S2 = struct.Struct('>iqi')
 _S3 = struct.Struct('>qhi')
-_S4 = struct.Struct('>ih')
-_S5 = struct.Struct('>i')
+_S4 = struct.Struct('>16s')
+_S5 = struct.Struct('>ih')
+_S6 = struct.Struct('>i')
 
 
 class TxnOffsetCommitRequest(Request):
-    """TxnOffsetCommitRequest (versions 0-5, flexible from v3)."""
+    """TxnOffsetCommitRequest (versions 0-6, flexible from v3)."""
 
     API_KEY: ClassVar[int] = 28
     API_NAME: ClassVar[str] = 'TxnOffsetCommit'
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 5
+    MAX_VERSION: ClassVar[int] = 6
     FLEXIBLE_VERSION: ClassVar[int | None] = 3
     RESPONSE: ClassVar[type[TxnOffsetCommitResponse]]
 
@@ -88,20 +89,22 @@ class TxnOffsetCommitRequest(Request):
     class TxnOffsetCommitRequestTopic(Struct):
         """TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic."""
 
-        __slots__ = ('name', 'partitions')
+        __slots__ = ('name', 'topic_id', 'partitions')
 
         def __init__(
             self,
             *,
             name: str = '',
+            topic_id: uuid.UUID = ZERO_UUID,
             partitions: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition] = _DEFAULT,
             unknown_tags: dict[int, bytes] | None = None,
         ) -> None:
             self.name = name
+            self.topic_id = topic_id
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tags = unknown_tags
 
-    __slots__ = ('transactional_id', 'group_id', 'producer_id', 'producer_epoch', 'generation_id', 'member_id', 'group_instance_id', 'topics')
+    __slots__ = ('transactional_id', 'group_id', 'producer_id', 'producer_epoch', 'generation_id_or_member_epoch', 'member_id', 'group_instance_id', 'topics')
 
     def __init__(
         self,
@@ -110,7 +113,7 @@ class TxnOffsetCommitRequest(Request):
         group_id: str = '',
         producer_id: int = 0,
         producer_epoch: int = 0,
-        generation_id: int = -1,
+        generation_id_or_member_epoch: int = -1,
         member_id: str = '',
         group_instance_id: str | None = None,
         topics: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic] = _DEFAULT,
@@ -120,7 +123,7 @@ class TxnOffsetCommitRequest(Request):
         self.group_id = group_id
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
-        self.generation_id = generation_id
+        self.generation_id_or_member_epoch = generation_id_or_member_epoch
         self.member_id = member_id
         self.group_instance_id = group_instance_id
         self.topics = [] if topics is _DEFAULT else topics
@@ -128,12 +131,12 @@ class TxnOffsetCommitRequest(Request):
 
 
 class TxnOffsetCommitResponse(Response):
-    """TxnOffsetCommitResponse (versions 0-5, flexible from v3)."""
+    """TxnOffsetCommitResponse (versions 0-6, flexible from v3)."""
 
     API_KEY: ClassVar[int] = 28
     API_NAME: ClassVar[str] = 'TxnOffsetCommit'
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 5
+    MAX_VERSION: ClassVar[int] = 6
     FLEXIBLE_VERSION: ClassVar[int | None] = 3
     REQUEST: ClassVar[type[TxnOffsetCommitRequest]]
 
@@ -156,16 +159,18 @@ class TxnOffsetCommitResponse(Response):
     class TxnOffsetCommitResponseTopic(Struct):
         """TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic."""
 
-        __slots__ = ('name', 'partitions')
+        __slots__ = ('name', 'topic_id', 'partitions')
 
         def __init__(
             self,
             *,
             name: str = '',
+            topic_id: uuid.UUID = ZERO_UUID,
             partitions: list[TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition] = _DEFAULT,
             unknown_tags: dict[int, bytes] | None = None,
         ) -> None:
             self.name = name
+            self.topic_id = topic_id
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tags = unknown_tags
 
@@ -221,8 +226,8 @@ def _e2(buf: bytearray, o: TxnOffsetCommitRequest) -> None:
     write_str(buf, o.transactional_id, False, False, 'transactional_id')
     write_str(buf, o.group_id, False, False, 'group_id')
     buf += _S1.pack(o.producer_id, o.producer_epoch)
-    if o.generation_id != -1:
-        raise _absent('generation_id', 'TxnOffsetCommitRequest', '3+')
+    if o.generation_id_or_member_epoch != -1:
+        raise _absent('generation_id_or_member_epoch', 'TxnOffsetCommitRequest', '3+')
     if o.member_id != '':
         raise _absent('member_id', 'TxnOffsetCommitRequest', '3+')
     if o.group_instance_id is not None:
@@ -266,8 +271,8 @@ def _e5(buf: bytearray, o: TxnOffsetCommitRequest) -> None:
     write_str(buf, o.transactional_id, False, False, 'transactional_id')
     write_str(buf, o.group_id, False, False, 'group_id')
     buf += _S1.pack(o.producer_id, o.producer_epoch)
-    if o.generation_id != -1:
-        raise _absent('generation_id', 'TxnOffsetCommitRequest', '3+')
+    if o.generation_id_or_member_epoch != -1:
+        raise _absent('generation_id_or_member_epoch', 'TxnOffsetCommitRequest', '3+')
     if o.member_id != '':
         raise _absent('member_id', 'TxnOffsetCommitRequest', '3+')
     if o.group_instance_id is not None:
@@ -328,7 +333,7 @@ def _d7(data: memoryview, pos: int) -> tuple[TxnOffsetCommitRequest.TxnOffsetCom
 def _e8(buf: bytearray, o: TxnOffsetCommitRequest) -> None:
     write_str(buf, o.transactional_id, True, False, 'transactional_id')
     write_str(buf, o.group_id, True, False, 'group_id')
-    buf += _S3.pack(o.producer_id, o.producer_epoch, o.generation_id)
+    buf += _S3.pack(o.producer_id, o.producer_epoch, o.generation_id_or_member_epoch)
     write_str(buf, o.member_id, True, False, 'member_id')
     write_str(buf, o.group_instance_id, True, True, 'group_instance_id')
     write_array(buf, o.topics, True, False, 'topics', _e7)
@@ -341,7 +346,7 @@ def _e8(buf: bytearray, o: TxnOffsetCommitRequest) -> None:
 def _d8(data: memoryview, pos: int) -> tuple[TxnOffsetCommitRequest, int]:
     x_transactional_id, pos = read_str(data, pos, True, False, 'transactional_id')
     x_group_id, pos = read_str(data, pos, True, False, 'group_id')
-    x_producer_id, x_producer_epoch, x_generation_id = _S3.unpack_from(data, pos)
+    x_producer_id, x_producer_epoch, x_generation_id_or_member_epoch = _S3.unpack_from(data, pos)
     pos += 14
     x_member_id, pos = read_str(data, pos, True, False, 'member_id')
     x_group_instance_id, pos = read_str(data, pos, True, True, 'group_instance_id')
@@ -351,52 +356,103 @@ def _d8(data: memoryview, pos: int) -> tuple[TxnOffsetCommitRequest, int]:
         pos += 1
     else:
         x_tags, pos = read_tags(data, pos)
-    return _C_TxnOffsetCommitRequest(transactional_id=x_transactional_id, group_id=x_group_id, producer_id=x_producer_id, producer_epoch=x_producer_epoch, generation_id=x_generation_id, member_id=x_member_id, group_instance_id=x_group_instance_id, topics=x_topics, unknown_tags=x_tags), pos
+    return _C_TxnOffsetCommitRequest(transactional_id=x_transactional_id, group_id=x_group_id, producer_id=x_producer_id, producer_epoch=x_producer_epoch, generation_id_or_member_epoch=x_generation_id_or_member_epoch, member_id=x_member_id, group_instance_id=x_group_instance_id, topics=x_topics, unknown_tags=x_tags), pos
 
 
-def _e9(buf: bytearray, o: TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition) -> None:
-    buf += _S4.pack(o.partition_index, o.error_code)
-
-
-def _d9(data: memoryview, pos: int) -> tuple[TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition, int]:
-    x_partition_index, x_error_code = _S4.unpack_from(data, pos)
-    pos += 6
-    return _C_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition(partition_index=x_partition_index, error_code=x_error_code), pos
-
-
-def _e10(buf: bytearray, o: TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic) -> None:
-    write_str(buf, o.name, False, False, 'name')
-    write_array(buf, o.partitions, False, False, 'partitions', _e9)
-
-
-def _d10(data: memoryview, pos: int) -> tuple[TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic, int]:
-    x_name, pos = read_str(data, pos, False, False, 'name')
-    x_partitions, pos = read_array(data, pos, False, False, 'partitions', _d9)
-    return _C_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic(name=x_name, partitions=x_partitions), pos
-
-
-def _e11(buf: bytearray, o: TxnOffsetCommitResponse) -> None:
-    buf += _S5.pack(o.throttle_time_ms)
-    write_array(buf, o.topics, False, False, 'topics', _e10)
-
-
-def _d11(data: memoryview, pos: int) -> tuple[TxnOffsetCommitResponse, int]:
-    x_throttle_time_ms, = _S5.unpack_from(data, pos)
-    pos += 4
-    x_topics, pos = read_array(data, pos, False, False, 'topics', _d10)
-    return _C_TxnOffsetCommitResponse(throttle_time_ms=x_throttle_time_ms, topics=x_topics), pos
-
-
-def _e12(buf: bytearray, o: TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition) -> None:
-    buf += _S4.pack(o.partition_index, o.error_code)
+def _e9(buf: bytearray, o: TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic) -> None:
+    buf += _S4.pack(o.topic_id.bytes)
+    write_array(buf, o.partitions, True, False, 'partitions', _e6)
     if o.unknown_tags:
         write_tags(buf, [], o.unknown_tags)
     else:
         buf.append(0)
 
 
-def _d12(data: memoryview, pos: int) -> tuple[TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition, int]:
-    x_partition_index, x_error_code = _S4.unpack_from(data, pos)
+def _d9(data: memoryview, pos: int) -> tuple[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic, int]:
+    x_topic_id, = _S4.unpack_from(data, pos)
+    pos += 16
+    x_topic_id = _uuid_b(x_topic_id)
+    x_partitions, pos = read_array(data, pos, True, False, 'partitions', _d6)
+    if data[pos] == 0:
+        x_tags = None
+        pos += 1
+    else:
+        x_tags, pos = read_tags(data, pos)
+    return _C_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic(topic_id=x_topic_id, partitions=x_partitions, unknown_tags=x_tags), pos
+
+
+def _e10(buf: bytearray, o: TxnOffsetCommitRequest) -> None:
+    write_str(buf, o.transactional_id, True, False, 'transactional_id')
+    write_str(buf, o.group_id, True, False, 'group_id')
+    buf += _S3.pack(o.producer_id, o.producer_epoch, o.generation_id_or_member_epoch)
+    write_str(buf, o.member_id, True, False, 'member_id')
+    write_str(buf, o.group_instance_id, True, True, 'group_instance_id')
+    write_array(buf, o.topics, True, False, 'topics', _e9)
+    if o.unknown_tags:
+        write_tags(buf, [], o.unknown_tags)
+    else:
+        buf.append(0)
+
+
+def _d10(data: memoryview, pos: int) -> tuple[TxnOffsetCommitRequest, int]:
+    x_transactional_id, pos = read_str(data, pos, True, False, 'transactional_id')
+    x_group_id, pos = read_str(data, pos, True, False, 'group_id')
+    x_producer_id, x_producer_epoch, x_generation_id_or_member_epoch = _S3.unpack_from(data, pos)
+    pos += 14
+    x_member_id, pos = read_str(data, pos, True, False, 'member_id')
+    x_group_instance_id, pos = read_str(data, pos, True, True, 'group_instance_id')
+    x_topics, pos = read_array(data, pos, True, False, 'topics', _d9)
+    if data[pos] == 0:
+        x_tags = None
+        pos += 1
+    else:
+        x_tags, pos = read_tags(data, pos)
+    return _C_TxnOffsetCommitRequest(transactional_id=x_transactional_id, group_id=x_group_id, producer_id=x_producer_id, producer_epoch=x_producer_epoch, generation_id_or_member_epoch=x_generation_id_or_member_epoch, member_id=x_member_id, group_instance_id=x_group_instance_id, topics=x_topics, unknown_tags=x_tags), pos
+
+
+def _e11(buf: bytearray, o: TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition) -> None:
+    buf += _S5.pack(o.partition_index, o.error_code)
+
+
+def _d11(data: memoryview, pos: int) -> tuple[TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition, int]:
+    x_partition_index, x_error_code = _S5.unpack_from(data, pos)
+    pos += 6
+    return _C_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition(partition_index=x_partition_index, error_code=x_error_code), pos
+
+
+def _e12(buf: bytearray, o: TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic) -> None:
+    write_str(buf, o.name, False, False, 'name')
+    write_array(buf, o.partitions, False, False, 'partitions', _e11)
+
+
+def _d12(data: memoryview, pos: int) -> tuple[TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic, int]:
+    x_name, pos = read_str(data, pos, False, False, 'name')
+    x_partitions, pos = read_array(data, pos, False, False, 'partitions', _d11)
+    return _C_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic(name=x_name, partitions=x_partitions), pos
+
+
+def _e13(buf: bytearray, o: TxnOffsetCommitResponse) -> None:
+    buf += _S6.pack(o.throttle_time_ms)
+    write_array(buf, o.topics, False, False, 'topics', _e12)
+
+
+def _d13(data: memoryview, pos: int) -> tuple[TxnOffsetCommitResponse, int]:
+    x_throttle_time_ms, = _S6.unpack_from(data, pos)
+    pos += 4
+    x_topics, pos = read_array(data, pos, False, False, 'topics', _d12)
+    return _C_TxnOffsetCommitResponse(throttle_time_ms=x_throttle_time_ms, topics=x_topics), pos
+
+
+def _e14(buf: bytearray, o: TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition) -> None:
+    buf += _S5.pack(o.partition_index, o.error_code)
+    if o.unknown_tags:
+        write_tags(buf, [], o.unknown_tags)
+    else:
+        buf.append(0)
+
+
+def _d14(data: memoryview, pos: int) -> tuple[TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition, int]:
+    x_partition_index, x_error_code = _S5.unpack_from(data, pos)
     pos += 6
     if data[pos] == 0:
         x_tags = None
@@ -406,18 +462,18 @@ def _d12(data: memoryview, pos: int) -> tuple[TxnOffsetCommitResponse.TxnOffsetC
     return _C_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition(partition_index=x_partition_index, error_code=x_error_code, unknown_tags=x_tags), pos
 
 
-def _e13(buf: bytearray, o: TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic) -> None:
+def _e15(buf: bytearray, o: TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic) -> None:
     write_str(buf, o.name, True, False, 'name')
-    write_array(buf, o.partitions, True, False, 'partitions', _e12)
+    write_array(buf, o.partitions, True, False, 'partitions', _e14)
     if o.unknown_tags:
         write_tags(buf, [], o.unknown_tags)
     else:
         buf.append(0)
 
 
-def _d13(data: memoryview, pos: int) -> tuple[TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic, int]:
+def _d15(data: memoryview, pos: int) -> tuple[TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic, int]:
     x_name, pos = read_str(data, pos, True, False, 'name')
-    x_partitions, pos = read_array(data, pos, True, False, 'partitions', _d12)
+    x_partitions, pos = read_array(data, pos, True, False, 'partitions', _d14)
     if data[pos] == 0:
         x_tags = None
         pos += 1
@@ -426,19 +482,19 @@ def _d13(data: memoryview, pos: int) -> tuple[TxnOffsetCommitResponse.TxnOffsetC
     return _C_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic(name=x_name, partitions=x_partitions, unknown_tags=x_tags), pos
 
 
-def _e14(buf: bytearray, o: TxnOffsetCommitResponse) -> None:
-    buf += _S5.pack(o.throttle_time_ms)
-    write_array(buf, o.topics, True, False, 'topics', _e13)
+def _e16(buf: bytearray, o: TxnOffsetCommitResponse) -> None:
+    buf += _S6.pack(o.throttle_time_ms)
+    write_array(buf, o.topics, True, False, 'topics', _e15)
     if o.unknown_tags:
         write_tags(buf, [], o.unknown_tags)
     else:
         buf.append(0)
 
 
-def _d14(data: memoryview, pos: int) -> tuple[TxnOffsetCommitResponse, int]:
-    x_throttle_time_ms, = _S5.unpack_from(data, pos)
+def _d16(data: memoryview, pos: int) -> tuple[TxnOffsetCommitResponse, int]:
+    x_throttle_time_ms, = _S6.unpack_from(data, pos)
     pos += 4
-    x_topics, pos = read_array(data, pos, True, False, 'topics', _d13)
+    x_topics, pos = read_array(data, pos, True, False, 'topics', _d15)
     if data[pos] == 0:
         x_tags = None
         pos += 1
@@ -447,7 +503,50 @@ def _d14(data: memoryview, pos: int) -> tuple[TxnOffsetCommitResponse, int]:
     return _C_TxnOffsetCommitResponse(throttle_time_ms=x_throttle_time_ms, topics=x_topics, unknown_tags=x_tags), pos
 
 
-TxnOffsetCommitRequest._ENCODERS = {0: _e2, 1: _e2, 2: _e5, 3: _e8, 4: _e8, 5: _e8}
-TxnOffsetCommitRequest._DECODERS = {0: _d2, 1: _d2, 2: _d5, 3: _d8, 4: _d8, 5: _d8}
-TxnOffsetCommitResponse._ENCODERS = {0: _e11, 1: _e11, 2: _e11, 3: _e14, 4: _e14, 5: _e14}
-TxnOffsetCommitResponse._DECODERS = {0: _d11, 1: _d11, 2: _d11, 3: _d14, 4: _d14, 5: _d14}
+def _e17(buf: bytearray, o: TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic) -> None:
+    buf += _S4.pack(o.topic_id.bytes)
+    write_array(buf, o.partitions, True, False, 'partitions', _e14)
+    if o.unknown_tags:
+        write_tags(buf, [], o.unknown_tags)
+    else:
+        buf.append(0)
+
+
+def _d17(data: memoryview, pos: int) -> tuple[TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic, int]:
+    x_topic_id, = _S4.unpack_from(data, pos)
+    pos += 16
+    x_topic_id = _uuid_b(x_topic_id)
+    x_partitions, pos = read_array(data, pos, True, False, 'partitions', _d14)
+    if data[pos] == 0:
+        x_tags = None
+        pos += 1
+    else:
+        x_tags, pos = read_tags(data, pos)
+    return _C_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic(topic_id=x_topic_id, partitions=x_partitions, unknown_tags=x_tags), pos
+
+
+def _e18(buf: bytearray, o: TxnOffsetCommitResponse) -> None:
+    buf += _S6.pack(o.throttle_time_ms)
+    write_array(buf, o.topics, True, False, 'topics', _e17)
+    if o.unknown_tags:
+        write_tags(buf, [], o.unknown_tags)
+    else:
+        buf.append(0)
+
+
+def _d18(data: memoryview, pos: int) -> tuple[TxnOffsetCommitResponse, int]:
+    x_throttle_time_ms, = _S6.unpack_from(data, pos)
+    pos += 4
+    x_topics, pos = read_array(data, pos, True, False, 'topics', _d17)
+    if data[pos] == 0:
+        x_tags = None
+        pos += 1
+    else:
+        x_tags, pos = read_tags(data, pos)
+    return _C_TxnOffsetCommitResponse(throttle_time_ms=x_throttle_time_ms, topics=x_topics, unknown_tags=x_tags), pos
+
+
+TxnOffsetCommitRequest._ENCODERS = {0: _e2, 1: _e2, 2: _e5, 3: _e8, 4: _e8, 5: _e8, 6: _e10}
+TxnOffsetCommitRequest._DECODERS = {0: _d2, 1: _d2, 2: _d5, 3: _d8, 4: _d8, 5: _d8, 6: _d10}
+TxnOffsetCommitResponse._ENCODERS = {0: _e13, 1: _e13, 2: _e13, 3: _e16, 4: _e16, 5: _e16, 6: _e18}
+TxnOffsetCommitResponse._DECODERS = {0: _d13, 1: _d13, 2: _d13, 3: _d16, 4: _d16, 5: _d16, 6: _d18}

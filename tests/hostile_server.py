@@ -228,7 +228,7 @@ def run_client(
     the producers send one record and flush, the consumer is assigned a
     partition, polls twice and asks its position, the admin lists topics.
     Returns the error (type, message, whether a KafkaError), the seconds it
-    took, the threads named kpax-* left after close and (asyncio clients) the
+    took, the threads named kpax-* it started that are left after close and (asyncio clients) the
     tasks still pending after close. ``timeout_ms`` is the request timeout
     (and the producer's delivery timeout), ``api_timeout_ms`` the consumer's
     and admin's default_api_timeout_ms."""
@@ -240,6 +240,8 @@ def run_client(
     opts: dict[str, Any] = {"request_timeout_ms": timeout_ms}
     tp = kpax.TopicPartition("hostile", 0)
     out: dict[str, Any] = {"client": client, "error": None, "pending_tasks": []}
+    # (threads an earlier test left behind are not this client's)
+    earlier = {t for t in threading.enumerate() if t.name.startswith("kpax-")}
     started = time.monotonic()
 
     def failed(exc: BaseException) -> None:
@@ -312,7 +314,11 @@ def run_client(
         raise ValueError(f"unknown client {client!r}")
     if out["error"] is None:
         out["seconds"] = round(time.monotonic() - started, 3)
-    out["threads"] = [t.name for t in threading.enumerate() if t.name.startswith("kpax-")]
+    out["threads"] = [
+        t.name
+        for t in threading.enumerate()
+        if t.name.startswith("kpax-") and t not in earlier and t.is_alive()
+    ]
     return out
 
 

@@ -182,6 +182,13 @@ class GroupAdmin(AdminBase):
                 f"describe group {group!r} on {broker.describe()}",
                 getattr(g, "error_message", None),
             )
+        if g.group_state == "Dead" and not g.members and not g.protocol_type:
+            # Before DescribeGroups v6 (Kafka 4.0) an unknown group is described as an
+            # empty group in state Dead, not with GROUP_ID_NOT_FOUND.
+            raise GroupIdNotFoundError(
+                f"describe group {group!r} on {broker.describe()}: group not found "
+                "(described as an empty group in state Dead)"
+            )
         is_consumer = g.protocol_type == CONSUMER
         members = tuple(
             MemberDescription(
@@ -213,7 +220,11 @@ class GroupAdmin(AdminBase):
             resp = await broker.request(DeleteGroupsRequest(groups_names=[group]))
             r = resp.results[0]
             if r.error_code:
-                raise broker_error(r.error_code, f"delete group {group!r} on {broker.describe()}")
+                raise broker_error(
+                    r.error_code,
+                    f"delete group {group!r} on {broker.describe()}",
+                    r.error_message,  # (DeleteGroups v3+, Kafka 4.4: the cause, if any)
+                )
 
         return await self._coordinator_call("delete group", group_ids, one, timeout)
 

@@ -575,12 +575,16 @@ class LocalCluster(KafkaCluster):
 
     def _failure(self, nid: int, what: str) -> str:
         node = self.nodes[nid]
-        lines = self.log_tail(nid, 200).splitlines()
+        lines = self.log_tail(nid, 2000).splitlines()
         tail = "\n".join([ln for ln in lines if not ln.startswith("\tat ")][-30:])
         msg = f"Kafka {self.version} broker {nid} ({self.brokers[nid]}) {what}."
-        if "Address already in use" in tail or "BindException" in tail:
+        # (Kafka 3.9 logs a long shutdown after the bind error: look past the tail.)
+        bind = [ln for ln in lines if "Address already in use" in ln or "BindException" in ln]
+        if bind:
             taken = [f"{n}={p}" for n, p in node.ports.items() if not _port_free(p)]
             msg += f" A port is taken by another process ({', '.join(taken) or 'see log'}); retry."
+            if bind[0] not in tail:
+                msg += f" ({bind[0].strip()[:300]})"
         return f"{msg} Last lines of its log (stack frames left out):\n{tail}"
 
     # ----------------------------------------------------------------- control

@@ -17,6 +17,11 @@ Fixtures:
   *cluster* (default: the ``kafka`` fixture) and waits until every partition has
   a leader.
 
+Marker ``kafka4``: the test needs a Kafka 4.0+ broker (KIP-848 consumer groups,
+transactions v2, the 4.0 timestamp bounds) and is skipped, saying so, when
+``KPAX_KAFKA_VERSION`` picks an older one (the broker matrix runs the suite on
+3.9.2 too).
+
 When a test that used a broker fails, the last lines of each broker's log are
 added to its report ("kafka broker log" section). A test that asks the
 cluster for what it cannot do (``NotAvailableHere``: pause a broker of a
@@ -59,8 +64,27 @@ def pytest_configure(config: pytest.Config) -> None:
     for line in (
         "slow: long-running test (still runs in make test)",
         "multibroker: needs a cluster of several brokers",
+        "kafka4: needs Kafka 4.0+ behaviour (KIP-848 consumer groups, transactions v2, "
+        "timestamp bounds); skipped when the suite's brokers are an older pinned version",
     ):
         config.addinivalue_line("markers", line)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("kafka4") is None:
+        return
+    import os
+
+    if os.environ.get("KPAX_TEST_BOOTSTRAP"):
+        return  # a running cluster of unknown version: let the test find out
+    from kpax.testing.jars import is_kafka4, kafka_version
+
+    version = kafka_version()
+    if not is_kafka4(version):
+        pytest.skip(
+            "needs Kafka 4.0+ behaviour (KIP-848 consumer groups, transactions v2 or the "
+            f"timestamp bounds); the suite's brokers are Kafka {version}"
+        )
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -212,7 +212,9 @@ def _described_when_assigned(admin, group: str, tps: set[kpax.TopicPartition]):
     return eventually(check, timeout=45)
 
 
-@pytest.mark.parametrize("protocol", ["consumer", "classic"])
+@pytest.mark.parametrize(
+    "protocol", [pytest.param("consumer", marks=pytest.mark.kafka4), "classic"]
+)
 def test_describe_groups_of_both_protocols(admin, kafka, topic, protocol):
     """describe_groups works on KIP-848 groups (ConsumerGroupDescribe) and classic
     ones (DescribeGroups), sync and asyncio, and says which kind each is."""
@@ -271,6 +273,7 @@ def test_describe_groups_of_both_protocols(admin, kafka, topic, protocol):
     assert admin.delete_groups([group]).ok
 
 
+@pytest.mark.kafka4
 def test_describe_consumer_group_with_a_classic_member(admin, kafka, topic):
     """A classic-protocol member joining a KIP-848 group stays in a consumer
     group: described with ConsumerGroupDescribe, ``upgraded`` tells them apart."""

@@ -317,7 +317,9 @@ def test_follow_rollback_refused_and_ctrl_c(kafka: KafkaCluster, topic: Any, k: 
     assert ok(k("consume", t, "--group", group)).out == b"b\nc\n"
 
 
-@pytest.mark.parametrize("protocol", ["consumer", "classic"])
+@pytest.mark.parametrize(
+    "protocol", [pytest.param("consumer", marks=pytest.mark.kafka4), "classic"]
+)
 def test_groups_describe_and_rollback_of_both_protocols(
     kafka: KafkaCluster, topic: Any, k: Any, protocol: str
 ) -> None:

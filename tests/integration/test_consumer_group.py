@@ -316,7 +316,9 @@ def test_close_leaves_the_group_promptly(kafka, topic):
     c2.close()
 
 
-@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+@pytest.mark.parametrize(
+    "protocol", ["classic", pytest.param("consumer", marks=pytest.mark.kafka4)]
+)
 def test_subscribing_to_a_topic_that_does_not_exist_yet_picks_it_up(kafka, topic, protocol):
     """As the Java consumer: subscribe returns at once; when the topic is
     created, the group assigns it and its records arrive."""
@@ -392,6 +394,7 @@ def _topic848(kafka848, partitions: int) -> str:
     return name
 
 
+@pytest.mark.kafka4
 def test_kip848_members_share_and_rebalance_without_loss(kafka848):
     t = _topic848(kafka848, 6)
     produce(kafka848.bootstrap, t, 3000, partitions=6)
@@ -439,6 +442,7 @@ def test_kip848_members_share_and_rebalance_without_loss(kafka848):
             c.close()
 
 
+@pytest.mark.kafka4
 async def test_kip848_asyncio_member_and_commit(kafka848):
     t = _topic848(kafka848, 2)
     produce(kafka848.bootstrap, t, 100, partitions=2)

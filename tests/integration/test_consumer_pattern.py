@@ -121,6 +121,7 @@ KIP848 = {
 }
 
 
+@pytest.mark.kafka4
 def test_kip848_pattern_is_resolved_by_the_broker_and_new_topics_join(kafka848):
     p = prefix()
     a, b = (create_topic(kafka848, 2, name=f"{p}-orders-{x}") for x in "ab")
@@ -149,6 +150,7 @@ def test_kip848_pattern_is_resolved_by_the_broker_and_new_topics_join(kafka848):
         c.close()
 
 
+@pytest.mark.kafka4
 async def test_kip848_pattern_asyncio_face(kafka848):
     p = prefix()
     a, b, other = (create_topic(kafka848, 1, name=f"{p}-{x}") for x in ("ev-1", "ev-2", "zz"))
@@ -168,7 +170,9 @@ async def test_kip848_pattern_asyncio_face(kafka848):
         assert other not in got
 
 
-@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+@pytest.mark.parametrize(
+    "protocol", ["classic", pytest.param("consumer", marks=pytest.mark.kafka4)]
+)
 def test_internal_topics_never_match(kafka848, protocol):
     p = prefix()
     t = create_topic(kafka848, 1, name=f"{p}-x")

@@ -33,7 +33,9 @@ def _long_poll_outstanding(core: kpax.aio.Consumer) -> bool:
     return any(b._conn is not None and b._conn.in_flight > 0 for b in fetch)
 
 
-@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+@pytest.mark.parametrize(
+    "protocol", ["classic", pytest.param("consumer", marks=pytest.mark.kafka4)]
+)
 def test_commit_returns_at_once_while_a_5s_long_poll_is_outstanding(kafka, topic, protocol):
     t = topic()
     _fill(kafka.bootstrap, t, 10)

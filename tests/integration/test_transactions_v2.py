@@ -105,6 +105,7 @@ def _check(cluster: KafkaCluster, topic: str, group: str) -> None:
     assert offsets[kpax.TopicPartition(topic, 0)].offset == 20
 
 
+@pytest.mark.kafka4
 def test_transactions_v2_add_partitions_and_offsets_implicitly(kafka, sent):
     topic, group = _run_transactions(kafka)
     _check(kafka, topic, group)

@@ -147,6 +147,7 @@ def test_committed_offsets_cross_between_kpax_and_confluent(kafka, topic):
         assert k.position(TP(t, 0)) == 17
 
 
+@pytest.mark.kafka4
 def test_kip848_group_with_confluent_member(kafka, topic):
     from confluent_kafka import Consumer as CK
 

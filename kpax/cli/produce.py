@@ -35,8 +35,9 @@ _PRUNE_EVERY = 8192
 class _Delivery:
     """Tracks futures (one per record, or one per ``send_many`` block) until done,
     oldest first; counts records acknowledged, failed (the broker or the client
-    refused them) and of unknown outcome (not acknowledged when the producer
-    closed or timed out: they may have been written), and keeps the first error."""
+    refused them), never sent (the producer closed before sending them: not
+    written) and of unknown outcome (not acknowledged when the producer closed or
+    timed out: they may have been written), and keeps the first error."""
 
     def __init__(self) -> None:
         self.pending: deque[kpax.RecordFuture | kpax.BulkFuture] = deque()
@@ -44,6 +45,9 @@ class _Delivery:
         self.pending_records = 0
         self.failed = 0
         self.unknown = 0
+        self.unsent = 0
+        #: Why records were never sent (the producer's close error says it).
+        self.unsent_error: BaseException | None = None
         self.first_error: BaseException | None = None
 
     def add(self, fut: kpax.RecordFuture | kpax.BulkFuture) -> None:
@@ -70,7 +74,11 @@ class _Delivery:
             failed = int(f.failed())
         if failed:
             err = f.exception(0)
-            if isinstance(err, _UNKNOWN_OUTCOME):
+            if isinstance(err, kpax.ClientClosedError) and not err.outcome_unknown:
+                self.unsent += failed
+                if self.unsent_error is None:
+                    self.unsent_error = err
+            elif isinstance(err, _UNKNOWN_OUTCOME):
                 self.unknown += failed
             else:
                 self.failed += failed
@@ -83,13 +91,13 @@ class _Delivery:
         it is closed: futures still pending (an abandoned close) are unknown."""
         self.prune(everything=True)
         unknown = self.unknown + self.pending_records
-        return count - self.failed - unknown, unknown
+        return count - self.failed - self.unsent - unknown, unknown
 
 
 #: Failures after which a record may still have been written: the producer
-#: closed before an acknowledgement came, or a timeout (delivery_timeout_ms, or
-#: buffer memory full in the middle of a ``send_many``). The count is
-#: conservative: some of these were never sent.
+#: closed before an acknowledgement came (records it had sent), or a timeout
+#: (delivery_timeout_ms, or buffer memory full in the middle of a ``send_many``).
+#: The count is conservative: some timed-out records were never sent.
 _UNKNOWN_OUTCOME = (kpax.ClientClosedError, kpax.KafkaTimeoutError)
 
 
@@ -396,6 +404,8 @@ def _report(  # noqa: PLR0917
     outcome = f"{acked:,} of {run.count:,} records acknowledged by {topic!r}"
     if track.failed:
         outcome += f"; {track.failed:,} failed: {track.first_error}"
+    if track.unsent:
+        outcome += f"; {track.unsent:,} not sent {waited}, so not written: {track.unsent_error}"
     if unknown:
         outcome += (
             f"; {unknown:,} not acknowledged {waited}: outcome unknown "
@@ -407,7 +417,7 @@ def _report(  # noqa: PLR0917
     if stopped is not None:
         # one line: what stopped the run, then what became of the records before it
         raise CommandError(f"{stopped}; {outcome}")
-    if track.failed or unknown:
+    if track.failed or track.unsent or unknown:
         raise CommandError(f"produce to {topic!r}: {outcome}")
     if not args.quiet:
         elapsed = time.monotonic() - start

@@ -227,7 +227,9 @@ class RequestPath:
         the deadline then only stops further attempts."""
         deadline = self.deadline(timeout)
         backoff = self.policy.backoff()
+        last: KafkaError | None = None
         while True:
+            broker: Broker | None = None
             try:
                 broker = await self.resolve(route, deadline)
                 if not cut:
@@ -235,9 +237,10 @@ class RequestPath:
                 return await asyncio.wait_for(send(broker), max(deadline.left(), 0.001))
             except asyncio.TimeoutError:
                 raise KafkaTimeoutError(
-                    f"{what} did not complete within {deadline.total:g}s"
+                    f"{what} did not complete within {deadline.total:g}s" + _waiting(broker, last)
                 ) from None
             except KafkaError as exc:
+                last = exc
                 if not retry(exc, deadline):
                     raise
                 self.forget(route, exc)
@@ -257,13 +260,15 @@ class RequestPath:
         retry: RetryRule = retriable,
         forget: Callable[[K, KafkaError], None] | None = None,
         on_retry: Callable[[list[K]], Awaitable[None]] | None = None,
+        waiting_on: Callable[[K], Broker | None] | None = None,
     ) -> BatchResult[K, Any]:
         """The retry loop for many keys: ``attempt(keys)`` returns per key a value
         or a KafkaError instance (it may raise one for all of them). Keys whose
         error ``retry`` allows go again after a backoff -- ``forget(key, error)``
         first, ``on_retry(keys)`` (e.g. a metadata refresh) just before -- until
         the deadline; the others keep their value or error. An attempt never
-        runs past the deadline."""
+        runs past the deadline; a key it cut names the broker ``waiting_on(key)``
+        says it was waiting for."""
         deadline = self.deadline(timeout)
         backoff = self.policy.backoff()
         pending = list(dict.fromkeys(keys))
@@ -279,9 +284,8 @@ class RequestPath:
                 # (rounded: fan_out passes what is left of its own deadline)
                 within = f"{what} did not complete within {round(deadline.total, 2):g}s"
                 for key in pending:
-                    before = last.get(key)
-                    reason = f"; the attempt before failed: {before.message}" if before else ""
-                    errors[key] = KafkaTimeoutError(within + reason)
+                    on = waiting_on(key) if waiting_on is not None else None
+                    errors[key] = KafkaTimeoutError(within + _waiting(on, last.get(key)))
                 break
             except KafkaError as exc:
                 outcome = dict.fromkeys(pending, exc)
@@ -342,9 +346,11 @@ class RequestPath:
                 r = routes[key] = route_of(key)
             return r
 
+        sent_to: dict[K, Broker] = {}  # the broker of each key's latest attempt
+
         async def attempt(pending: list[K]) -> Mapping[K, Any]:
             limit = resolve_timeout
-            return await self._attempt(what, pending, route, send, deadline, limit)
+            return await self._attempt(what, pending, route, send, deadline, limit, sent_to)
 
         async def refresh(pending: list[K]) -> None:
             await self._refresh([route(k) for k in pending], deadline)
@@ -357,6 +363,7 @@ class RequestPath:
             retry=retry,
             forget=lambda key, error: self.forget(route(key), error),
             on_retry=refresh,
+            waiting_on=sent_to.get,
         )
 
     async def _attempt(  # noqa: PLR0917
@@ -367,8 +374,10 @@ class RequestPath:
         send: Callable[[Broker, list[K]], Awaitable[Mapping[K, Any]]],
         deadline: Deadline,
         resolve_timeout: float | None,
+        sent_to: dict[K, Broker],
     ) -> dict[K, Any]:
-        """One round: route every pending key, one request per broker, all at once."""
+        """One round: route every pending key, one request per broker, all at once
+        (``sent_to``: each key's broker, noted before its request goes)."""
         out: dict[K, Any] = {}
         groups: dict[int, tuple[Broker, list[K]]] = {}
         for key in pending:
@@ -384,6 +393,7 @@ class RequestPath:
                 continue
             node = broker.node_id if broker.node_id is not None else -1
             groups.setdefault(node, (broker, []))[1].append(key)
+            sent_to[key] = broker
         calls = list(groups.values())
         answers = await asyncio.gather(
             *(send(broker, group) for broker, group in calls), return_exceptions=True
@@ -406,3 +416,12 @@ class RequestPath:
 
 
 _MISSING: Any = object()
+
+
+def _waiting(broker: Broker | None, before: KafkaError | None) -> str:
+    """What a timeout message adds: the broker the attempt was waiting for, and
+    how the attempt before failed."""
+    text = f" (waiting for {broker.describe()})" if broker is not None else ""
+    if before is not None:
+        text += f"; the attempt before failed: {before.message}"
+    return text

@@ -218,6 +218,7 @@ class AsyncProducer:
         log.error("the producer's sender stopped unexpectedly: %r", exc)
         err = ClientClosedError(f"the producer's sender stopped unexpectedly: {exc!r}")
         err.__cause__ = exc
+        err.outcome_unknown = True  # some may have been in flight
         self.closed = True
         self._disable_appenders()
         self.sender.stopped = True
@@ -290,6 +291,19 @@ class AsyncProducer:
                 f"{what}: {len(pending)} batch(es) still unacknowledged after {timeout:g}s"
             )
 
+    def _why_unsent(self) -> str:
+        """What kept batches from being sent, when the producer knows it."""
+        identity = self.sender.identity
+        if identity is not None and identity.producer_id < 0:
+            asked = getattr(identity, "asking", None)
+            on = ""
+            if asked is not None:
+                failed = getattr(identity, "asking_error", None)
+                how = f"failed: {failed.message}" if failed is not None else "no answer yet"
+                on = f"; asked of {asked.describe()}: {how}"
+            return f" (no producer id yet: InitProducerId had not succeeded{on})"
+        return ""
+
     async def close(self, timeout: float | None = None) -> None:
         """Send what is buffered (waiting at most ``timeout`` seconds; None: until
         each record is delivered or fails), then fail whatever is left with
@@ -317,14 +331,18 @@ class AsyncProducer:
             sent = {id(b) for pq in acc.all_queues() for b in pq.in_flight}
             unknown = [b for b in left if id(b) in sent or b.attempts > 0]
             unsent = [b for b in left if not (id(b) in sent or b.attempts > 0)]
-            limit = f"close timeout {timeout:g}s" if timeout is not None else "no close timeout"
+            limit = (
+                f"close timeout {round(timeout, 2):g}s"
+                if timeout is not None
+                else "no close timeout"
+            )
             for group, what in (
                 (
                     unknown,
                     "were sent but not acknowledged: their outcome is unknown (they may "
                     "have been written)",
                 ),
-                (unsent, "were never sent"),
+                (unsent, "were never sent" + self._why_unsent()),
             ):
                 if not group:
                     continue

@@ -47,6 +47,10 @@ class ProducerIdentity:
         #: Set by the sender when sequences must be reset with a new epoch.
         self.bump_needed = False
         self.bumps = 0
+        #: The broker of the latest InitProducerId attempt, and how it failed (None:
+        #: no answer yet): what a close that found no producer id names.
+        self.asking: Broker | None = None
+        self.asking_error: KafkaError | None = None
 
     @property
     def ready(self) -> bool:
@@ -99,7 +103,12 @@ class ProducerIdentity:
             producer_id=pid,
             producer_epoch=epoch,
         )
-        resp = await broker.request(req, version=version)
+        self.asking, self.asking_error = broker, None
+        try:
+            resp = await broker.request(req, version=version)
+        except KafkaError as exc:
+            self.asking_error = exc
+            raise
         if resp.error_code:
             raise error_for_code(resp.error_code)(f"InitProducerId on {broker.describe()}")
         if bump:

@@ -34,18 +34,26 @@ pytestmark = pytest.mark.timeout(180)
 
 _OUTCOME = re.compile(r"([\d,]+) of ([\d,]+) records acknowledged")
 _UNKNOWN = re.compile(r"([\d,]+) not acknowledged (?:within|when)")
+_UNSENT = re.compile(r"([\d,]+) not sent (?:within|when)")
 
 
 def _num(text: str) -> int:
     return int(text.replace(",", ""))
 
 
-def _outcome(err: str) -> tuple[int, int, int]:
-    """(acknowledged, handed to the producer, unknown outcome) from a summary line."""
+def _outcome(err: str) -> tuple[int, int, int, int]:
+    """(acknowledged, handed to the producer, unknown outcome, never sent) from a
+    summary line."""
     m = _OUTCOME.search(err)
     assert m, f"no outcome in {err!r}"
     u = _UNKNOWN.search(err)
-    return _num(m.group(1)), _num(m.group(2)), _num(u.group(1)) if u else 0
+    n = _UNSENT.search(err)
+    return (
+        _num(m.group(1)),
+        _num(m.group(2)),
+        _num(u.group(1)) if u else 0,
+        _num(n.group(1)) if n else 0,
+    )
 
 
 def _unread(pipe: IO[bytes]) -> int:
@@ -145,10 +153,11 @@ def test_ctrl_c_with_a_paused_broker_exits_within_timeout(
         assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
         # --timeout (or the second Ctrl-C), plus closing the producer on a busy machine
         assert elapsed < limit, f"exit {elapsed:.1f}s after Ctrl-C: {err}"
-        acked, count, unknown = _outcome(err)
-        assert 1000 <= count <= 101_000 and acked + unknown == count, err
-        assert unknown >= count - 1000 and "outcome unknown" in err
-        # whatever the resumed broker still writes, the summary bounds it
+        acked, count, unknown, unsent = _outcome(err)
+        assert 1000 <= count <= 101_000 and acked + unknown + unsent == count, err
+        assert unknown + unsent >= count - 1000 and "outcome unknown" in err
+        # whatever the resumed broker still writes, the summary bounds it (records
+        # reported as never sent are not written)
         held = _records_in(cluster.bootstrap, t)
         assert acked <= held <= acked + unknown, (held, err)
     assert "when Ctrl-C stopped the wait" in err
@@ -197,8 +206,8 @@ def test_summary_counts_what_the_topic_holds(
             proc.kill()
     writer.join(10)
     assert rc == 130 and "Traceback" not in err, err
-    acked, count, unknown = _outcome(err)
-    assert unknown == 0 and acked == count >= 50_000, err
+    acked, count, unknown, unsent = _outcome(err)
+    assert unknown == unsent == 0 and acked == count >= 50_000, err
     assert _records_in(kafka.bootstrap, t2) == acked
 
 

@@ -170,14 +170,22 @@ def test_consumer_group_at_least_once_across_a_coordinator_kill(cluster3):
                     with lock:
                         processed.update((r.partition, r.offset) for r in records)
                         deliveries += len(records)
+                    positions = {
+                        tp.partition: consumer.position(tp) for tp in consumer.assignment()
+                    }
+                    sent = time.monotonic()
                     try:
                         consumer.commit()
                     except kpax.KafkaError as exc:
                         if not exc.retriable and "rebalance" not in str(exc).lower():
                             raise
+                    else:
+                        with lock:
+                            commits.append((sent, time.monotonic(), positions))
         except BaseException as exc:  # reported by the test thread
             member_errors.append(exc)
 
+    commits: list[tuple[float, float, dict[int, int]]] = []  # (sent, acknowledged, offsets)
     committed_history: dict[int, list[int]] = collections.defaultdict(list)
     backwards: list[str] = []
 
@@ -192,7 +200,9 @@ def test_consumer_group_at_least_once_across_a_coordinator_kill(cluster3):
                 for tp, om in offsets.items():
                     history = committed_history[tp.partition]
                     if history and om.offset < history[-1]:
-                        backwards.append(f"{tp}: {history[-1]} -> {om.offset}")
+                        backwards.append(
+                            f"{tp}: {history[-1]} -> {om.offset} at {time.monotonic():.3f}"
+                        )
                     history.append(om.offset)
                 time.sleep(0.1)
 
@@ -229,8 +239,19 @@ def test_consumer_group_at_least_once_across_a_coordinator_kill(cluster3):
         f"moving backwards {len(backwards)}; coordinator {coordinator} killed, members "
         f"progressing again after {recovered:.1f}s"
     )
+    # Commits acknowledged in order of acknowledgement: a partition's offset below
+    # one acknowledged before it is a backward commit the client made.
+    sent_back: list[str] = []
+    highest: dict[int, int] = {}
+    for sent, acked, offsets in sorted(commits, key=lambda c: c[1]):
+        for p, off in offsets.items():
+            if off < highest.get(p, -1):
+                sent_back.append(f"p{p}: {highest[p]} -> {off} sent {sent:.3f} acked {acked:.3f}")
+            highest[p] = max(highest.get(p, -1), off)
+    print(f"killed at {killed_at:.3f}; backward reads {backwards}; backward commits {sent_back}")
     assert gaps == 0
-    assert backwards == []
+    assert sent_back == [], f"the client committed offsets backwards: {sent_back}"
+    assert backwards == [], f"committed offsets read moving backwards: {backwards}"
 
 
 def _end(cluster: KafkaCluster, topic: str, partition: int) -> int:

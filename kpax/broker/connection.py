@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import logging
 import random
 import ssl
@@ -781,16 +782,15 @@ def _api_versions_decoder(version: int) -> Callable[[bytes | bytearray], ApiVers
     def decode(frame: bytes | bytearray) -> ApiVersionsResponse:
         try:
             return decode_response(frame, ApiVersionsRequest.API_KEY, version)[1]  # type: ignore[return-value]
-        except KafkaError:
-            if version == 0:
-                raise
-            try:
-                resp: ApiVersionsResponse = decode_response(frame, ApiVersionsRequest.API_KEY, 0)[1]  # type: ignore[assignment]
-            except KafkaError:
-                resp = ApiVersionsResponse()
-            if not resp.error_code:
-                raise
-            return resp
+        except KafkaError as exc:
+            first = exc
+        v0: ApiVersionsResponse | None = None
+        if version > 0:
+            with contextlib.suppress(KafkaError):
+                v0 = decode_response(frame, ApiVersionsRequest.API_KEY, 0)[1]  # type: ignore[assignment]
+        if v0 is None or not v0.error_code:
+            raise first
+        return v0
 
     return decode
 

@@ -208,8 +208,13 @@ class Cluster:
             info = self.snapshot.brokers.get(node_id)
             if info is None:
                 raise KafkaConnectionError(f"broker {node_id} is not in the cluster metadata")
-            b = handles[node_id] = Broker(info.host, info.port, self.options, node_id=node_id)
-            b.cluster_id = self.snapshot.cluster_id
+            b = handles[node_id] = self._node_handle(info.host, info.port, node_id)
+        return b
+
+    def _node_handle(self, host: str, port: int, node_id: int) -> Broker:
+        """A handle to node ``node_id``, which names the cluster it expects (KIP-1242)."""
+        b = Broker(host, port, self.options, node_id=node_id)
+        b.cluster_id = self.snapshot.cluster_id
         return b
 
     @property
@@ -567,9 +572,7 @@ class Cluster:
         if b is None or (b.host, b.port) != (host, port):
             b = self._coordinator_brokers.get(node_id)
             if b is None or (b.host, b.port) != (host, port):
-                b = Broker(host, port, self.options, node_id=node_id)
-                b.cluster_id = self.snapshot.cluster_id
-                self._coordinator_brokers[node_id] = b
+                b = self._coordinator_brokers[node_id] = self._node_handle(host, port, node_id)
         return b
 
     def coordinator_is_down(self, key: str, key_type: int = GROUP) -> None:

@@ -295,12 +295,11 @@ class AsyncProducer:
         """What kept batches from being sent, when the producer knows it."""
         identity = self.sender.identity
         if identity is not None and identity.producer_id < 0:
-            asked = getattr(identity, "asking", None)
             on = ""
-            if asked is not None:
-                failed = getattr(identity, "asking_error", None)
+            if identity.asking is not None:
+                failed = identity.asking_error
                 how = f"failed: {failed.message}" if failed is not None else "no answer yet"
-                on = f"; asked of {asked.describe()}: {how}"
+                on = f"; asked of {identity.asking.describe()}: {how}"
             return f" (no producer id yet: InitProducerId had not succeeded{on})"
         return ""
 

@@ -39,6 +39,7 @@ and import nothing platform-specific (tests/unit/test_import_portable.py checks)
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Generator, Iterator
 from typing import TYPE_CHECKING, Any
@@ -73,8 +74,6 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if item.get_closest_marker("kafka4") is None:
         return
-    import os
-
     if os.environ.get("KPAX_TEST_BOOTSTRAP"):
         return  # a running cluster of unknown version: let the test find out
     from kpax.testing.jars import is_kafka4, kafka_version

@@ -40,7 +40,9 @@ if TYPE_CHECKING:
         Consumer,
         ConsumerRebalanceListener,
         ConsumerRecord,
+        ShareConsumerRecord,
     )
+    from kpax.consumer.share import AcknowledgeType, ShareConsumer
     from kpax.errors import (
         AuthenticationError,
         AuthorizationError,
@@ -89,6 +91,9 @@ __all__ = [
     "Consumer",
     "ConsumerRebalanceListener",
     "ConsumerRecord",
+    "ShareConsumer",
+    "ShareConsumerRecord",
+    "AcknowledgeType",
     "ConfigResource",
     "ConfigResourceType",
     "NewTopic",
@@ -140,9 +145,16 @@ _LAZY: dict[str, str] = {
         "kpax.admin",
     ),
     **dict.fromkeys(
-        ("CommitFailedError", "Consumer", "ConsumerRebalanceListener", "ConsumerRecord"),
+        (
+            "CommitFailedError",
+            "Consumer",
+            "ConsumerRebalanceListener",
+            "ConsumerRecord",
+            "ShareConsumerRecord",
+        ),
         "kpax.consumer",
     ),
+    **dict.fromkeys(("AcknowledgeType", "ShareConsumer"), "kpax.consumer.share"),
     **dict.fromkeys(
         (
             "AuthenticationError",

@@ -1,11 +1,21 @@
-"""kpax.aio — the asyncio face: ``kpax.aio.Producer``, ``Consumer``, ``Admin``.
+"""kpax.aio — the asyncio face: ``kpax.aio.Producer``, ``Consumer``, ``ShareConsumer``, ``Admin``.
 
 Imports: kpax.admin, kpax.producer, kpax.consumer.
 """
 
 from kpax.admin.client import AsyncAdmin as Admin
 from kpax.consumer.client import AsyncConsumer as Consumer
-from kpax.consumer.record import ConsumerRecord
+from kpax.consumer.record import ConsumerRecord, ShareConsumerRecord
+from kpax.consumer.share.acks import AcknowledgeType
+from kpax.consumer.share.client import AsyncShareConsumer as ShareConsumer
 from kpax.producer.client import AsyncProducer as Producer
 
-__all__ = ["Admin", "Producer", "Consumer", "ConsumerRecord"]
+__all__ = [
+    "AcknowledgeType",
+    "Admin",
+    "Consumer",
+    "ConsumerRecord",
+    "Producer",
+    "ShareConsumer",
+    "ShareConsumerRecord",
+]

@@ -10,7 +10,7 @@ kpax.structs and the modules of this package.
 from kpax.consumer.client import AsyncConsumer
 from kpax.consumer.errors import CommitFailedError, LogTruncationError, NoOffsetForPartitionError
 from kpax.consumer.listener import ConsumerRebalanceListener
-from kpax.consumer.record import ConsumerRecord
+from kpax.consumer.record import ConsumerRecord, ShareConsumerRecord
 from kpax.consumer.sync import Consumer
 
 __all__ = [
@@ -21,4 +21,5 @@ __all__ = [
     "ConsumerRecord",
     "LogTruncationError",
     "NoOffsetForPartitionError",
+    "ShareConsumerRecord",
 ]

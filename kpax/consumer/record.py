@@ -1,4 +1,4 @@
-"""The record a consumer returns: :class:`ConsumerRecord`.
+"""The records consumers return: :class:`ConsumerRecord`, :class:`ShareConsumerRecord`.
 
 Role: a named tuple (cheap to build in bulk from the decoders' columns:
 ``map(partial(tuple.__new__, ConsumerRecord), zip(...))`` builds records in C,
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-__all__ = ["ConsumerRecord"]
+__all__ = ["ConsumerRecord", "ShareConsumerRecord"]
 
 
 class ConsumerRecord(NamedTuple):
@@ -32,3 +32,20 @@ class ConsumerRecord(NamedTuple):
     value: Any
     headers: tuple[tuple[str, bytes | None], ...]
     leader_epoch: int
+
+
+class ShareConsumerRecord(NamedTuple):
+    """One record a share consumer acquired: the fields of :class:`ConsumerRecord`
+    plus ``delivery_count``, how many times the share group has delivered it
+    (1 the first time; more after a release, a lock timeout or a member's end)."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    timestamp_type: int
+    key: Any
+    value: Any
+    headers: tuple[tuple[str, bytes | None], ...]
+    leader_epoch: int
+    delivery_count: int

@@ -28,6 +28,7 @@ from kpax.proto.error_codes import (
     InconsistentTopicIdError,
     InvalidFetchSessionEpochError,
     InvalidProducerEpochError,
+    InvalidShareSessionEpochError,
     InvalidTxnStateError,
     KafkaStorageError,
     LeaderNotAvailableError,
@@ -39,6 +40,8 @@ from kpax.proto.error_codes import (
     ProducerFencedError,
     RebalanceInProgressError,
     ReplicaNotAvailableError,
+    ShareSessionLimitReachedError,
+    ShareSessionNotFoundError,
     StaleMemberEpochError,
     TransactionalIdAuthorizationFailedError,
     UnknownLeaderEpochError,
@@ -60,6 +63,7 @@ __all__ = [
     "PRODUCER_FENCED_ERRORS",
     "REPLICA_NOT_READY_ERRORS",
     "SEQUENCE_ERRORS",
+    "SHARE_SESSION_ERRORS",
     "STALE_GENERATION_ERRORS",
     "STALE_METADATA_ERRORS",
     "TXN_FATAL_ERRORS",
@@ -163,6 +167,15 @@ FETCH_SESSION_ERRORS: ErrorFamily = (
 )
 """The broker lost or rejected the fetch session (KIP-227): drop the session
 and send the next Fetch as a full one, without failing anything."""
+
+SHARE_SESSION_ERRORS: ErrorFamily = (
+    ShareSessionNotFoundError,  # 122
+    InvalidShareSessionEpochError,  # 123
+    ShareSessionLimitReachedError,  # 133
+)
+"""The broker lost, rejected or could not open a share session (KIP-932): open a
+new one (epoch 0) after a backoff; acknowledgements sent in the lost session
+fail (its records are released when their locks end)."""
 
 # ---------------------------------------------------------------- group membership
 

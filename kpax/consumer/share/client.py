@@ -1,0 +1,428 @@
+"""The asyncio share consumer core (``kpax.aio.ShareConsumer``): KIP-932 share groups.
+
+Role: owns the share consumer's :class:`~kpax.cluster.Cluster`, its
+:class:`~kpax.consumer.share.membership.ShareMembership` (ShareGroupHeartbeat),
+its :class:`~kpax.consumer.share.fetcher.ShareFetcher` (share sessions,
+ShareFetch, ShareAcknowledge) and the buffer of acquired records, and keeps
+the acknowledgement rules:
+
+- ``share_acknowledgement_mode="implicit"`` (the default): the next ``poll``,
+  ``commit`` or ``close`` accepts every record the last poll returned;
+  ``acknowledge`` is refused (IllegalStateError), as in the Java client;
+- ``"explicit"``: every record a poll returned must be acknowledged
+  (ACCEPT, RELEASE, REJECT; RENEW extends its lock and keeps it pending)
+  before the next poll, else that poll raises IllegalStateError naming them.
+
+``commit()`` sends what is acknowledged now and returns ``{TopicPartition:
+None or the error}``; ``commit_async()`` does the same in the background,
+its result going to the acknowledgement commit callback, which gets every
+acknowledgement result (``callback(offsets_by_partition, error_or_None)``)
+inside ``poll``/``commit``/``close``, on the caller's side. ``close``
+accepts (implicit mode), releases whatever was acquired but not returned,
+closes the share sessions (the brokers release what is left) and leaves.
+
+Imports: kpax.cluster, kpax.config, kpax.proto, kpax.structs, kpax.consumer.record,
+kpax.consumer.share.*.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from kpax.cluster.cluster import Cluster
+from kpax.config import resolve
+from kpax.consumer.record import ShareConsumerRecord
+from kpax.consumer.share.acks import AcknowledgeType, parse_ack_type
+from kpax.consumer.share.fetcher import AckResults, ShareBuffer, ShareFetcher
+from kpax.consumer.share.membership import ShareMembership
+from kpax.consumer.share.options import SHARE_CONSUMER_OPTIONS, ShareSettings
+from kpax.proto.errors import ClientClosedError, IllegalStateError, KafkaError
+from kpax.structs import TopicPartition
+
+log = logging.getLogger("kpax.share")
+
+__all__ = ["AckCallback", "AsyncShareConsumer"]
+
+#: ``callback(offsets, error)``: acknowledgements of ``offsets`` ({partition:
+#: offsets}) were committed (``error`` None) or failed with ``error``.
+AckCallback = Callable[[dict[TopicPartition, set[int]], BaseException | None], Any]
+
+_ACCEPT = int(AcknowledgeType.ACCEPT)
+_RELEASE = int(AcknowledgeType.RELEASE)
+_RENEW = int(AcknowledgeType.RENEW)
+
+
+class AsyncShareConsumer:
+    """``kpax.aio.ShareConsumer("host:9092", group_id="workers")``: ``subscribe``, then
+    ``await poll()`` / ``async for rec in consumer``. An async context manager."""
+
+    def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, **config: Any) -> None:
+        if bootstrap_servers is not None:
+            config["bootstrap_servers"] = bootstrap_servers
+        self.config = resolve("share consumer", SHARE_CONSUMER_OPTIONS, config)
+        self.settings = settings = ShareSettings.from_config(self.config)
+        self.cluster = Cluster.from_config(self.config, allow_auto_topic_creation=False)
+        self.buffer = ShareBuffer()
+        self.membership: ShareMembership | None = None
+        self.fetcher: ShareFetcher | None = None
+        self._explicit = settings.explicit
+        self._max_records = settings.max_poll_records
+        #: Implicit mode: the slices the last poll returned (accepted by the next call).
+        self._last: list[tuple[int, TopicPartition, list[int]]] = []
+        #: Explicit mode: records returned and not yet acknowledged -> their broker.
+        self._pending: dict[tuple[TopicPartition, int], int] = {}
+        #: Explicit mode: records renewed, still to be acknowledged -> their broker.
+        self._renewed: dict[tuple[TopicPartition, int], int] = {}
+        self._results: deque[tuple[dict[TopicPartition, set[int]], BaseException | None]] = deque()
+        self._callback: AckCallback | None = None
+        self._fatal: BaseException | None = None
+        self._started = False
+        self._closed = False
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        if self._started:
+            return
+        await self.cluster.start()
+        s = self.settings
+        self.membership = ShareMembership(
+            self.cluster,
+            s.group_id,
+            rack=s.client_rack,
+            request_timeout=s.request_timeout,
+            api_timeout=s.api_timeout,
+            backoff=s.retry_backoff,
+            on_assignment=self._assignment_changed,
+            on_fatal=self._fail,
+        )
+        self.fetcher = ShareFetcher(
+            self.cluster,
+            s,
+            self.buffer,
+            self._member,
+            on_fatal=self._fail,
+            on_acks=self._acks_done,
+        )
+        self._started = True
+
+    async def __aenter__(self) -> AsyncShareConsumer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def _check(self) -> None:
+        if self._closed:
+            raise ClientClosedError("the share consumer is closed")
+        if not self._started:
+            raise IllegalStateError(
+                "the share consumer is not started: await consumer.start() first"
+            )
+
+    def _member(self) -> tuple[str, frozenset[TopicPartition]]:
+        m = self.membership
+        assert m is not None
+        return m.member_id, m.assignment
+
+    def _assignment_changed(self, partitions: frozenset[TopicPartition]) -> None:
+        if self.fetcher is not None:
+            self.fetcher.assignment_changed()
+
+    def _fail(self, exc: BaseException) -> None:
+        if self._fatal is None:
+            self._fatal = exc
+        self.buffer.ready.set()
+
+    async def close(self, timeout: float = 30.0) -> None:
+        """Accept (implicit mode) what the last poll returned, release what was acquired
+        and not returned, close the share sessions and leave the group, within
+        ``timeout`` seconds."""
+        if self._closed:
+            return
+        self._closed = True
+        if not self._started:
+            await self.cluster.close()
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        fetcher = self.fetcher
+        assert fetcher is not None and self.membership is not None
+        try:
+            if not self._explicit:
+                self._accept_last()
+            for chunk in self.buffer.drain():
+                rest = [r.offset for r in chunk.records[chunk.pos :]]
+                if rest:
+                    fetcher.acknowledge(chunk.node, chunk.tp, dict.fromkeys(rest, _RELEASE))
+            for (tp, offset), node in [*self._pending.items(), *self._renewed.items()]:
+                fetcher.acknowledge(node, tp, {offset: _RELEASE})
+            self._pending.clear()
+            self._renewed.clear()
+            with contextlib.suppress(Exception, asyncio.TimeoutError):
+                await asyncio.wait_for(fetcher.close(deadline), max(timeout * 0.7, 0.1))
+            with contextlib.suppress(Exception, asyncio.TimeoutError):
+                await asyncio.wait_for(self.membership.leave(), max(deadline - loop.time(), 0.1))
+        finally:
+            self._run_callbacks()
+            with contextlib.suppress(Exception, asyncio.TimeoutError):
+                await asyncio.wait_for(self.cluster.close(), max(deadline - loop.time(), 0.1))
+
+    # ------------------------------------------------------------ subscription
+
+    def subscribe(self, topics: Iterable[str]) -> None:
+        """Join the share group, reading ``topics`` (replacing any earlier subscription)."""
+        self._check()
+        names = [topics] if isinstance(topics, str) else list(topics)
+        if not names or not all(isinstance(t, str) and t for t in names):
+            raise ValueError("subscribe() takes a non-empty list of topic names")
+        assert self.membership is not None
+        self.membership.subscribe(names)
+
+    async def unsubscribe(self) -> None:
+        """Leave the share group (what the last poll returned is accepted first in
+        implicit mode, and acknowledgements are sent)."""
+        self._check()
+        assert self.membership is not None
+        await self.commit()
+        await self.membership.unsubscribe()
+
+    def subscription(self) -> set[str]:
+        """The topics subscribed to."""
+        return set(self.membership.subscription) if self.membership is not None else set()
+
+    def assignment(self) -> set[TopicPartition]:
+        """The partitions the share group gives this member now (other members may
+        share them)."""
+        return set(self.membership.assignment) if self.membership is not None else set()
+
+    @property
+    def member_id(self) -> str:
+        assert self.membership is not None
+        return self.membership.member_id
+
+    def acquisition_lock_timeout_ms(self) -> int | None:
+        """How long acquired records stay locked to this member (ms), as the last
+        ShareFetch answer said; None before the first answer."""
+        t = self.fetcher.lock_timeout_ms if self.fetcher is not None else -1
+        return t if t >= 0 else None
+
+    # ------------------------------------------------------------ polling
+
+    async def poll(
+        self, timeout: float = 0.0, *, run_callbacks: bool = True
+    ) -> list[ShareConsumerRecord]:
+        """Records acquired for this member, at most ``max_poll_records``, waiting up
+        to ``timeout`` seconds for the first; [] when none came."""
+        self._check()
+        self._settle_last_poll()
+        if run_callbacks:
+            self._run_callbacks()
+        assert self.membership is not None
+        if not self.membership.subscription:
+            raise IllegalStateError("poll() on a share consumer that is not subscribed")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(timeout, 0.0)
+        while True:
+            if self._fatal is not None:
+                raise self._fatal
+            slices, error = self.buffer.take(self._max_records)
+            if error is not None:
+                raise error
+            if slices:
+                return self._hand_out(slices)
+            left = deadline - loop.time()
+            if left <= 0:
+                return []
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.buffer.ready.wait(), left)
+
+    def _hand_out(self, slices: list[Any]) -> list[ShareConsumerRecord]:
+        out: list[ShareConsumerRecord] = []
+        if len(slices) == 1:
+            chunk, start, end = slices[0]
+            out = chunk.records[start:end] if (start or end < len(chunk.records)) else chunk.records
+        else:
+            for chunk, start, end in slices:
+                out.extend(chunk.records[start:end])
+        if self._explicit:
+            pending = self._pending
+            for chunk, start, end in slices:
+                node, tp = chunk.node, chunk.tp
+                for rec in chunk.records[start:end]:
+                    pending[(tp, rec.offset)] = node
+        else:
+            self._last = [
+                (chunk.node, chunk.tp, [r.offset for r in chunk.records[start:end]])
+                for chunk, start, end in slices
+            ]
+        return out
+
+    def _accept_last(self) -> None:
+        last, self._last = self._last, []
+        fetcher = self.fetcher
+        assert fetcher is not None
+        for node, tp, offsets in last:
+            fetcher.acknowledge(node, tp, dict.fromkeys(offsets, _ACCEPT))
+
+    def _settle_last_poll(self) -> None:
+        if not self._explicit:
+            self._accept_last()
+            return
+        if self._pending:
+            keys = sorted(self._pending, key=lambda k: (k[0], k[1]))
+            shown = ", ".join(f"{tp}@{off}" for tp, off in keys[:5])
+            more = f" and {len(keys) - 5} more" if len(keys) > 5 else ""
+            raise IllegalStateError(
+                f"share_acknowledgement_mode='explicit': {len(keys)} records the last poll "
+                f"returned are not acknowledged ({shown}{more}); call acknowledge(record, type) "
+                "for each before polling again"
+            )
+
+    def __aiter__(self) -> AsyncIterator[ShareConsumerRecord]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[ShareConsumerRecord]:
+        while not self._closed:
+            for rec in await self.poll(1.0):
+                yield rec
+
+    # ------------------------------------------------------------ acknowledging
+
+    def acknowledge(
+        self,
+        record: ShareConsumerRecord | str,
+        partition: int | Any = None,
+        offset: int | None = None,
+        type: AcknowledgeType | str | int = AcknowledgeType.ACCEPT,
+    ) -> None:
+        """Acknowledge one record a poll returned (explicit mode):
+        ``acknowledge(record, type=...)`` or ``acknowledge(topic, partition, offset, type)``.
+        RENEW extends the record's lock and leaves it to be acknowledged again."""
+        self._check()
+        tp, off, kind = self.check_acknowledge(record, partition, offset, type)
+        self.apply_acknowledge(tp, off, kind)
+
+    def check_acknowledge(
+        self,
+        record: ShareConsumerRecord | str,
+        partition: int | Any = None,
+        offset: int | None = None,
+        type: AcknowledgeType | str | int = AcknowledgeType.ACCEPT,
+    ) -> tuple[TopicPartition, int, AcknowledgeType]:
+        """What ``acknowledge`` would acknowledge, or the error it would raise (no
+        state is changed: the sync face checks on the caller's thread)."""
+        kind = parse_ack_type(type)
+        if isinstance(record, str):
+            if not isinstance(partition, int) or offset is None:
+                raise ValueError("acknowledge(topic, partition, offset, type) needs all three")
+            tp, off = TopicPartition(record, partition), offset
+        else:
+            if partition is not None:  # acknowledge(record, AcknowledgeType.X), as in Java
+                kind = parse_ack_type(partition)
+            tp, off = TopicPartition(record.topic, record.partition), record.offset
+        if not self._explicit:
+            raise IllegalStateError(
+                "acknowledge() needs share_acknowledgement_mode='explicit'; in implicit mode "
+                "the next poll (or commit) accepts every record the last poll returned"
+            )
+        key = (tp, off)
+        if key not in self._pending and key not in self._renewed:
+            raise IllegalStateError(
+                f"record {tp}@{off} was not returned by a poll of this consumer or is "
+                "already acknowledged"
+            )
+        return tp, off, kind
+
+    def apply_acknowledge(self, tp: TopicPartition, off: int, kind: AcknowledgeType) -> None:
+        """Queue a checked acknowledgement (on the event loop)."""
+        key = (tp, off)
+        node = self._pending.pop(key, None)
+        if node is None:
+            node = self._renewed.get(key)
+        if node is None:
+            return  # acknowledged meanwhile
+        fetcher = self.fetcher
+        assert fetcher is not None
+        if kind is AcknowledgeType.RENEW:
+            self._renewed[key] = node
+            fetcher.acknowledge(node, tp, {off: _RENEW}, renew=True)
+            return
+        self._renewed.pop(key, None)
+        fetcher.acknowledge(node, tp, {off: int(kind)})
+
+    def set_acknowledgement_commit_callback(self, callback: AckCallback | None) -> None:
+        """``callback(offsets, error)`` for every acknowledgement result: ``offsets``
+        maps each partition to the offsets acknowledged, ``error`` is None or why
+        they failed. Runs inside poll, commit and close."""
+        self._callback = callback
+
+    def _acks_done(
+        self, sent: Mapping[TopicPartition, Mapping[int, int]], results: AckResults
+    ) -> None:
+        if self._callback is None:
+            return
+        groups: dict[int, tuple[dict[TopicPartition, set[int]], BaseException | None]] = {}
+        for tp, offsets in sent.items():
+            err = results.get(tp)
+            kept = {o for o, t in offsets.items() if t != 0}  # gaps are the client's own
+            if not kept:
+                continue
+            groups.setdefault(id(err), ({}, err))[0][tp] = kept
+        self._results.extend(groups.values())
+
+    def _run_callbacks(self) -> None:
+        callback = self._callback
+        while self._results:
+            offsets, err = self._results.popleft()
+            if callback is None:
+                continue
+            try:
+                callback(offsets, err)
+            except Exception:  # a callback's failure is the application's, logged
+                log.exception("acknowledgement commit callback failed")
+
+    def take_ack_results(
+        self,
+    ) -> list[tuple[dict[TopicPartition, set[int]], BaseException | None]]:
+        """The acknowledgement results not yet given to the callback (the sync face
+        runs the callback on the application's thread)."""
+        out = list(self._results)
+        self._results.clear()
+        return out
+
+    async def commit(
+        self, timeout: float | None = None, *, run_callbacks: bool = True
+    ) -> dict[TopicPartition, KafkaError | None]:
+        """Send every acknowledgement made so far (implicit mode: accept what the last
+        poll returned first) and wait for the brokers' answers: ``{TopicPartition:
+        None or the error}``."""
+        self._check()
+        if not self._explicit:
+            self._accept_last()
+        fetcher = self.fetcher
+        assert fetcher is not None
+        fut = fetcher.commit()
+        try:
+            results = await asyncio.wait_for(
+                asyncio.shield(fut), timeout if timeout is not None else self.settings.api_timeout
+            )
+        finally:
+            if run_callbacks:
+                self._run_callbacks()
+        return dict(results)
+
+    def commit_async(self) -> asyncio.Future[AckResults]:
+        """Send every acknowledgement made so far without waiting; the results reach
+        the acknowledgement commit callback (and the returned future)."""
+        self._check()
+        if not self._explicit:
+            self._accept_last()
+        assert self.fetcher is not None
+        return self.fetcher.commit()

@@ -1,0 +1,119 @@
+"""Share consumer configuration: the Java share consumer's option names in snake_case.
+
+The option table (:data:`SHARE_CONSUMER_OPTIONS`) validates what the
+application gives; :class:`ShareSettings` is its typed, frozen view, built
+once per share consumer. Options of the ordinary consumer that mean nothing
+to a share group (offsets, auto commit, assignors, isolation level: the
+group's ``share.isolation.level`` config decides) are refused by name.
+
+Imports: kpax.broker.options, kpax.config, kpax.proto.{compression,errors}.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from kpax.broker.options import COMMON_OPTIONS
+from kpax.config import Option, boolean, one_of, optional_str, positive_int
+from kpax.proto.compression import DEFAULT_MAX_DECOMPRESSED_SIZE
+from kpax.proto.errors import ConfigError
+
+__all__ = ["ACQUIRE_MODES", "SHARE_CONSUMER_OPTIONS", "ShareSettings"]
+
+#: ``share_acquire_mode`` names and their ShareFetch ids.
+ACQUIRE_MODES = {"batch_optimized": 0, "record_limit": 1}
+
+
+def _callable_or_none(value: Any) -> Any:
+    if value is not None and not callable(value):
+        raise ValueError("must be a callable taking bytes (or None)")
+    return value
+
+
+def _required_str(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError("must be a non-empty string (the share group's id)")
+    return value
+
+
+SHARE_CONSUMER_OPTIONS: dict[str, Option] = {
+    **COMMON_OPTIONS,
+    "group_id": Option(None, _required_str),
+    "client_rack": Option(None, optional_str),
+    "share_acknowledgement_mode": Option("implicit", one_of("implicit", "explicit")),
+    "share_acquire_mode": Option("batch_optimized", one_of(*ACQUIRE_MODES)),
+    "max_poll_records": Option(500, positive_int),
+    "fetch_min_bytes": Option(1, positive_int),
+    "fetch_max_wait_ms": Option(500, positive_int),
+    "fetch_max_bytes": Option(52428800, positive_int),
+    "check_crcs": Option(True, boolean),
+    "default_api_timeout_ms": Option(60000, positive_int),
+    "key_deserializer": Option(None, _callable_or_none),
+    "value_deserializer": Option(None, _callable_or_none),
+    "max_decompressed_batch_bytes": Option(
+        None,
+        positive_int,
+        "most bytes one compressed batch may decompress to (None: max(2 * fetch_max_bytes, "
+        "64 MiB))",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class ShareSettings:
+    """What the share consumer's parts read from its validated configuration."""
+
+    group_id: str
+    client_rack: str | None
+    share_acknowledgement_mode: str
+    share_acquire_mode: str
+    max_poll_records: int
+    fetch_min_bytes: int
+    fetch_max_wait_ms: int
+    fetch_max_bytes: int
+    check_crcs: bool
+    key_deserializer: Callable[[bytes], Any] | None
+    value_deserializer: Callable[[bytes], Any] | None
+    max_decompressed_batch_bytes: int
+    request_timeout_ms: int
+    default_api_timeout_ms: int
+    retry_backoff_ms: int
+    retry_backoff_max_ms: int
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> ShareSettings:
+        """The settings of a resolved (validated) share consumer configuration."""
+        if config["group_id"] is None:
+            raise ConfigError("a share consumer needs group_id (the share group to join)")
+        cap = config["max_decompressed_batch_bytes"]
+        derived: dict[str, Any] = {
+            "max_decompressed_batch_bytes": cap
+            if cap is not None
+            else max(2 * int(config["fetch_max_bytes"]), DEFAULT_MAX_DECOMPRESSED_SIZE)
+        }
+        values: dict[str, Any] = {f.name: config.get(f.name) for f in fields(cls)}
+        values.update(derived)
+        return cls(**values)
+
+    @property
+    def explicit(self) -> bool:
+        """Every record must be acknowledged before the next poll."""
+        return self.share_acknowledgement_mode == "explicit"
+
+    @property
+    def acquire_mode(self) -> int:
+        return ACQUIRE_MODES[self.share_acquire_mode]
+
+    @property
+    def request_timeout(self) -> float:
+        return self.request_timeout_ms / 1000
+
+    @property
+    def api_timeout(self) -> float:
+        return self.default_api_timeout_ms / 1000
+
+    @property
+    def retry_backoff(self) -> tuple[int, int]:
+        return self.retry_backoff_ms, self.retry_backoff_max_ms

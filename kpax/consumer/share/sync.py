@@ -1,0 +1,160 @@
+"""``kpax.ShareConsumer``: the blocking face of the asyncio share consumer.
+
+Role: the asyncio core runs on a :class:`~kpax.loop_thread.LoopThread`;
+``poll`` hands one call to the loop per batch of records (never one per
+record). ``acknowledge`` is checked on the caller's thread (so a wrong call
+raises there) and queued to the loop without waiting; it reaches the loop
+before any later ``poll`` or ``commit`` of the same thread. The
+acknowledgement commit callback runs on the caller's thread, inside
+``poll``, ``commit`` and ``close``, as in the Java client.
+
+Not for polling from several threads at once (neither is Java's).
+
+Imports: kpax.consumer.share.*, kpax.consumer.record, kpax.sync_face, kpax.structs,
+kpax.proto.errors.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+from kpax.consumer.record import ShareConsumerRecord
+from kpax.consumer.share.acks import AcknowledgeType
+from kpax.consumer.share.client import AckCallback, AsyncShareConsumer
+from kpax.proto.errors import KafkaError
+from kpax.structs import TopicPartition
+from kpax.sync_face import SyncFace
+
+log = logging.getLogger("kpax.share")
+
+__all__ = ["ShareConsumer"]
+
+
+class ShareConsumer(SyncFace):
+    """``kpax.ShareConsumer("host:9092", group_id="workers")``: a member of a share
+    group (KIP-932). ``subscribe([...])``, then ``poll(timeout)`` (a list of
+    :class:`~kpax.ShareConsumerRecord`) or ``for rec in consumer``; in explicit
+    mode ``acknowledge(record, AcknowledgeType.X)`` each. A context manager."""
+
+    _call_what = "share consumer call"
+    _closed_text = "the share consumer is closed"
+
+    def __init__(
+        self,
+        *topics: str,
+        bootstrap_servers: str | Sequence[str] | None = None,
+        **config: Any,
+    ) -> None:
+        names = list(topics)
+        if bootstrap_servers is None and names and (":" in names[0] or "," in names[0]):
+            bootstrap_servers = names.pop(0)
+        core = self._core = AsyncShareConsumer(bootstrap_servers, **config)
+        settings = core.settings
+        margin = 5.0 + settings.request_timeout
+        super().__init__("kpax-share-consumer", settings.api_timeout, margin)
+        self._callback: AckCallback | None = None
+        self._start(
+            core.start(), margin + 30, "share consumer start", lambda: core.close(5.0), 10.0
+        )
+        if names:
+            self.subscribe(names)
+
+    @property
+    def aio(self) -> AsyncShareConsumer:
+        """The asyncio core (for use on this consumer's own loop only)."""
+        return self._core
+
+    def _sync(self, fn: Any, *args: Any) -> Any:
+        async def run() -> Any:
+            return fn(*args)
+
+        return self._run(run())
+
+    def _run_callbacks(self) -> None:
+        callback = self._callback
+        if callback is None:
+            return
+        for offsets, err in self._core.take_ack_results():
+            try:
+                callback(offsets, err)
+            except Exception:  # the application's own failure: logged
+                log.exception("acknowledgement commit callback failed")
+
+    # ------------------------------------------------------------ API
+
+    def subscribe(self, topics: Iterable[str]) -> None:
+        """Join the share group, reading ``topics``."""
+        self._sync(self._core.subscribe, topics)
+
+    def unsubscribe(self) -> None:
+        """Leave the share group (acknowledgements are sent first)."""
+        self._run(self._core.unsubscribe())
+
+    def subscription(self) -> set[str]:
+        return self._core.subscription()
+
+    def assignment(self) -> set[TopicPartition]:
+        return self._core.assignment()
+
+    def acquisition_lock_timeout_ms(self) -> int | None:
+        """How long acquired records stay locked (ms), as the brokers last said."""
+        return self._core.acquisition_lock_timeout_ms()
+
+    def poll(self, timeout: float = 0.0) -> list[ShareConsumerRecord]:
+        """Records acquired for this member (at most ``max_poll_records``), waiting up
+        to ``timeout`` seconds for the first; [] when none came."""
+        try:
+            return self._run(self._core.poll(timeout, run_callbacks=False), timeout)
+        finally:
+            self._run_callbacks()
+
+    def __iter__(self) -> Iterator[ShareConsumerRecord]:
+        while not self._closed:
+            yield from self.poll(1.0)
+
+    def acknowledge(
+        self,
+        record: ShareConsumerRecord | str,
+        partition: int | Any = None,
+        offset: int | None = None,
+        type: AcknowledgeType | str | int = AcknowledgeType.ACCEPT,
+    ) -> None:
+        """Acknowledge a record the last poll returned (explicit mode):
+        ``acknowledge(record, AcknowledgeType.REJECT)`` or
+        ``acknowledge(topic, partition, offset, type)``."""
+        if self._closed:
+            raise self._closed_error("acknowledge")
+        tp, off, kind = self._core.check_acknowledge(record, partition, offset, type)
+        self._thread.loop.call_soon_threadsafe(self._core.apply_acknowledge, tp, off, kind)
+
+    def set_acknowledgement_commit_callback(self, callback: AckCallback | None) -> None:
+        """``callback(offsets, error)`` for every acknowledgement result, run on the
+        thread calling poll, commit or close."""
+        self._callback = callback
+        self._sync(self._core.set_acknowledgement_commit_callback, callback)
+
+    def commit(self, timeout: float | None = None) -> dict[TopicPartition, KafkaError | None]:
+        """Send the acknowledgements made so far and wait for the answers:
+        ``{TopicPartition: None or the error}``."""
+        try:
+            return self._run(self._core.commit(timeout, run_callbacks=False), timeout)
+        finally:
+            self._run_callbacks()
+
+    def commit_async(self) -> None:
+        """Send the acknowledgements made so far; results reach the callback."""
+
+        async def run() -> None:
+            self._core.commit_async()
+
+        self._run(run())
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Accept (implicit mode) what the last poll returned, release the rest, close
+        the share sessions and leave the group, within ``timeout`` seconds."""
+        try:
+            self._close_once(self._core.close(timeout), timeout + 2.0, "share consumer close")
+        finally:
+            self._run_callbacks()

@@ -124,6 +124,8 @@ class ContainerCluster(KafkaCluster):
             "transaction.state.log.min.isr": 1,
             "share.coordinator.state.topic.replication.factor": 1,
             "share.coordinator.state.topic.min.isr": 1,
+            # share groups' record locks may be as short as 1 s (the default floor is 15 s)
+            "group.share.min.record.lock.duration.ms": 1000,
         }
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         env: dict[str, str] = {"CLUSTER_ID": "A" + cluster_id[1:]}  # never starts with "-"

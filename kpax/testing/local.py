@@ -399,6 +399,9 @@ class LocalCluster(KafkaCluster):
         if jars.is_kafka4(self.version or ""):
             props["share.coordinator.state.topic.replication.factor"] = min(3, n)
             props["share.coordinator.state.topic.min.isr"] = min(2, n)
+            # Share groups' record locks may be as short as 1 s (the broker's default
+            # floor is 15 s): tests of lock timeouts need not wait that long.
+            props["group.share.min.record.lock.duration.ms"] = 1000
         if self.sasl:
             plain_users = " ".join(f'user_{u}="{p}"' for u, p in self.sasl_users.items())
             props["sasl.enabled.mechanisms"] = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"

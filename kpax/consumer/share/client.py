@@ -237,6 +237,7 @@ class AsyncShareConsumer:
                 raise error
             if slices:
                 return self._hand_out(slices)
+            self.buffer.want()
             left = deadline - loop.time()
             if left <= 0:
                 return []

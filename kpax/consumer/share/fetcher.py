@@ -7,9 +7,12 @@ session's epochs are strictly sequential), on the broker's long-poll
 connection (``Cluster.fetch_broker``) so heartbeats and metadata requests
 never wait behind a ShareFetch:
 
-- a **ShareFetch** when the member has partitions led there and nothing of
-  that broker is waiting in the buffer; acknowledgements ready for that
-  broker ride on it;
+- a **ShareFetch** when the application is waiting for records (a ``poll``
+  found the buffer empty), the member has partitions led there and nothing
+  of that broker is waiting in the buffer; acknowledgements ready for that
+  broker ride on it. Records are never fetched ahead of demand, as in the
+  Java client: a record acquired counts as a delivery, and one fetched for an
+  application that stopped polling would only wait for its lock to end;
 - a **ShareAcknowledge** when acknowledgements are ready and no fetch is
   due, when a ``commit`` waits for them (a ShareFetch may wait
   ``fetch_max_wait_ms`` before it answers), when they are RENEWs (sent
@@ -99,10 +102,20 @@ class ShareBuffer:
         self.items: deque[Chunk | BaseException] = deque()
         self.per_node: dict[int, int] = {}
         self.ready = asyncio.Event()
-        #: Called with a node id when the last chunk of that node is taken.
+        #: A poll found nothing to return: fetch (cleared when records arrive).
+        self.demand = False
+        #: Called with a node id when the last chunk of that node is taken
+        #: (-1: a poll asks for records).
         self.on_drained: Callable[[int], None] = lambda node: None
 
+    def want(self) -> None:
+        """A poll found the buffer empty: the fetcher fetches."""
+        if not self.demand:
+            self.demand = True
+            self.on_drained(-1)
+
     def put(self, chunk: Chunk) -> None:
+        self.demand = False
         self.items.append(chunk)
         self.per_node[chunk.node] = self.per_node.get(chunk.node, 0) + 1
         self.ready.set()
@@ -239,9 +252,9 @@ class ShareFetcher:
             self._on_fatal(exc)
 
     def _drained(self, node: int) -> None:
-        st = self._nodes.get(node)
-        if st is not None:
-            st.wake.set()
+        for st in self._nodes.values() if node < 0 else [self._nodes.get(node)]:
+            if st is not None:
+                st.wake.set()
 
     def leader(self, tp: TopicPartition) -> int:
         info = self.cluster.snapshot.topics.get(tp.topic)
@@ -334,7 +347,7 @@ class ShareFetcher:
         while not self._closing:
             wanted = self._wanted(st.node_id)
             add, forget = st.session.plan(wanted)
-            fetch = bool(wanted) and self.buffer.held(st.node_id) == 0
+            fetch = bool(wanted) and self.buffer.demand and self.buffer.held(st.node_id) == 0
             if not (fetch or st.has_acks() or (forget and st.session.open)):
                 st.wake.clear()
                 await st.wake.wait()

@@ -42,6 +42,9 @@ log = logging.getLogger("kpax.share")
 __all__ = ["ShareMembership", "new_member_id"]
 
 _LEAVE = -1
+#: How many heartbeats, :data:`_EAGER_INTERVAL` apart, a member sends while it has no partitions.
+_EAGER_HEARTBEATS = 20
+_EAGER_INTERVAL = 0.25
 
 
 def new_member_id() -> str:
@@ -85,6 +88,10 @@ class ShareMembership:
         self._backoff = backoff
         self._requests = RequestPath(cluster, RetryPolicy(*backoff))
         self._send_subscription = True
+        #: Heartbeats left to send soon while a new member waits for its first
+        #: partitions (the broker assigns in the background; waiting a whole
+        #: interval would delay the first records by seconds).
+        self._eager = _EAGER_HEARTBEATS
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closed = False
@@ -95,6 +102,7 @@ class ShareMembership:
         """Join (or change the subscription to) ``topics``; an empty list leaves."""
         self.subscription = sorted(set(topics))
         self._send_subscription = True
+        self._eager = _EAGER_HEARTBEATS
         self._wake.set()
         if self._task is None and self.subscription:
             self._task = asyncio.ensure_future(self._run())
@@ -141,9 +149,15 @@ class ShareMembership:
                 log.info("share group %s: heartbeat failed (%s), retrying", self.group_id, exc)
                 await asyncio.sleep(backoff.next_delay())
                 continue
+            wait = self.interval
+            if self._eager > 0 and not self.assignment:
+                self._eager -= 1
+                wait = min(wait, _EAGER_INTERVAL)
+            elif self.assignment:
+                self._eager = 0
             self._wake.clear()
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.interval)
+                await asyncio.wait_for(self._wake.wait(), wait)
 
     async def _check_api(self, broker: Broker) -> None:
         try:
@@ -193,6 +207,7 @@ class ShareMembership:
             )
             self.epoch = 0
             self._send_subscription = True
+            self._eager = _EAGER_HEARTBEATS
             self._set_assignment(frozenset())
             self._wake.set()
             return

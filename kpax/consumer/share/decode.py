@@ -98,12 +98,16 @@ def decode_acquired(
                     out.error = _named(exc, topic, partition)
                     release_after = batch.last_offset
                     break
-        except KafkaError as exc:  # a batch that does not even frame
-            out.error = _named(exc, topic, partition)
-            start = exc.offset if isinstance(exc, CorruptRecordError) else None
-            if start is not None:
-                _reject(out, seen, ranges, start, ranges[-1].last)
-            release_after = max(seen, default=ranges[0].first - 1)
+        except KafkaError as exc:  # a batch failing its CRC, or one that does not even frame
+            first = exc.offset if isinstance(exc, CorruptRecordError) else None
+            after = exc.next_offset if isinstance(exc, CorruptRecordError) else None
+            known = first is not None and after is not None and after > first
+            out.error = _named(exc, topic, partition, rejected=known)
+            if first is not None and after is not None and known:
+                _reject(out, seen, ranges, first, after - 1)  # the batch its header names
+                release_after = after - 1
+            else:  # where the bad bytes end is not known: release, do not reject
+                release_after = ranges[0].first - 1
     if key_deserializer is not None or value_deserializer is not None:
         _deserialize(out, seen, topic, partition, key_deserializer, value_deserializer)
     for r in ranges:
@@ -164,11 +168,14 @@ def _reject(
             seen.add(offset)
 
 
-def _named(exc: KafkaError, topic: str, partition: int) -> KafkaError:
-    err = type(exc)(
-        f"share fetch of {topic}-{partition}: {exc.message}; the batch's acquired records "
-        "were rejected (they will not be delivered again)"
+def _named(exc: KafkaError, topic: str, partition: int, rejected: bool = True) -> KafkaError:
+    how = (
+        "the batch's acquired records were rejected (they will not be delivered again)"
+        if rejected
+        else "the acquired records from there on were released (delivered again, up to the "
+        "group's delivery count limit)"
     )
+    err = type(exc)(f"share fetch of {topic}-{partition}: {exc.message}; {how}")
     if isinstance(exc, CorruptRecordError) and isinstance(err, CorruptRecordError):
         err.topic_partition = (topic, partition)
         err.offset = exc.offset

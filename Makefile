@@ -110,6 +110,7 @@ KAFKA_DEFAULT := $(shell sed -n 's/^DEFAULT_KAFKA_VERSION = "\(.*\)"/\1/p' kpax/
 MATRIX_OTHERS := $(filter-out $(KAFKA_DEFAULT),$(MATRIX))
 QUICK_TESTS ?= \
 	tests/integration/test_producer.py::test_send_returns_metadata_and_records_read_back \
+	tests/integration/test_share_consumer_faults.py::test_brokers_without_share_groups_say_so \
 	tests/integration/test_consumer_group.py::test_commit_sync_async_and_restart_resumes_at_committed \
 	tests/integration/test_transactions.py::test_commit_and_abort_visibility
 

@@ -32,6 +32,7 @@ from kpax.broker.backoff import Backoff
 from kpax.broker.broker import Broker
 from kpax.cluster.cluster import GROUP, Cluster
 from kpax.cluster.request_path import RequestPath, RetryPolicy, ToCoordinator
+from kpax.proto.error_codes import TopicAuthorizationFailedError
 from kpax.proto.error_families import CONSUMER_MEMBER_FENCED_ERRORS, code_in
 from kpax.proto.errors import KafkaError, UnsupportedApiError, error_for_code
 from kpax.proto.messages import ShareGroupHeartbeatRequest
@@ -185,9 +186,16 @@ class ShareMembership:
             resp = await broker.request(req, timeout=self._timeout)
             code = resp.error_code
             if code and not code_in(code, CONSUMER_MEMBER_FENCED_ERRORS):
-                raise error_for_code(code)(
+                err = error_for_code(code)
+                topics = (
+                    f" (subscribed to {', '.join(self.subscription)}: this user may not read "
+                    "one of them)"
+                    if issubclass(err, TopicAuthorizationFailedError)
+                    else ""
+                )
+                raise err(
                     f"ShareGroupHeartbeat for share group {self.group_id!r} as member "
-                    f"{self.member_id!r} to {broker.describe()}",
+                    f"{self.member_id!r} to {broker.describe()}{topics}",
                     error_message=resp.error_message,
                 )
             return resp

@@ -47,6 +47,12 @@ def run(args: argparse.Namespace, settings: Settings, *, tail: bool = False) -> 
         stop: Spec | None = None
         group = None
     else:
+        if getattr(args, "share_group", None):
+            if args.group:
+                raise UsageError("--group and --share-group do not go together")
+            from kpax.cli import share
+
+            return share.run(args, settings, _writer(args))
         start = parse_spec(args.from_, what="--from")
         stop = parse_spec(args.to, what="--to") if args.to else None
         group = args.group
@@ -59,12 +65,7 @@ def run(args: argparse.Namespace, settings: Settings, *, tail: bool = False) -> 
                 "with --group, --from is earliest or latest (where the group has no "
                 "committed offset); move a group's offsets with `kpax rollback`"
             )
-    writer = formats.Writer(
-        sys.stdout.buffer,
-        args.format,
-        args.key_separator.encode() if getattr(args, "key_separator", None) else None,
-        _separator(getattr(args, "separator", "\\n")),
-    )
+    writer = _writer(args)
     isolation = getattr(args, "isolation", "read_uncommitted")
     with common.admin(settings) as adm:
         parts = common.pick_partitions(
@@ -111,6 +112,15 @@ def run(args: argparse.Namespace, settings: Settings, *, tail: bool = False) -> 
                 session.done = {tp for tp in tps if begin[tp] >= end[tp]}
             session.owned = set(tps)
         return session.loop(group)
+
+
+def _writer(args: argparse.Namespace) -> formats.Writer:
+    return formats.Writer(
+        sys.stdout.buffer,
+        args.format,
+        args.key_separator.encode() if getattr(args, "key_separator", None) else None,
+        _separator(getattr(args, "separator", "\\n")),
+    )
 
 
 def _last_offsets(recs: list[Any], one_partition: bool) -> dict[int, int]:

@@ -71,7 +71,7 @@ def _jbytes(b: bytes | None) -> Any:
 
 def record_dict(rec: Any, *, binary: bool) -> dict[str, Any]:
     conv = (lambda b: b) if binary else _jbytes
-    return {
+    out = {
         "topic": rec.topic,
         "partition": rec.partition,
         "offset": rec.offset,
@@ -80,6 +80,10 @@ def record_dict(rec: Any, *, binary: bool) -> dict[str, Any]:
         "value": conv(rec.value),
         "headers": [[k, conv(v)] for k, v in (rec.headers or ())],
     }
+    count = getattr(rec, "delivery_count", None)  # a share group's record
+    if count is not None:
+        out["delivery_count"] = count
+    return out
 
 
 class Writer:

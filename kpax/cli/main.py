@@ -326,6 +326,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("topic")
     _record_format(p)
     p.add_argument("--group", "-g", help="consume as a member of this group and commit")
+    p.add_argument(
+        "--share-group",
+        "-G",
+        metavar="GROUP",
+        help="consume as a member of this share group (records split between its members)",
+    )
+    p.add_argument(
+        "--ack",
+        choices=["accept", "release", "reject"],
+        default="accept",
+        help="--share-group: acknowledge each printed record so (default accept)",
+    )
+    p.add_argument(
+        "--idle",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="--share-group without --follow: stop after this long with no record (default 5)",
+    )
     _partition_list(p)
     p.add_argument(
         "--from",

@@ -122,6 +122,7 @@ TABLES = (
     ("kpax.broker.options", "COMMON_OPTIONS", "Connection options (every client)"),
     ("kpax.producer.options", "PRODUCER_OPTIONS", "Producer options"),
     ("kpax.consumer.options", "CONSUMER_OPTIONS", "Consumer options"),
+    ("kpax.consumer.share.options", "SHARE_CONSUMER_OPTIONS", "Share consumer options"),
     ("kpax.admin.client", "ADMIN_OPTIONS", "Admin options"),
 )
 

@@ -11,8 +11,8 @@ application treats poison records); records received but not printed (past
 5) or ``--count`` records. Ctrl-C and a closed pipe stop cleanly: what was
 printed is acknowledged, the rest released, the group left. Where a new
 share group starts reading is the group's ``share.auto.offset.reset``
-config (latest unless set: ``kpax groups config G --set
-share.auto.offset.reset=earliest`` or the admin API).
+config (latest unless set, e.g. with the admin API's
+``incremental_alter_configs`` on ``ConfigResourceType.GROUP``).
 
 Imports: the public kpax API, kpax.cli.*, the standard library.
 """

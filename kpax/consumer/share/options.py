@@ -40,10 +40,20 @@ def _required_str(value: Any) -> str:
 
 SHARE_CONSUMER_OPTIONS: dict[str, Option] = {
     **COMMON_OPTIONS,
-    "group_id": Option(None, _required_str),
+    "group_id": Option(None, _required_str, "the share group to join (required)"),
     "client_rack": Option(None, optional_str),
-    "share_acknowledgement_mode": Option("implicit", one_of("implicit", "explicit")),
-    "share_acquire_mode": Option("batch_optimized", one_of(*ACQUIRE_MODES)),
+    "share_acknowledgement_mode": Option(
+        "implicit",
+        one_of("implicit", "explicit"),
+        '`"implicit"`: the next poll, commit or close accepts what a poll returned; '
+        '`"explicit"`: `acknowledge` every record before the next poll',
+    ),
+    "share_acquire_mode": Option(
+        "batch_optimized",
+        one_of(*ACQUIRE_MODES),
+        '`"batch_optimized"`: the broker may hand over whole batches past '
+        '`max_poll_records`; `"record_limit"`: never more than it (Kafka 4.2+)',
+    ),
     "max_poll_records": Option(500, positive_int),
     "fetch_min_bytes": Option(1, positive_int),
     "fetch_max_wait_ms": Option(500, positive_int),

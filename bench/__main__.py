@@ -4,9 +4,10 @@ Benchmarks (each also runs as ``python -m bench.<module>``):
 ``proto`` (record batches vs kafka-python and aiokafka), ``messages`` (Produce
 and Fetch message codecs), ``producer``, ``consumer`` (throughput, commit
 latency and commit-after-each-poll; vs kafka-python, aiokafka,
-confluent-kafka, franz-go and the Java tools), ``cli`` (the ``kpax`` command
-vs kcat), ``spark`` (the PySpark source vs Spark's built-in Kafka source),
-``compare`` (kpax at one revision against another, in pairs).
+confluent-kafka, franz-go and the Java tools), ``share`` (share-group
+consumption vs Java's KafkaShareConsumer and confluent-kafka's ShareConsumer),
+``cli`` (the ``kpax`` command vs kcat), ``spark`` (the PySpark source vs Spark's
+built-in Kafka source), ``compare`` (kpax at one revision against another, in pairs).
 ``all`` runs all but ``compare`` one after another with their default options. See
 bench/README.md.
 
@@ -24,6 +25,7 @@ BENCHMARKS = {
     "messages": "bench.proto_messages",
     "producer": "bench.producer",
     "consumer": "bench.consumer",
+    "share": "bench.share",
     "cli": "bench.cli",
     "spark": "bench.spark",
     "compare": "bench.compare",

@@ -126,6 +126,9 @@ class ContainerCluster(KafkaCluster):
             "share.coordinator.state.topic.min.isr": 1,
             # share groups' record locks may be as short as 1 s (the default floor is 15 s)
             "group.share.min.record.lock.duration.ms": 1000,
+            # a new share group member gets its partitions at its next heartbeat
+            "group.share.min.heartbeat.interval.ms": 500,
+            "group.share.heartbeat.interval.ms": 500,
         }
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         env: dict[str, str] = {"CLUSTER_ID": "A" + cluster_id[1:]}  # never starts with "-"

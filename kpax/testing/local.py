@@ -402,6 +402,10 @@ class LocalCluster(KafkaCluster):
             # Share groups' record locks may be as short as 1 s (the broker's default
             # floor is 15 s): tests of lock timeouts need not wait that long.
             props["group.share.min.record.lock.duration.ms"] = 1000
+            # A new share group member gets its partitions at its next heartbeat
+            # (every 5 s by default, also the floor): 0.5 s keeps tests quick.
+            props["group.share.min.heartbeat.interval.ms"] = 500
+            props["group.share.heartbeat.interval.ms"] = 500
         if self.sasl:
             plain_users = " ".join(f'user_{u}="{p}"' for u, p in self.sasl_users.items())
             props["sasl.enabled.mechanisms"] = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"

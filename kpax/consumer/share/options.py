@@ -51,8 +51,9 @@ SHARE_CONSUMER_OPTIONS: dict[str, Option] = {
     "share_acquire_mode": Option(
         "batch_optimized",
         one_of(*ACQUIRE_MODES),
-        '`"batch_optimized"`: the broker may hand over whole batches past '
-        '`max_poll_records`; `"record_limit"`: never more than it (Kafka 4.2+)',
+        '`"batch_optimized"`: a fetch acquires as many records as the broker allows, '
+        'whole batches (each poll returns at most `max_poll_records` of them); '
+        '`"record_limit"`: a fetch acquires at most `max_poll_records` (Kafka 4.2+)',
     ),
     "max_poll_records": Option(500, positive_int),
     "fetch_min_bytes": Option(1, positive_int),

@@ -41,7 +41,12 @@ from kpax.consumer.share.acks import AcknowledgeType, parse_ack_type
 from kpax.consumer.share.fetcher import AckResults, ShareBuffer, ShareFetcher
 from kpax.consumer.share.membership import ShareMembership
 from kpax.consumer.share.options import SHARE_CONSUMER_OPTIONS, ShareSettings
-from kpax.proto.errors import ClientClosedError, IllegalStateError, KafkaError
+from kpax.proto.errors import (
+    ClientClosedError,
+    IllegalStateError,
+    KafkaError,
+    KafkaTimeoutError,
+)
 from kpax.structs import TopicPartition
 
 log = logging.getLogger("kpax.share")
@@ -189,7 +194,11 @@ class AsyncShareConsumer:
         """Leave the share group (what the last poll returned is accepted first in
         implicit mode, and acknowledgements are sent)."""
         self._check()
-        assert self.membership is not None
+        assert self.membership is not None and self.fetcher is not None
+        for chunk in self.buffer.drain():  # acquired, never returned: for other members
+            rest = [r.offset for r in chunk.records[chunk.pos :]]
+            if rest:
+                self.fetcher.acknowledge(chunk.node, chunk.tp, dict.fromkeys(rest, _RELEASE))
         await self.commit()
         await self.membership.unsubscribe()
 
@@ -410,10 +419,14 @@ class AsyncShareConsumer:
         fetcher = self.fetcher
         assert fetcher is not None
         fut = fetcher.commit()
+        limit = timeout if timeout is not None else self.settings.api_timeout
         try:
-            results = await asyncio.wait_for(
-                asyncio.shield(fut), timeout if timeout is not None else self.settings.api_timeout
-            )
+            results = await asyncio.wait_for(asyncio.shield(fut), limit)
+        except asyncio.TimeoutError:
+            raise KafkaTimeoutError(
+                f"commit of share group {self.settings.group_id!r}: the brokers did not answer "
+                f"the acknowledgements within {limit:g}s (they may still be applied)"
+            ) from None
         finally:
             if run_callbacks:
                 self._run_callbacks()

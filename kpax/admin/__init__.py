@@ -1,4 +1,4 @@
-"""kpax.admin — topics, partitions, configs, offsets, groups, ACLs, users.
+"""kpax.admin — topics, partitions, configs, offsets, groups (share groups too), ACLs, users.
 
 ``AsyncAdmin`` (kpax.admin.client) combines one mixin per domain (kpax.admin.topics,
 .configs, .offsets, .groups, .acls, .users, .cluster) over kpax.admin.base;
@@ -27,6 +27,9 @@ from kpax.admin.types import (
     ResourceType,
     ScramCredentialInfo,
     ScramMechanism,
+    ShareGroupDescription,
+    ShareMemberDescription,
+    SharePartitionOffset,
     UserScramCredentialDeletion,
     UserScramCredentials,
     UserScramCredentialUpsertion,
@@ -53,6 +56,9 @@ __all__ = [
     "ResourceType",
     "ScramCredentialInfo",
     "ScramMechanism",
+    "ShareGroupDescription",
+    "ShareMemberDescription",
+    "SharePartitionOffset",
     "UserScramCredentialDeletion",
     "UserScramCredentialUpsertion",
     "UserScramCredentials",

@@ -15,7 +15,7 @@ the operations live in one mixin per domain, each deriving from
 * kpax.admin.topics -- list, describe, create and delete topics; create partitions
 * kpax.admin.configs -- describe and incrementally alter configs
 * kpax.admin.offsets -- list_offsets, delete_records (leader-routed)
-* kpax.admin.groups -- list, describe and delete groups; a group's offsets
+* kpax.admin.groups -- list, describe and delete groups; a group's offsets; share groups
 * kpax.admin.acls -- describe, create and delete ACLs
 * kpax.admin.users -- SCRAM credentials
 

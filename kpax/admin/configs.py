@@ -1,8 +1,9 @@
 """Admin operations on configs (``ConfigAdmin``): describe_configs, incremental_alter_configs.
 
-Role: the mixin of :class:`~kpax.admin.client.AsyncAdmin` for topic and
-broker configuration: a broker's own resources go to that broker, the rest to
-any broker, one request per broker; per-resource results.
+Role: the mixin of :class:`~kpax.admin.client.AsyncAdmin` for topic, broker
+and group configuration: a broker's own resources go to that broker, the rest
+(topics, groups, client metrics...) to any broker, one request per broker;
+per-resource results.
 
 Imports: kpax.admin.base, kpax.admin.types, kpax.broker, kpax.proto, kpax.structs,
 the standard library.
@@ -44,7 +45,11 @@ class ConfigAdmin(AdminBase):
         include_documentation: bool = False,
         timeout: float | None = None,
     ) -> BatchResult[ConfigResource, dict[str, ConfigEntry]]:
-        """Configuration entries of topics and brokers (``keys`` limits which)."""
+        """Configuration entries of topics, brokers and groups (``keys`` limits
+        which); a group's (``ConfigResource(ConfigResourceType.GROUP, id)``)
+        include, on brokers with share groups, the share-group settings
+        ``share.auto.offset.reset``, ``share.record.lock.duration.ms``,
+        ``share.delivery.count.limit`` and ``share.isolation.level``."""
         key_list = list(keys) if keys is not None else None
 
         async def attempt(items: list[ConfigResource]) -> Outcome[ConfigResource]:
@@ -99,7 +104,8 @@ class ConfigAdmin(AdminBase):
         validate_only: bool = False,
         timeout: float | None = None,
     ) -> BatchResult[ConfigResource, None]:
-        """Set, delete, append to or subtract from configuration values."""
+        """Set, delete, append to or subtract from configuration values (of
+        topics, brokers or groups: see :meth:`describe_configs`)."""
         ops = {r: list(c) for r, c in changes.items()}
 
         async def attempt(items: list[ConfigResource]) -> Outcome[ConfigResource]:

@@ -23,6 +23,8 @@ from kpax.admin.types import (
     ConfigResource,
     GroupDescription,
     GroupListing,
+    ShareGroupDescription,
+    SharePartitionOffset,
     UserScramCredentialDeletion,
     UserScramCredentials,
     UserScramCredentialUpsertion,
@@ -41,7 +43,8 @@ from kpax.sync_face import SyncFace
 
 class Admin(SyncFace):
     """``kpax.Admin("host:9092")``: create and delete topics, describe the
-    cluster, configs, offsets, groups, ACLs and SCRAM users. A context manager."""
+    cluster, configs, offsets, groups (share groups too), ACLs and SCRAM users.
+    A context manager."""
 
     _call_what = "admin call"
     _closed_text = "the admin client is closed"
@@ -219,6 +222,52 @@ class Admin(SyncFace):
     ) -> BatchResult[TopicPartition, None]:
         return self._run(
             self._core.delete_group_offsets(group_id, list(partitions), timeout=timeout), timeout
+        )
+
+    def describe_share_groups(
+        self, group_ids: Iterable[str], *, timeout: float | None = None
+    ) -> BatchResult[str, ShareGroupDescription]:
+        return self._run(
+            self._core.describe_share_groups(list(group_ids), timeout=timeout), timeout
+        )
+
+    def delete_share_groups(
+        self, group_ids: Iterable[str], *, timeout: float | None = None
+    ) -> BatchResult[str, None]:
+        return self._run(self._core.delete_share_groups(list(group_ids), timeout=timeout), timeout)
+
+    def list_share_group_offsets(
+        self,
+        group_id: str,
+        partitions: Iterable[TopicPartition] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> dict[TopicPartition, SharePartitionOffset | None]:
+        return self._run(
+            self._core.list_share_group_offsets(
+                group_id,
+                list(partitions) if partitions is not None else None,
+                timeout=timeout,
+            ),
+            timeout,
+        )
+
+    def alter_share_group_offsets(
+        self,
+        group_id: str,
+        offsets: Mapping[TopicPartition, int],
+        *,
+        timeout: float | None = None,
+    ) -> BatchResult[TopicPartition, None]:
+        return self._run(
+            self._core.alter_share_group_offsets(group_id, dict(offsets), timeout=timeout), timeout
+        )
+
+    def delete_share_group_offsets(
+        self, group_id: str, topics: Iterable[str], *, timeout: float | None = None
+    ) -> BatchResult[str, None]:
+        return self._run(
+            self._core.delete_share_group_offsets(group_id, list(topics), timeout=timeout), timeout
         )
 
     def describe_acls(

@@ -168,6 +168,8 @@ class GroupListing:
 #: The two kinds of group :meth:`kpax.Admin.describe_groups` describes.
 CLASSIC = "classic"
 CONSUMER = "consumer"
+#: The kind :meth:`kpax.Admin.describe_share_groups` describes (KIP-932).
+SHARE = "share"
 
 
 @dataclass(frozen=True)
@@ -241,6 +243,60 @@ class GroupDescription:
     def is_empty(self) -> bool:
         """No members (Empty or Dead): its offsets may be altered from outside."""
         return not self.members and self.state in ("Empty", "Dead")
+
+
+@dataclass(frozen=True)
+class ShareMemberDescription:
+    """One member of a share group (KIP-932): what it subscribed to and the
+    partitions the coordinator assigned it (members of a share group may share
+    partitions)."""
+
+    member_id: str
+    client_id: str
+    client_host: str
+    member_epoch: int
+    subscribed_topics: tuple[str, ...] = ()
+    assignment: tuple[TopicPartition, ...] = ()
+    rack: str | None = None
+
+
+@dataclass(frozen=True)
+class ShareGroupDescription:
+    """A share group as its coordinator describes it (ShareGroupDescribe).
+
+    ``state`` is Empty, Stable or Dead; ``group_epoch`` is bumped by every
+    change of membership or subscriptions, ``assignment_epoch`` is the epoch of
+    the group's current assignment (equal once it has been computed for the
+    latest change); ``assignor`` is the broker's assignor ("simple")."""
+
+    group_id: str
+    state: str
+    group_epoch: int
+    assignment_epoch: int
+    members: tuple[ShareMemberDescription, ...] = ()
+    assignor: str = ""
+    coordinator: int = -1
+
+    @property
+    def is_empty(self) -> bool:
+        """No members: its offsets may be altered or deleted from outside."""
+        return not self.members
+
+
+@dataclass(frozen=True)
+class SharePartitionOffset:
+    """Where a share group stands on one partition (DescribeShareGroupOffsets).
+
+    ``start_offset`` is the share-partition start offset: the records before it
+    are done with (acknowledged, released for good or archived). ``lag`` is the
+    number of records from there to the end of the partition the group has yet
+    to finish, as the broker counts it (KIP-1226); None when the broker does
+    not say (DescribeShareGroupOffsets before v1) or does not know.
+    ``leader_epoch`` is the partition's leader epoch, None when unknown."""
+
+    start_offset: int
+    leader_epoch: int | None = None
+    lag: int | None = None
 
 
 class ScramMechanism(enum.IntEnum):

@@ -1,7 +1,7 @@
 """kpax.admin — topics, partitions, configs, offsets, groups (share groups too), ACLs, users.
 
 ``AsyncAdmin`` (kpax.admin.client) combines one mixin per domain (kpax.admin.topics,
-.configs, .offsets, .groups, .acls, .users, .cluster) over kpax.admin.base;
+.configs, .offsets, .groups, .share_groups, .acls, .users, .cluster) over kpax.admin.base;
 ``Admin`` (kpax.admin.sync) is its blocking face; kpax.admin.types the value types.
 
 Imports: kpax.admin.client, kpax.admin.sync, kpax.admin.types.

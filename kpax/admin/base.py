@@ -3,10 +3,12 @@
 Role: resolve the admin options (``ADMIN_OPTIONS``), build the cluster view and
 the one request path (:class:`~kpax.cluster.request_path.RequestPath`), and
 wrap it for the domain mixins (kpax.admin.topics, .configs, .offsets, .groups,
-.acls, .users, .cluster): ``_per_item`` (per-item calls, retried item by item
-until the deadline), ``_once`` (one call, one result) and ``_per_leader`` (one
-request per partition leader). An admin operation lives in its domain module,
-never here.
+.share_groups, .acls, .users, .cluster): ``_per_item`` (per-item calls, retried
+item by item until the deadline), ``_once`` (one call, one result),
+``_per_leader`` (one request per partition leader) and, for the two group
+domains (kpax.admin.groups, .share_groups), ``_coordinator_call`` (one call per
+group, to its coordinator) and ``_delete_groups`` (DeleteGroups, which deletes
+a group of any type). An admin operation lives in its domain module, never here.
 
 Imports: kpax.cluster, kpax.broker, kpax.proto, kpax.config, kpax.metrics, kpax.structs,
 the standard library.
@@ -14,17 +16,20 @@ the standard library.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from kpax.broker.broker import Broker
 from kpax.broker.options import COMMON_OPTIONS
-from kpax.cluster.cluster import Cluster
+from kpax.cluster.cluster import GROUP, Cluster
 from kpax.cluster.request_path import Deadline, RequestPath, RetryPolicy, ToLeader
 from kpax.config import Option, positive_int, resolve
 from kpax.metrics import ConnectionMetrics, Metrics, metrics_enabled
-from kpax.proto.error_families import UNKNOWN_TOPIC_ERRORS
+from kpax.proto.error_codes import NonEmptyGroupError
+from kpax.proto.error_families import COORDINATOR_ERRORS, UNKNOWN_TOPIC_ERRORS, code_in
 from kpax.proto.errors import KafkaError, error_for_code
+from kpax.proto.messages import DeleteGroupsRequest
 from kpax.structs import BatchResult, TopicPartition
 
 K = TypeVar("K", bound=Hashable)
@@ -151,6 +156,58 @@ class AdminBase:
             retry=retry,
             resolve_timeout=0.5,
         )
+
+    # ------------------------------------------------------------ group coordinator calls
+
+    async def _coordinator_call(
+        self,
+        what: str,
+        groups: Iterable[str],
+        one: Callable[[Broker, str], Awaitable[Any]],
+        timeout: float | None,
+    ) -> BatchResult[str, Any]:
+        """Run ``one`` on each group's coordinator, all at once, per item (a
+        coordinator that moved or failed is forgotten, for the retry to find);
+        the group calls of kpax.admin.groups and .share_groups stand on it."""
+
+        async def attempt(ids: list[str]) -> Outcome[str]:
+            out: Outcome[str] = {}
+
+            async def run(group: str) -> None:
+                try:
+                    broker = await self.cluster.coordinator(group, GROUP)
+                    out[group] = await one(broker, group)
+                except KafkaError as exc:
+                    if isinstance(exc, COORDINATOR_ERRORS) or not exc.code:
+                        self.cluster.coordinator_is_down(group, GROUP)
+                    out[group] = exc
+
+            await asyncio.gather(*(run(g) for g in ids))
+            return out
+
+        return await self._per_item(what, groups, attempt, timeout)
+
+    async def _delete_groups(
+        self, kind: str, group_ids: Iterable[str], timeout: float | None
+    ) -> BatchResult[str, None]:
+        """DeleteGroups, one request per group, to its coordinator (it deletes a
+        group of any type): ``delete_groups`` and ``delete_share_groups``, ``kind``
+        naming the group in messages ("group", "share group")."""
+
+        async def one(broker: Broker, group: str) -> None:
+            resp = await broker.request(DeleteGroupsRequest(groups_names=[group]))
+            r = resp.results[0]
+            if r.error_code:
+                context = f"delete {kind} {group!r} on {broker.describe()}"
+                if code_in(r.error_code, NonEmptyGroupError):
+                    context += ": it has members; a group can be deleted only while it is empty"
+                raise broker_error(
+                    r.error_code,
+                    context,
+                    r.error_message,  # (DeleteGroups v3+, Kafka 4.4: the cause, if any)
+                )
+
+        return await self._coordinator_call(f"delete {kind}", group_ids, one, timeout)
 
 
 async def _wrap_one(key: str, call: Callable[[], Awaitable[Any]]) -> dict[str, Any]:

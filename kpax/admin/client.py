@@ -15,12 +15,14 @@ the operations live in one mixin per domain, each deriving from
 * kpax.admin.topics -- list, describe, create and delete topics; create partitions
 * kpax.admin.configs -- describe and incrementally alter configs
 * kpax.admin.offsets -- list_offsets, delete_records (leader-routed)
-* kpax.admin.groups -- list, describe and delete groups; a group's offsets; share groups
+* kpax.admin.groups -- list, describe and delete groups; a group's offsets
+* kpax.admin.share_groups -- describe and delete share groups (KIP-932); their offsets
 * kpax.admin.acls -- describe, create and delete ACLs
 * kpax.admin.users -- SCRAM credentials
 
 Imports: kpax.admin.base, kpax.admin.cluster, kpax.admin.topics, kpax.admin.configs,
-kpax.admin.offsets, kpax.admin.groups, kpax.admin.acls, kpax.admin.users.
+kpax.admin.offsets, kpax.admin.groups, kpax.admin.share_groups, kpax.admin.acls,
+kpax.admin.users.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from kpax.admin.cluster import ClusterAdmin
 from kpax.admin.configs import ConfigAdmin
 from kpax.admin.groups import GroupAdmin
 from kpax.admin.offsets import OFFSET_SPECS, OffsetAdmin
+from kpax.admin.share_groups import ShareGroupAdmin
 from kpax.admin.topics import TopicAdmin
 from kpax.admin.users import UserAdmin
 
@@ -38,7 +41,15 @@ __all__ = ["ADMIN_OPTIONS", "OFFSET_SPECS", "AsyncAdmin"]
 
 
 class AsyncAdmin(
-    ClusterAdmin, TopicAdmin, ConfigAdmin, OffsetAdmin, GroupAdmin, AclAdmin, UserAdmin, AdminBase
+    ClusterAdmin,
+    TopicAdmin,
+    ConfigAdmin,
+    OffsetAdmin,
+    GroupAdmin,
+    ShareGroupAdmin,
+    AclAdmin,
+    UserAdmin,
+    AdminBase,
 ):
     """``kpax.aio.Admin``: ``async with AsyncAdmin("host:9092") as admin: ...``."""
 

@@ -17,7 +17,7 @@ from kpax.admin.client import AsyncAdmin
 
 ROOT = Path(__file__).resolve().parents[2]
 ADMIN = Path(kpax.admin.__file__).parent
-DOMAINS = ("cluster", "topics", "configs", "offsets", "groups", "acls", "users")
+DOMAINS = ("cluster", "topics", "configs", "offsets", "groups", "share_groups", "acls", "users")
 
 
 def _kpax_imports(path: Path) -> set[str]:

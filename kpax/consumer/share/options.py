@@ -52,7 +52,7 @@ SHARE_CONSUMER_OPTIONS: dict[str, Option] = {
         "batch_optimized",
         one_of(*ACQUIRE_MODES),
         '`"batch_optimized"`: a fetch acquires as many records as the broker allows, '
-        'whole batches (each poll returns at most `max_poll_records` of them); '
+        "whole batches (each poll returns at most `max_poll_records` of them); "
         '`"record_limit"`: a fetch acquires at most `max_poll_records` (Kafka 4.2+)',
     ),
     "max_poll_records": Option(500, positive_int),

@@ -176,3 +176,77 @@ def test_brokers_without_share_groups_say_so(kafka) -> None:  # type: ignore[no-
                 c.poll(0.5)
         assert "retrying cannot help" in str(info.value)
         assert time.monotonic() - t0 < 10
+
+
+@pytest.mark.kafka4
+def test_partition_leader_killed_while_polling_loses_no_record(kafka_cluster3) -> None:  # type: ignore[no-untyped-def]
+    cluster = kafka_cluster3
+    total = 3000
+    with kpax.Admin(cluster.bootstrap) as admin:
+        topic = f"share-failover-{uuid.uuid4().hex[:8]}"
+        admin.create_topics([kpax.NewTopic(topic, 3, 3)]).raise_for_errors()
+        group, _ = share_group(admin)
+        with kpax.Producer(cluster.bootstrap, acks="all") as p:
+            for i in range(total):
+                p.send(topic, b"%d" % i)
+            p.flush()
+        leader = admin.describe_topics([topic])[topic].partitions[0].leader
+    seen: set[bytes] = set()
+    killed = False
+    try:
+        with kpax.ShareConsumer(
+            cluster.bootstrap, group_id=group, max_poll_records=100, request_timeout_ms=10000
+        ) as c:
+            c.subscribe([topic])
+            deadline = time.monotonic() + 180
+            while len(seen) < total:
+                assert time.monotonic() < deadline, f"{len(seen)} of {total} records read"
+                try:
+                    recs = c.poll(0.5)
+                except kpax.KafkaError as exc:  # never fatal: the partitions move
+                    assert exc.retriable, exc
+                    continue
+                seen.update(r.value for r in recs)
+                if not killed and len(seen) >= total // 3:
+                    cluster.kill_broker(leader)
+                    killed = True
+    finally:
+        if killed:
+            cluster.restart_broker(leader)
+    assert killed
+    assert seen == {b"%d" % i for i in range(total)}
+
+
+@pytest.mark.kafka4
+def test_a_rejected_share_session_is_opened_again(kafka) -> None:  # type: ignore[no-untyped-def]
+    """The broker refuses the session's epoch (INVALID_SHARE_SESSION_EPOCH, as after a
+    lost answer): the acknowledgements in that request are reported failed, the
+    consumer opens a new session and reads on, and the records whose acceptance
+    failed come back when their locks end."""
+    with kpax.Admin(kafka.bootstrap) as admin:
+        topic = new_topic(admin, 1)
+        group, lock_ms = share_group(admin, lock_ms=SHORT_LOCK_MS)
+    total = 400
+    produce(kafka.bootstrap, topic, [b"%d" % i for i in range(total)])
+    tp = kpax.TopicPartition(topic, 0)
+    failed: list[BaseException] = []
+    with kpax.ShareConsumer(kafka.bootstrap, group_id=group, max_poll_records=50) as c:
+        c.set_acknowledgement_commit_callback(
+            lambda offsets, err: failed.append(err) if err is not None else None
+        )
+        c.subscribe([topic])
+        first = read_until(c, lambda got: len(got) >= total)
+        fetcher = c.aio.fetcher
+        assert fetcher is not None
+        sessions = [st.session for st in fetcher._nodes.values() if st.session.open]
+        assert sessions
+        for s in sessions:  # the next request carries an epoch the broker did not expect
+            s.epoch += 5
+        result = c.commit()[tp]
+        assert isinstance(result, kpax.errors.InvalidShareSessionEpochError), result
+        assert result.retriable and "share group" in str(result)
+        assert any(isinstance(e, kpax.errors.InvalidShareSessionEpochError) for e in failed)
+        again = read_until(c, lambda got: len(got) >= total, timeout=lock_ms / 1000 + 60)
+        assert c.commit() == {tp: None}
+    assert sorted(r.offset for r in again) == sorted(r.offset for r in first)
+    assert {r.delivery_count for r in again} == {2}

@@ -406,6 +406,11 @@ class ShareFetcher:
                     exc,
                 )
                 st.session.reset()
+                if isinstance(exc, (KafkaConnectionError, KafkaTimeoutError)) and wanted:
+                    # the broker may be gone: learn where its partitions lead now
+                    for tp in wanted:
+                        self.cluster.leader_is_down(tp.topic, tp.partition)
+                    self._refresh(tp.topic for tp in wanted)
                 await asyncio.sleep(backoff.next_delay())
 
     def _fail_acks(self, st: _Node, why: str) -> None:

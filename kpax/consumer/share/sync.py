@@ -3,8 +3,10 @@
 Role: the asyncio core runs on a :class:`~kpax.loop_thread.LoopThread`;
 ``poll`` hands one call to the loop per batch of records (never one per
 record). ``acknowledge`` is checked on the caller's thread (so a wrong call
-raises there) and queued to the loop without waiting; it reaches the loop
-before any later ``poll`` or ``commit`` of the same thread. The
+raises there) and kept there; the acknowledgements made since the last call
+travel to the loop with the next ``poll``, ``commit``, ``commit_async``,
+``unsubscribe`` or ``close`` (one hop for the whole batch), or at once for a
+RENEW (its lock is running out). The
 acknowledgement commit callback runs on the caller's thread, inside
 ``poll``, ``commit`` and ``close``, as in the Java client.
 
@@ -17,19 +19,21 @@ kpax.proto.errors.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from collections.abc import Coroutine, Iterable, Iterator, Sequence
+from typing import Any, TypeVar
 
 from kpax.consumer.record import ShareConsumerRecord
 from kpax.consumer.share.acks import AcknowledgeType
 from kpax.consumer.share.client import AckCallback, AsyncShareConsumer
-from kpax.proto.errors import KafkaError
+from kpax.proto.errors import IllegalStateError, KafkaError
 from kpax.structs import TopicPartition
 from kpax.sync_face import SyncFace
 
 log = logging.getLogger("kpax.share")
 
 __all__ = ["ShareConsumer"]
+
+T = TypeVar("T")
 
 
 class ShareConsumer(SyncFace):
@@ -55,6 +59,9 @@ class ShareConsumer(SyncFace):
         margin = 5.0 + settings.request_timeout
         super().__init__("kpax-share-consumer", settings.api_timeout, margin)
         self._callback: AckCallback | None = None
+        #: Acknowledgements made on the caller's thread, not yet handed to the loop.
+        self._acks: list[tuple[TopicPartition, int, AcknowledgeType]] = []
+        self._acked: set[tuple[TopicPartition, int]] = set()
         self._start(
             core.start(), margin + 30, "share consumer start", lambda: core.close(5.0), 10.0
         )
@@ -71,6 +78,21 @@ class ShareConsumer(SyncFace):
             return fn(*args)
 
         return self._run(run())
+
+    def _with_acks(self, coro: Coroutine[Any, Any, T]) -> Coroutine[Any, Any, T]:
+        """``coro``, run on the loop after the acknowledgements made so far are applied."""
+        acks, self._acks = self._acks, []
+        self._acked.clear()
+        if not acks:
+            return coro
+        core = self._core
+
+        async def run() -> T:
+            for tp, off, kind in acks:
+                core.apply_acknowledge(tp, off, kind)
+            return await coro
+
+        return run()
 
     def _run_callbacks(self) -> None:
         callback = self._callback
@@ -90,7 +112,7 @@ class ShareConsumer(SyncFace):
 
     def unsubscribe(self) -> None:
         """Leave the share group (acknowledgements are sent first)."""
-        self._run(self._core.unsubscribe())
+        self._run(self._with_acks(self._core.unsubscribe()))
 
     def subscription(self) -> set[str]:
         return self._core.subscription()
@@ -106,7 +128,9 @@ class ShareConsumer(SyncFace):
         """Records acquired for this member (at most ``max_poll_records``), waiting up
         to ``timeout`` seconds for the first; [] when none came."""
         try:
-            return self._run(self._core.poll(timeout, run_callbacks=False), timeout)
+            return self._run(
+                self._with_acks(self._core.poll(timeout, run_callbacks=False)), timeout
+            )
         finally:
             self._run_callbacks()
 
@@ -127,7 +151,14 @@ class ShareConsumer(SyncFace):
         if self._closed:
             raise self._closed_error("acknowledge")
         tp, off, kind = self._core.check_acknowledge(record, partition, offset, type)
-        self._thread.loop.call_soon_threadsafe(self._core.apply_acknowledge, tp, off, kind)
+        key = (tp, off)
+        if key in self._acked:
+            raise IllegalStateError(f"record {tp}@{off} is already acknowledged")
+        if kind is AcknowledgeType.RENEW:  # its lock is running out: send it now
+            self._thread.loop.call_soon_threadsafe(self._core.apply_acknowledge, tp, off, kind)
+            return
+        self._acked.add(key)
+        self._acks.append((tp, off, kind))
 
     def set_acknowledgement_commit_callback(self, callback: AckCallback | None) -> None:
         """``callback(offsets, error)`` for every acknowledgement result, run on the
@@ -139,7 +170,9 @@ class ShareConsumer(SyncFace):
         """Send the acknowledgements made so far and wait for the answers:
         ``{TopicPartition: None or the error}``."""
         try:
-            return self._run(self._core.commit(timeout, run_callbacks=False), timeout)
+            return self._run(
+                self._with_acks(self._core.commit(timeout, run_callbacks=False)), timeout
+            )
         finally:
             self._run_callbacks()
 
@@ -149,12 +182,14 @@ class ShareConsumer(SyncFace):
         async def run() -> None:
             self._core.commit_async()
 
-        self._run(run())
+        self._run(self._with_acks(run()))
 
     def close(self, timeout: float = 30.0) -> None:
         """Accept (implicit mode) what the last poll returned, release the rest, close
         the share sessions and leave the group, within ``timeout`` seconds."""
         try:
-            self._close_once(self._core.close(timeout), timeout + 2.0, "share consumer close")
+            self._close_once(
+                self._with_acks(self._core.close(timeout)), timeout + 2.0, "share consumer close"
+            )
         finally:
             self._run_callbacks()

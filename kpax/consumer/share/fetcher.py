@@ -123,6 +123,13 @@ class ShareBuffer:
             self.demand = True
             self.on_drained(-1)
 
+    def fetched(self) -> None:
+        """A ShareFetch was answered: the demand it served is met (a poll still
+        waiting is woken and asks again), so nothing is fetched for an application
+        that stopped polling."""
+        self.demand = False
+        self.ready.set()
+
     def put(self, chunk: Chunk) -> None:
         self.demand = False
         self.items.append(chunk)
@@ -577,7 +584,11 @@ class ShareFetcher:
             acquire_mode=s.acquire_mode,
         )
         st.session.sending(add, forget)
-        resp = await self._send(st, req, sent, waiters, s.request_timeout + max_wait / 1000)
+        try:
+            resp = await self._send(st, req, sent, waiters, s.request_timeout + max_wait / 1000)
+        finally:
+            if fetch:
+                self.buffer.fetched()
         self.fetches += 1
         if resp.error_code:
             self._session_error(st, resp, "ShareFetch", sent, waiters)

@@ -2,7 +2,8 @@
 
 Role: open kpax.Admin/Producer/Consumer with the command's settings, check a
 topic exists (a clear "unknown topic" error instead of auto-creation or a
-wait), resolve offset/time specs to offsets per partition.
+wait), tell share groups from the others, resolve offset/time specs to
+offsets per partition.
 
 Imports: the public kpax API, kpax.cli.*, the standard library.
 """
@@ -12,10 +13,21 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import kpax
+from kpax.admin import ShareGroupDescription, SharePartitionOffset
 from kpax.cli.errors import CommandError, UsageError
 from kpax.cli.settings import Settings
 from kpax.cli.timespec import Spec
-from kpax.errors import UnknownTopicOrPartitionError
+from kpax.errors import (
+    GroupIdNotFoundError,
+    UnknownTopicOrPartitionError,
+    UnsupportedApiError,
+    UnsupportedVersionError,
+)
+
+#: What describing a group as a share group fails with when it is none: unknown,
+#: a group of another type ("not a share group"), or a broker without share
+#: groups (before Kafka 4.1).
+_NOT_SHARE_GROUP = (GroupIdNotFoundError, UnsupportedApiError, UnsupportedVersionError)
 
 
 def admin(settings: Settings) -> kpax.Admin:
@@ -31,6 +43,40 @@ def topic_partitions(adm: kpax.Admin, topic: str, settings: Settings) -> list[in
             raise CommandError(f"unknown topic {topic!r} on {settings.bootstrap}")
         raise err
     return sorted(p.partition for p in result[topic].partitions)
+
+
+def share_groups(
+    adm: kpax.Admin, group_ids: list[str], timeout: float
+) -> dict[str, ShareGroupDescription]:
+    """The share groups among ``group_ids``, described; the others (unknown,
+    of another type, or all of them on a broker without share groups) are left
+    out. Other failures (authorization, timeouts) are raised."""
+    if not group_ids:
+        return {}
+    try:
+        res = adm.describe_share_groups(group_ids, timeout=timeout)
+    except _NOT_SHARE_GROUP:
+        return {}
+    found: dict[str, ShareGroupDescription] = {}
+    for gid in group_ids:
+        err = res.errors.get(gid)
+        if err is None:
+            found[gid] = res[gid]
+        elif not isinstance(err, _NOT_SHARE_GROUP):
+            raise err
+    return found
+
+
+def share_lag(start: SharePartitionOffset | None, latest: int | None) -> int | None:
+    """A share group's lag on a partition: the broker's count (KIP-1226); from a
+    broker that does not report it, the latest offset minus the start offset
+    (which also counts records past the start already acknowledged); None
+    where the group has no start offset."""
+    if start is None:
+        return None
+    if start.lag is not None:
+        return start.lag
+    return None if latest is None else max(latest - start.start_offset, 0)
 
 
 def pick_partitions(all_parts: list[int], wanted: Iterable[int] | None, topic: str) -> list[int]:

@@ -1,14 +1,21 @@
-"""`kpax groups list|describe|delete`.
+"""`kpax groups list|describe|delete|config`.
 
-Role: consumer group administration on kpax.Admin; list shows each group's
-type (classic or consumer); describe shows the kind of group (classic, or
-consumer for KIP-848 groups), its state and assignor, members with their
-partitions (for consumer groups also member epochs, subscriptions and, while
-they reconcile, target assignments), and committed offsets with lag.
-``delete`` is a dry run unless ``--execute``: it prints the plan (each
-group's type, state, members and committed offsets) and changes nothing; a
-group with active members is refused either way (the coordinator would
-refuse to delete it: NON_EMPTY_GROUP).
+Role: group administration on kpax.Admin, for consumer groups (classic and
+KIP-848) and share groups (KIP-932). list shows each group's type (classic,
+consumer or share); describe shows the kind of group, its state, members with
+their partitions and, for consumer groups, assignor, member epochs,
+subscriptions, target assignments while members reconcile, and committed
+offsets with lag; for share groups the group and assignment epochs and each
+partition's start offset with lag. ``delete`` is a dry run unless
+``--execute``: it prints the plan (each group's type, state, and the
+partitions it has offsets for) and changes nothing; a group with active
+members is refused either way (the coordinator would refuse to delete it:
+NON_EMPTY_GROUP). ``config`` shows a group's configs (ConfigResourceType.GROUP:
+session timeouts, a share group's share.auto.offset.reset...) or changes them.
+
+A group is described as a consumer or classic group first (describe_groups),
+and as a share group (describe_share_groups) when it is not one: a group that
+is neither is "not found".
 
 Imports: the public kpax API, kpax.cli.*, the standard library.
 """
@@ -19,11 +26,22 @@ import argparse
 from typing import Any
 
 import kpax
-from kpax.admin import GroupDescription, MemberDescription
+from kpax.admin import (
+    ConfigResource,
+    ConfigResourceType,
+    GroupDescription,
+    MemberDescription,
+    ShareGroupDescription,
+    ShareMemberDescription,
+)
 from kpax.cli import common
 from kpax.cli.errors import CommandError
 from kpax.cli.output import emit, note, table
 from kpax.cli.settings import Settings
+from kpax.errors import GroupIdNotFoundError
+
+#: A group as described: a consumer or classic group, or a share group.
+AnyGroup = GroupDescription | ShareGroupDescription
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
@@ -32,34 +50,66 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             return _list(adm, args, settings)
         if args.action == "describe":
             return _describe(adm, args, settings)
+        if args.action == "config":
+            return _config(adm, args, settings)
         return _delete(adm, args, settings)
+
+
+def _groups(adm: kpax.Admin, names: list[str], settings: Settings) -> dict[str, AnyGroup]:
+    """Each of ``names`` described: as a consumer or classic group, else as a
+    share group; CommandError naming the first that is neither."""
+    desc = adm.describe_groups(names, timeout=settings.timeout)
+    found: dict[str, AnyGroup] = {}
+    for gid in names:
+        err = desc.errors.get(gid)
+        if err is None:
+            found[gid] = desc[gid]
+        elif not isinstance(err, GroupIdNotFoundError):
+            raise err
+    missing = [gid for gid in names if gid not in found]
+    found.update(common.share_groups(adm, missing, settings.timeout))
+    for gid in missing:
+        if gid not in found:
+            raise CommandError(
+                f"group {gid!r} not found on {settings.bootstrap} "
+                "(no consumer, classic or share group of that name)"
+            )
+    return found
 
 
 def _delete(adm: kpax.Admin, args: argparse.Namespace, settings: Settings) -> int:
     names = list(dict.fromkeys(args.groups))
-    desc = adm.describe_groups(names, timeout=settings.timeout)
-    desc.raise_for_errors()  # an unknown group: GROUP_ID_NOT_FOUND naming it
+    desc = _groups(adm, names, settings)
     rows: list[dict[str, Any]] = []
     for gid in names:
         g = desc[gid]
+        kind = "share" if isinstance(g, ShareGroupDescription) else g.type
         if not g.is_empty:
             raise CommandError(
-                f"{g.type} group {gid!r} has {len(g.members)} active member(s) "
+                f"{kind} group {gid!r} has {len(g.members)} active member(s) "
                 f"(state {g.state}): stop its consumers before deleting it"
             )
-        committed = adm.list_group_offsets(gid, timeout=settings.timeout)
-        topics = sorted({tp.topic for tp in committed})
+        if isinstance(g, ShareGroupDescription):
+            starts = adm.list_share_group_offsets(gid, timeout=settings.timeout)
+            tps = [tp for tp, o in starts.items() if o is not None]
+        else:
+            tps = list(adm.list_group_offsets(gid, timeout=settings.timeout))
         rows.append(
             {
                 "group": gid,
-                "type": g.type,
+                "type": kind,
                 "state": g.state,
-                "offsets": len(committed),
-                "topics": topics,
+                "offsets": len(tps),
+                "topics": sorted({tp.topic for tp in tps}),
             }
         )
     if args.execute:
-        adm.delete_groups(names, timeout=settings.timeout).raise_for_errors()
+        share = [gid for gid in names if isinstance(desc[gid], ShareGroupDescription)]
+        others = [gid for gid in names if gid not in share]
+        if others:
+            adm.delete_groups(others, timeout=settings.timeout).raise_for_errors()
+        if share:
+            adm.delete_share_groups(share, timeout=settings.timeout).raise_for_errors()
     head = "deleted" if args.execute else "plan (dry run, nothing deleted)"
     human = f"{head}: {len(rows)} group(s)\n" + table(
         ["GROUP", "TYPE", "STATE", "OFFSETS", "TOPICS"],
@@ -84,12 +134,16 @@ def _list(adm: kpax.Admin, args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _describe(adm: kpax.Admin, args: argparse.Namespace, settings: Settings) -> int:
-    desc = adm.describe_groups(args.groups, timeout=settings.timeout)
-    desc.raise_for_errors()
+    desc = _groups(adm, list(dict.fromkeys(args.groups)), settings)
     docs: list[dict[str, Any]] = []
     out: list[str] = []
     for gid in args.groups:
         g = desc[gid]
+        if isinstance(g, ShareGroupDescription):
+            doc = _share_doc(adm, g, settings)
+            docs.append(doc)
+            out += _share_text(doc)
+            continue
         committed = adm.list_group_offsets(gid, timeout=settings.timeout)
         tps = sorted(committed, key=lambda tp: (tp.topic, tp.partition))
         latest: dict[kpax.TopicPartition, int] = {}
@@ -141,6 +195,118 @@ def _describe(adm: kpax.Admin, args: argparse.Namespace, settings: Settings) -> 
                 ).splitlines()
             ]
     emit(docs, "\n".join(out), args.output)
+    return 0
+
+
+def _share_doc(adm: kpax.Admin, g: ShareGroupDescription, settings: Settings) -> dict[str, Any]:
+    """A share group as ``groups describe`` shows it: its members and, per
+    partition it has state on or assigned, the start offset, the latest offset
+    and the lag."""
+    starts = dict(adm.list_share_group_offsets(g.group_id, timeout=settings.timeout))
+    owners: dict[kpax.TopicPartition, list[str]] = {}
+    for m in g.members:
+        for tp in m.assignment:
+            owners.setdefault(tp, []).append(m.member_id)
+            starts.setdefault(tp, None)  # assigned, no state yet
+    tps = sorted(starts, key=lambda tp: (tp.topic, tp.partition))
+    latest: dict[kpax.TopicPartition, int] = {}
+    if tps:
+        res = adm.list_offsets(dict.fromkeys(tps, "latest"), timeout=settings.timeout)
+        latest = {tp: res[tp].offset for tp in tps if tp not in res.errors}
+    offs: list[dict[str, Any]] = []
+    for tp in tps:
+        start = starts[tp]
+        offs.append(
+            {
+                "topic": tp.topic,
+                "partition": tp.partition,
+                "start_offset": None if start is None else start.start_offset,
+                "latest": latest.get(tp),
+                "lag": common.share_lag(start, latest.get(tp)),
+                "members": owners.get(tp, []),
+            }
+        )
+    return {
+        "group": g.group_id,
+        "state": g.state,
+        "type": "share",
+        "assignor": g.assignor or None,
+        "coordinator": g.coordinator,
+        "group_epoch": g.group_epoch,
+        "assignment_epoch": g.assignment_epoch,
+        "members": [_share_member_doc(m) for m in g.members],
+        "offsets": offs,
+    }
+
+
+def _share_member_doc(m: ShareMemberDescription) -> dict[str, Any]:
+    return {
+        "member_id": m.member_id,
+        "client_id": m.client_id,
+        "host": m.client_host,
+        "rack": m.rack,
+        "member_epoch": m.member_epoch,
+        "subscribed_topics": list(m.subscribed_topics),
+        "assignment": _tps(m.assignment),
+    }
+
+
+def _share_text(doc: dict[str, Any]) -> list[str]:
+    """The lines of ``groups describe`` for a share group (from its JSON doc):
+    a summary, MEMBER CLIENT HOST [RACK] EPOCH TOPICS PARTITIONS, and TOPIC
+    PARTITION START_OFFSET LATEST LAG."""
+    parts = ["share group (KIP-932)", f"state {doc['state']}"]
+    if doc["assignor"]:
+        parts.append(f"assignor {doc['assignor']}")
+    parts += [
+        f"epoch {doc['group_epoch']}",
+        f"assignment epoch {doc['assignment_epoch']}",
+        f"coordinator {doc['coordinator']}",
+        f"{len(doc['members'])} member(s)",
+    ]
+    out = [f"group {doc['group']}: " + ", ".join(parts)]
+    members = doc["members"]
+    if members:
+        cols: list[tuple[str, Any]] = [
+            ("MEMBER", lambda m: m["member_id"]),
+            ("CLIENT", lambda m: m["client_id"]),
+            ("HOST", lambda m: m["host"]),
+        ]
+        if any(m["rack"] for m in members):
+            cols.append(("RACK", lambda m: m["rack"]))
+        cols += [
+            ("EPOCH", lambda m: m["member_epoch"]),
+            ("TOPICS", lambda m: " ".join(m["subscribed_topics"])),
+            ("PARTITIONS", lambda m: " ".join(m["assignment"])),
+        ]
+        rows = [[f(m) for _, f in cols] for m in members]
+        out += ["  " + ln for ln in table([c for c, _ in cols], rows).splitlines()]
+    if doc["offsets"]:
+        rows = [
+            [o["topic"], o["partition"], o["start_offset"], o["latest"], o["lag"]]
+            for o in doc["offsets"]
+        ]
+        heads = ["TOPIC", "PARTITION", "START_OFFSET", "LATEST", "LAG"]
+        out += ["  " + ln for ln in table(heads, rows).splitlines()]
+    return out
+
+
+def _config(adm: kpax.Admin, args: argparse.Namespace, settings: Settings) -> int:
+    """Show the group's configs, or change them (``--set``/``--delete``). Group
+    configs need no group: they may be set before its first member joins."""
+    res = ConfigResource(ConfigResourceType.GROUP, args.group)
+    ops = [kpax.AlterConfigOp(k, v) for k, v in common.kv_pairs(args.set, "--set")]
+    ops += [kpax.AlterConfigOp(k, None, kpax.AlterConfigOpType.DELETE) for k in args.delete or ()]
+    if ops:
+        adm.incremental_alter_configs({res: ops}, timeout=settings.timeout).raise_for_errors()
+        note(f"altered {len(ops)} config(s) of group {args.group!r}")
+        return 0
+    entries = adm.describe_configs([res], timeout=settings.timeout)[res]
+    configs = {k: {"value": e.value, "source": e.source.name} for k, e in sorted(entries.items())}
+    human = table(
+        ["CONFIG", "VALUE", "SOURCE"], [[k, c["value"], c["source"]] for k, c in configs.items()]
+    )
+    emit({"group": args.group, "configs": configs}, human, args.output)
     return 0
 
 

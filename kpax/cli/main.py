@@ -102,8 +102,8 @@ examples:
 
 OFFSETS_HELP = """\
 Per partition of TOPIC: earliest and latest offsets, record count; with
---group the group's committed offset and lag; with --time the first offset at
-or after that time.
+--group the group's committed offset and lag (for a share group: its start
+offset and lag); with --time the first offset at or after that time.
 
 examples:
   kpax offsets orders
@@ -153,13 +153,17 @@ examples:
 """
 
 GROUPS_HELP = """\
-List, describe (members, committed offsets, lag) and delete consumer groups.
+List, describe (members, committed offsets, lag) and delete consumer groups
+and share groups (for share groups: start offsets and lag); show or change a
+group's configs.
 
 examples:
   kpax groups list --output json
   kpax groups describe billing
   kpax groups delete billing            # the plan: state, members, committed offsets
   kpax groups delete billing --execute
+  kpax groups config workers            # session timeouts, share.* settings...
+  kpax groups config workers --set share.auto.offset.reset=earliest
 """
 
 
@@ -421,14 +425,23 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("groups", GROUPS_HELP)
     gsub = _Nested(p.add_subparsers(dest="action", metavar="ACTION", required=True))
-    g = gsub.add_parser("list", help="groups and their state")
+    g = gsub.add_parser("list", help="groups, their state and type")
     _output(g)
-    g = gsub.add_parser("describe", help="members, committed offsets, lag")
+    g = gsub.add_parser(
+        "describe", help="members, committed offsets (share groups: start offsets), lag"
+    )
     g.add_argument("groups", nargs="+", metavar="GROUP")
     _output(g)
     g = gsub.add_parser("delete", help="delete (empty) groups (the plan unless --execute)")
     g.add_argument("groups", nargs="+", metavar="GROUP")
     _execute(g, "delete the groups")
+    _output(g)
+    g = gsub.add_parser("config", help="show a group's configs, or change them with --set/--delete")
+    g.add_argument("group", metavar="GROUP")
+    g.add_argument("--set", action="append", metavar="K=V", help="set a config (repeatable)")
+    g.add_argument(
+        "--delete", action="append", metavar="K", help="back to the default (repeatable)"
+    )
     _output(g)
     return parser
 

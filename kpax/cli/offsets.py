@@ -1,7 +1,8 @@
 """`kpax offsets TOPIC` and `kpax rollback --group G TOPIC --to SPEC`.
 
 Role: per partition the earliest and latest offsets, a group's committed
-offset and lag, the offset at a time; and moving a group's committed offsets
+offset and lag (for a share group its start offset and lag instead), the
+offset at a time; and moving a group's committed offsets
 (classic and consumer (KIP-848) groups; refused while the group has active
 members, or is in any state but Empty or Dead, as the coordinator would
 refuse the commit). ``rollback`` is a dry run unless ``--execute``: as
@@ -35,7 +36,12 @@ def offsets(args: argparse.Namespace, settings: Settings) -> int:
         tps = [TP(args.topic, p) for p in parts]
         earliest, latest = common.earliest_latest(adm, tps, settings.timeout)
         committed: dict[TP, Any] = {}
-        if args.group:
+        starts: dict[TP, Any] = {}
+        # a share group has start offsets, not committed ones
+        share = bool(args.group) and bool(common.share_groups(adm, [args.group], settings.timeout))
+        if share:
+            starts = adm.list_share_group_offsets(args.group, tps, timeout=settings.timeout)
+        elif args.group:
             committed = adm.list_group_offsets(args.group, tps, timeout=settings.timeout)
         at: dict[TP, Any] = {}
         if at_time is not None:
@@ -50,7 +56,11 @@ def offsets(args: argparse.Namespace, settings: Settings) -> int:
             "latest": latest[tp],
             "records": latest[tp] - earliest[tp],
         }
-        if args.group:
+        if share:
+            start = starts.get(tp)
+            row["start_offset"] = start.start_offset if start is not None else None
+            row["lag"] = common.share_lag(start, latest[tp])
+        elif args.group:
             c = committed.get(tp)
             off = c.offset if c is not None and c.offset >= 0 else None
             row["committed"] = off
@@ -65,10 +75,16 @@ def offsets(args: argparse.Namespace, settings: Settings) -> int:
     doc: dict[str, Any] = {"topic": args.topic, "partitions": rows}
     if args.group:
         doc["group"] = args.group
-        doc["total_lag"] = sum(r["lag"] for r in rows)
+        if share:
+            doc["group_type"] = "share"
+        doc["total_lag"] = sum(r["lag"] for r in rows if r["lag"] is not None)
     keys = list(rows[0]) if rows else ["partition"]
     human = table([k.upper() for k in keys], [[r[k] for k in keys] for r in rows])
-    if args.group:
+    if share:
+        human += (
+            f"\nshare group {args.group!r}: total lag {doc['total_lag']} (from its start offsets)"
+        )
+    elif args.group:
         human += f"\ngroup {args.group!r}: total lag {doc['total_lag']}"
     emit(doc, human, args.output)
     return 0

@@ -11,7 +11,8 @@ application treats poison records); records received but not printed (past
 5) or ``--count`` records. Ctrl-C and a closed pipe stop cleanly: what was
 printed is acknowledged, the rest released, the group left. Where a new
 share group starts reading is the group's ``share.auto.offset.reset``
-config (latest unless set, e.g. with the admin API's
+config (latest unless set: ``kpax groups config G --set
+share.auto.offset.reset=earliest``, or the admin API's
 ``incremental_alter_configs`` on ``ConfigResourceType.GROUP``).
 
 Imports: the public kpax API, kpax.cli.*, the standard library.
@@ -42,7 +43,8 @@ def run(args: argparse.Namespace, settings: Settings, writer: formats.Writer) ->
     if args.from_ != "earliest" or args.to:
         raise UsageError(
             "--from and --to do not apply to a share group: where it starts is the group's "
-            "share.auto.offset.reset config"
+            "share.auto.offset.reset config (kpax groups config "
+            f"{group} --set share.auto.offset.reset=earliest)"
         )
     if args.count is not None and args.count < 0:
         raise UsageError(f"bad --count {args.count}: must be >= 0")

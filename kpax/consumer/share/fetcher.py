@@ -285,28 +285,44 @@ class ShareFetcher:
         _, assigned = self._member()
         unknown = False
         for tp in assigned:
-            node = self.leader(tp)
-            if node < 0 or node not in self.cluster.snapshot.brokers:
+            if not self._led(tp):
                 unknown = True
                 continue
-            self._node(node)
+            self._node(self.leader(tp))
         for st in self._nodes.values():
             st.wake.set()
         if unknown:
             self._refresh({tp.topic for tp in assigned})
 
     def _refresh(self, topics: Iterable[str]) -> None:
+        """Refresh the metadata of ``topics`` in the background, with backoff, until
+        every assigned partition has a live leader again (a broker restarting
+        answers nothing for seconds), then start and wake the loops."""
         if self._refreshing is not None and not self._refreshing.done():
             return
-        names = sorted(set(topics))
+        names = set(topics)
 
         async def refresh() -> None:
-            await asyncio.sleep(self.settings.retry_backoff_ms / 1000)
-            with contextlib.suppress(KafkaError, asyncio.TimeoutError):
-                await asyncio.wait_for(self.cluster.refresh(names), self.settings.request_timeout)
+            backoff = Backoff(*self.settings.retry_backoff)
+            while not self._closing:
+                await asyncio.sleep(backoff.next_delay())
+                with contextlib.suppress(KafkaError, asyncio.TimeoutError):
+                    await asyncio.wait_for(
+                        self.cluster.refresh(sorted(names)), self.settings.request_timeout
+                    )
+                _, assigned = self._member()
+                names.update(tp.topic for tp in assigned)
+                if all(self._led(tp) for tp in assigned):
+                    break
+            self._refreshing = None
             self.assignment_changed()
 
         self._refreshing = asyncio.ensure_future(refresh())
+
+    def _led(self, tp: TopicPartition) -> bool:
+        """``tp`` has a leader the metadata knows."""
+        node = self.leader(tp)
+        return node >= 0 and node in self.cluster.snapshot.brokers
 
     # ------------------------------------------------------------ acknowledgements
 

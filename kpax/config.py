@@ -3,7 +3,8 @@
 Role: a shared utility (not a layer) that every client face uses to check the
 keyword options a user passes. An unknown option is a :class:`ConfigError`
 naming the closest valid one; a value of the wrong type or out of range is a
-:class:`ConfigError` naming the option and what it accepts.
+:class:`ConfigError` naming the option and what it accepts. :class:`Timeouts`
+gives a client's typed settings its timeouts in seconds.
 
 Imports: kpax.proto.errors and the standard library.
 """
@@ -106,3 +107,29 @@ def resolve(kind: str, options: Mapping[str, Option], given: Mapping[str, Any]) 
                 raise ConfigError(f"{kind} option {key}={value!r}: {exc}") from None
         out[key] = value
     return out
+
+
+class Timeouts:
+    """The request timeout, API timeout and retry backoff of a client's typed
+    settings (a frozen dataclass with the ``*_ms`` fields below), in the units
+    its components use. A mixin: its annotations are not dataclass fields."""
+
+    request_timeout_ms: int
+    default_api_timeout_ms: int
+    retry_backoff_ms: int
+    retry_backoff_max_ms: int
+
+    @property
+    def request_timeout(self) -> float:
+        """``request_timeout_ms`` in seconds."""
+        return self.request_timeout_ms / 1000
+
+    @property
+    def api_timeout(self) -> float:
+        """``default_api_timeout_ms`` in seconds."""
+        return self.default_api_timeout_ms / 1000
+
+    @property
+    def retry_backoff(self) -> tuple[int, int]:
+        """``(retry_backoff_ms, retry_backoff_max_ms)``."""
+        return self.retry_backoff_ms, self.retry_backoff_max_ms

@@ -19,7 +19,15 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from kpax.broker.options import COMMON_OPTIONS
-from kpax.config import Option, boolean, non_negative_int, one_of, optional_str, positive_int
+from kpax.config import (
+    Option,
+    Timeouts,
+    boolean,
+    non_negative_int,
+    one_of,
+    optional_str,
+    positive_int,
+)
 from kpax.proto.compression import DEFAULT_MAX_DECOMPRESSED_SIZE
 
 __all__ = ["CONSUMER_OPTIONS", "ConsumerSettings", "max_decompressed_batch_bytes"]
@@ -85,7 +93,7 @@ def max_decompressed_batch_bytes(config: Mapping[str, Any]) -> int:
 
 
 @dataclass(frozen=True)
-class ConsumerSettings:
+class ConsumerSettings(Timeouts):
     """What the consumer's components read from its validated configuration,
     typed and frozen (built once: :meth:`from_config`). Field names are the
     option names; ``max_decompressed_batch_bytes`` is the cap in force (see
@@ -146,18 +154,3 @@ class ConsumerSettings:
     def isolation(self) -> int:
         """The isolation level as Fetch and ListOffsets send it (1: read_committed)."""
         return 1 if self.read_committed else 0
-
-    @property
-    def request_timeout(self) -> float:
-        """``request_timeout_ms`` in seconds."""
-        return self.request_timeout_ms / 1000
-
-    @property
-    def api_timeout(self) -> float:
-        """``default_api_timeout_ms`` in seconds."""
-        return self.default_api_timeout_ms / 1000
-
-    @property
-    def retry_backoff(self) -> tuple[int, int]:
-        """``(retry_backoff_ms, retry_backoff_max_ms)``."""
-        return self.retry_backoff_ms, self.retry_backoff_max_ms

@@ -11,6 +11,7 @@ import sys
 import textwrap
 import time
 import uuid
+from collections.abc import Callable
 
 import pytest
 
@@ -43,6 +44,33 @@ HOLDER = textwrap.dedent(
     time.sleep(600)
     """
 )
+
+
+def read_all_through(
+    bootstrap: str, group: str, topic: str, total: int, fault: Callable[[], None]
+) -> set[bytes]:
+    """Read ``total`` records in share group ``group``, calling ``fault()`` once a
+    third of them is read; retriable errors a poll reports are expected, others fail."""
+    seen: set[bytes] = set()
+    done = False
+    with kpax.ShareConsumer(
+        bootstrap, group_id=group, max_poll_records=100, request_timeout_ms=10000
+    ) as c:
+        c.subscribe([topic])
+        deadline = time.monotonic() + 180
+        while len(seen) < total:
+            assert time.monotonic() < deadline, f"{len(seen)} of {total} records read"
+            try:
+                recs = c.poll(0.5)
+            except kpax.KafkaError as exc:
+                assert exc.retriable, exc
+                continue
+            seen.update(r.value for r in recs)
+            if not done and len(seen) >= total // 3:
+                fault()
+                done = True
+    assert done
+    return seen
 
 
 @pytest.mark.kafka4
@@ -83,26 +111,10 @@ def test_broker_restart_while_polling_loses_no_record(kafka_factory) -> None:  #
         topic = new_topic(admin, 3)
         group, _ = share_group(admin)
     produce(cluster.bootstrap, topic, [b"%d" % i for i in range(total)])
-    seen: set[bytes] = set()
-    restarted = False
-    with kpax.ShareConsumer(
-        cluster.bootstrap, group_id=group, max_poll_records=100, request_timeout_ms=10000
-    ) as c:
-        c.subscribe([topic])
-        deadline = time.monotonic() + 180
-        while len(seen) < total:
-            assert time.monotonic() < deadline, f"{len(seen)} of {total} records read"
-            try:
-                recs = c.poll(0.5)
-            except kpax.KafkaError as exc:  # a poll may report the restart; never fatal
-                assert exc.retriable, exc
-                continue
-            seen.update(r.value for r in recs)
-            if not restarted and len(seen) >= total // 3:
-                node = next(iter(cluster.brokers))
-                cluster.restart_broker(node)
-                restarted = True
-    assert restarted
+    node = next(iter(cluster.brokers))
+    seen = read_all_through(
+        cluster.bootstrap, group, topic, total, lambda: cluster.restart_broker(node)
+    )
     assert seen == {b"%d" % i for i in range(total)}
 
 
@@ -191,29 +203,17 @@ def test_partition_leader_killed_while_polling_loses_no_record(kafka_cluster3) -
                 p.send(topic, b"%d" % i)
             p.flush()
         leader = admin.describe_topics([topic])[topic].partitions[0].leader
-    seen: set[bytes] = set()
-    killed = False
+    killed: list[int] = []
+
+    def kill() -> None:
+        cluster.kill_broker(leader)
+        killed.append(leader)
+
     try:
-        with kpax.ShareConsumer(
-            cluster.bootstrap, group_id=group, max_poll_records=100, request_timeout_ms=10000
-        ) as c:
-            c.subscribe([topic])
-            deadline = time.monotonic() + 180
-            while len(seen) < total:
-                assert time.monotonic() < deadline, f"{len(seen)} of {total} records read"
-                try:
-                    recs = c.poll(0.5)
-                except kpax.KafkaError as exc:  # never fatal: the partitions move
-                    assert exc.retriable, exc
-                    continue
-                seen.update(r.value for r in recs)
-                if not killed and len(seen) >= total // 3:
-                    cluster.kill_broker(leader)
-                    killed = True
+        seen = read_all_through(cluster.bootstrap, group, topic, total, kill)
     finally:
-        if killed:
-            cluster.restart_broker(leader)
-    assert killed
+        for node in killed:
+            cluster.restart_broker(node)
     assert seen == {b"%d" % i for i in range(total)}
 
 

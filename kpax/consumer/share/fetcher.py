@@ -541,19 +541,22 @@ class ShareFetcher:
                 if name is None:
                     continue
                 tp = TopicPartition(name, p.partition_index)
-                results[tp] = (
-                    error_for_code(p.error_code)(
-                        f"acknowledging records of {tp} for share group {self.group_id!r}",
-                        error_message=p.error_message,
-                    )
-                    if p.error_code
-                    else None
-                )
-                if p.error_code and isinstance(results[tp], STALE_METADATA_ERRORS):
+                outcome = self._ack_error(tp, p.error_code, p.error_message)
+                results[tp] = outcome
+                if isinstance(outcome, STALE_METADATA_ERRORS):
                     self.cluster.leader_is_down(tp.topic, tp.partition)
         for tp in sent:
             results.setdefault(tp, None)
         self._finish(sent, results, waiters)
+
+    def _ack_error(self, tp: TopicPartition, code: int, message: str | None) -> KafkaError | None:
+        """The error an acknowledgement answer's ``code`` stands for (None: accepted)."""
+        if not code:
+            return None
+        return error_for_code(code)(
+            f"acknowledging records of {tp} for share group {self.group_id!r}",
+            error_message=message,
+        )
 
     def _names(self) -> dict[uuid.UUID, str]:
         return {
@@ -627,13 +630,8 @@ class ShareFetcher:
             for p in topic.partitions:
                 tp = TopicPartition(name, p.partition_index)
                 if tp in sent:
-                    results[tp] = (
-                        error_for_code(p.acknowledge_error_code)(
-                            f"acknowledging records of {tp} for share group {self.group_id!r}",
-                            error_message=p.acknowledge_error_message,
-                        )
-                        if p.acknowledge_error_code
-                        else None
+                    results[tp] = self._ack_error(
+                        tp, p.acknowledge_error_code, p.acknowledge_error_message
                     )
                 answered += 1
                 if p.error_code:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from kpax.broker.options import COMMON_OPTIONS
-from kpax.config import Option, boolean, one_of, optional_str, positive_int
+from kpax.config import Option, Timeouts, boolean, one_of, optional_str, positive_int
 from kpax.proto.compression import DEFAULT_MAX_DECOMPRESSED_SIZE
 from kpax.proto.errors import ConfigError
 
@@ -73,7 +73,7 @@ SHARE_CONSUMER_OPTIONS: dict[str, Option] = {
 
 
 @dataclass(frozen=True)
-class ShareSettings:
+class ShareSettings(Timeouts):
     """What the share consumer's parts read from its validated configuration."""
 
     group_id: str
@@ -116,15 +116,3 @@ class ShareSettings:
     @property
     def acquire_mode(self) -> int:
         return ACQUIRE_MODES[self.share_acquire_mode]
-
-    @property
-    def request_timeout(self) -> float:
-        return self.request_timeout_ms / 1000
-
-    @property
-    def api_timeout(self) -> float:
-        return self.default_api_timeout_ms / 1000
-
-    @property
-    def retry_backoff(self) -> tuple[int, int]:
-        return self.retry_backoff_ms, self.retry_backoff_max_ms

@@ -186,13 +186,20 @@ def test_implicit_mode_accepts_on_next_poll_and_close(kafka, admin) -> None:  # 
     produce(kafka.bootstrap, topic, values(100))
     results: list[tuple[dict[TopicPartition, set[int]], BaseException | None]] = []
     with kpax.ShareConsumer(kafka.bootstrap, group_id=group, max_poll_records=10) as c:
-        c.set_acknowledgement_commit_callback(lambda offs, err: results.append((offs, err)))
+        threads: set[int] = set()
+
+        def on_acks(offs: dict[TopicPartition, set[int]], err: BaseException | None) -> None:
+            threads.add(threading.get_ident())
+            results.append((offs, err))
+
+        c.set_acknowledgement_commit_callback(on_acks)
         c.subscribe([topic])
         got = read_until(c, lambda got: len(got) >= 100)
         with pytest.raises(IllegalStateError, match="explicit"):
             c.acknowledge(got[0])
         assert c.commit() == {TopicPartition(topic, 0): None}
     assert sorted(r.offset for r in got) == list(range(100))
+    assert threads == {threading.get_ident()}  # run on the application's thread
     acked = set().union(*(o.get(TopicPartition(topic, 0), set()) for o, e in results if e is None))
     assert acked == set(range(100))
     # all accepted: a new member of the group gets nothing of them

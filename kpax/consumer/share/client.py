@@ -85,6 +85,9 @@ class AsyncShareConsumer:
         self._renewed: dict[tuple[TopicPartition, int], int] = {}
         self._results: deque[tuple[dict[TopicPartition, set[int]], BaseException | None]] = deque()
         self._callback: AckCallback | None = None
+        #: Keep acknowledgement results for :meth:`take_ack_results` (the sync face
+        #: runs its callback on the application's thread) even without a callback.
+        self.collect_ack_results = False
         self._fatal: BaseException | None = None
         self._started = False
         self._closed = False
@@ -376,7 +379,7 @@ class AsyncShareConsumer:
     def _acks_done(
         self, sent: Mapping[TopicPartition, Mapping[int, int]], results: AckResults
     ) -> None:
-        if self._callback is None:
+        if self._callback is None and not self.collect_ack_results:
             return
         groups: dict[int, tuple[dict[TopicPartition, set[int]], BaseException | None]] = {}
         for tp, offsets in sent.items():
@@ -389,10 +392,10 @@ class AsyncShareConsumer:
 
     def _run_callbacks(self) -> None:
         callback = self._callback
+        if callback is None:
+            return  # results (if collected) wait for take_ack_results
         while self._results:
             offsets, err = self._results.popleft()
-            if callback is None:
-                continue
             try:
                 callback(offsets, err)
             except Exception:  # a callback's failure is the application's, logged

@@ -164,7 +164,14 @@ class ShareConsumer(SyncFace):
         """``callback(offsets, error)`` for every acknowledgement result, run on the
         thread calling poll, commit or close."""
         self._callback = callback
-        self._sync(self._core.set_acknowledgement_commit_callback, callback)
+        core = self._core
+
+        def collect() -> None:
+            core.collect_ack_results = callback is not None
+            if callback is None:
+                core.take_ack_results()
+
+        self._sync(collect)
 
     def commit(self, timeout: float | None = None) -> dict[TopicPartition, KafkaError | None]:
         """Send the acknowledgements made so far and wait for the answers:

@@ -187,7 +187,7 @@ def test_consumer_group_at_least_once_across_a_coordinator_kill(cluster3):
 
     commits: list[tuple[float, float, dict[int, int]]] = []  # (sent, acknowledged, offsets)
     committed_history: dict[int, list[int]] = collections.defaultdict(list)
-    backwards: list[str] = []
+    backwards: list[tuple[int, int, int, float]] = []  # (partition, read, then read, when)
 
     def monitor() -> None:
         with kpax.Admin(cluster3.bootstrap, default_api_timeout_ms=5000) as admin:
@@ -200,9 +200,7 @@ def test_consumer_group_at_least_once_across_a_coordinator_kill(cluster3):
                 for tp, om in offsets.items():
                     history = committed_history[tp.partition]
                     if history and om.offset < history[-1]:
-                        backwards.append(
-                            f"{tp}: {history[-1]} -> {om.offset} at {time.monotonic():.3f}"
-                        )
+                        backwards.append((tp.partition, history[-1], om.offset, time.monotonic()))
                     history.append(om.offset)
                 time.sleep(0.1)
 
@@ -248,10 +246,24 @@ def test_consumer_group_at_least_once_across_a_coordinator_kill(cluster3):
             if off < highest.get(p, -1):
                 sent_back.append(f"p{p}: {highest[p]} -> {off} sent {sent:.3f} acked {acked:.3f}")
             highest[p] = max(highest.get(p, -1), off)
-    print(f"killed at {killed_at:.3f}; backward reads {backwards}; backward commits {sent_back}")
+    # A read moving backwards loses an acknowledged commit only if the higher value it
+    # had read was acknowledged to a member. The group coordinator answers OffsetFetch
+    # from state whose write may not be replicated yet: a commit the dying
+    # coordinator never acknowledged may be read once and then be gone: the reads
+    # seen moving backwards (4.4.0: 5200 -> 5100; 4.3.1: 5100 -> 5000), each with 0
+    # redeliveries and no backward commit, fit that; both kinds are printed.
+    acked: dict[int, set[int]] = collections.defaultdict(set)
+    for _sent, _acked, offsets in commits:
+        for p, off in offsets.items():
+            acked[p].add(off)
+    lost = [b for b in backwards if b[1] in acked[b[0]]]
+    print(
+        f"killed at {killed_at:.3f}; backward reads {backwards}; of acknowledged commits "
+        f"{lost}; backward commits {sent_back}"
+    )
     assert gaps == 0
     assert sent_back == [], f"the client committed offsets backwards: {sent_back}"
-    assert backwards == [], f"committed offsets read moving backwards: {backwards}"
+    assert lost == [], f"acknowledged committed offsets read moving backwards: {lost}"
 
 
 def _end(cluster: KafkaCluster, topic: str, partition: int) -> int:

@@ -299,3 +299,19 @@ def test_asyncio_share_consumer(kafka, admin) -> None:  # type: ignore[no-untype
 
     got = asyncio.run(main())
     assert sorted(r.offset for r in got) == list(range(50))
+
+
+def test_record_limit_acquires_at_most_max_poll_records_per_fetch(kafka, admin) -> None:  # type: ignore[no-untyped-def]
+    topic = new_topic(admin, 1)
+    group, _ = share_group(admin)
+    produce(kafka.bootstrap, topic, values(100))  # a few batches of many records
+    with kpax.ShareConsumer(
+        kafka.bootstrap, group_id=group, share_acquire_mode="record_limit", max_poll_records=10
+    ) as c:
+        c.subscribe([topic])
+        got = read_until(c, lambda got: len(got) >= 100)
+        fetcher = c.aio.fetcher
+        assert fetcher is not None
+        fetches = fetcher.fetches
+    assert sorted(r.offset for r in got) == list(range(100))
+    assert fetches >= 10  # at most 10 records acquired per ShareFetch

@@ -163,12 +163,10 @@ class AsyncShareConsumer:
         fetcher = self.fetcher
         assert fetcher is not None and self.membership is not None
         try:
+            fetcher.stop()  # what is queued below goes with the sessions' close
             if not self._explicit:
                 self._accept_last()
-            for chunk in self.buffer.drain():
-                rest = [r.offset for r in chunk.records[chunk.pos :]]
-                if rest:
-                    fetcher.acknowledge(chunk.node, chunk.tp, dict.fromkeys(rest, _RELEASE))
+            self._release_buffered()
             for (tp, offset), node in [*self._pending.items(), *self._renewed.items()]:
                 fetcher.acknowledge(node, tp, {offset: _RELEASE})
             self._pending.clear()
@@ -181,6 +179,15 @@ class AsyncShareConsumer:
             self._run_callbacks()
             with contextlib.suppress(Exception, asyncio.TimeoutError):
                 await asyncio.wait_for(self.cluster.close(), max(deadline - loop.time(), 0.1))
+
+    def _release_buffered(self) -> None:
+        """Release what was acquired and never returned by a poll (for other members)."""
+        fetcher = self.fetcher
+        assert fetcher is not None
+        for chunk in self.buffer.drain():
+            rest = [r.offset for r in chunk.records[chunk.pos :]]
+            if rest:
+                fetcher.acknowledge(chunk.node, chunk.tp, dict.fromkeys(rest, _RELEASE))
 
     # ------------------------------------------------------------ subscription
 
@@ -197,11 +204,8 @@ class AsyncShareConsumer:
         """Leave the share group (what the last poll returned is accepted first in
         implicit mode, and acknowledgements are sent)."""
         self._check()
-        assert self.membership is not None and self.fetcher is not None
-        for chunk in self.buffer.drain():  # acquired, never returned: for other members
-            rest = [r.offset for r in chunk.records[chunk.pos :]]
-            if rest:
-                self.fetcher.acknowledge(chunk.node, chunk.tp, dict.fromkeys(rest, _RELEASE))
+        assert self.membership is not None
+        self._release_buffered()
         await self.commit()
         await self.membership.unsubscribe()
 

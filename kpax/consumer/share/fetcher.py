@@ -50,6 +50,7 @@ from typing import Any
 from kpax.broker.backoff import Backoff
 from kpax.cluster.cluster import Cluster
 from kpax.consumer.record import ShareConsumerRecord
+from kpax.consumer.share.acks import AcknowledgeType
 from kpax.consumer.share.decode import Acquired, decode_acquired
 from kpax.consumer.share.options import ShareSettings
 from kpax.consumer.share.session import (
@@ -85,6 +86,8 @@ BATCH_OPTIMIZED_MAX_RECORDS = 1 << 20
 #: The first versions with RENEW acknowledgements and ``share_acquire_mode``.
 _RENEW_VERSION = 2
 _ACQUIRE_MODE_VERSION = 2
+
+_RENEW = int(AcknowledgeType.RENEW)
 
 #: Per partition: None (acknowledged) or the error that failed the acknowledgements.
 AckResults = dict[TopicPartition, KafkaError | None]
@@ -498,12 +501,11 @@ class ShareFetcher:
         raise err
 
     async def _acknowledge(self, st: _Node, *, close: bool = False) -> None:
-        renew = bool(st.renews)
         acks: dict[TopicPartition, dict[int, int]] = {}
-        for tp, offsets in st.acks.items():
-            acks.setdefault(tp, {}).update(offsets)
-        for tp, offsets in st.renews.items():
-            acks.setdefault(tp, {}).update(offsets)
+        for queued in (st.renews, st.acks):  # a later ACCEPT/RELEASE/REJECT wins over RENEW
+            for tp, offsets in queued.items():
+                acks.setdefault(tp, {}).update(offsets)
+        renew = any(t == _RENEW for offsets in acks.values() for t in offsets.values())
         st.acks.clear()
         st.renews.clear()
         sent, waiters = self._take_acks(st, acks)
@@ -684,19 +686,30 @@ class ShareFetcher:
 
     # ------------------------------------------------------------ close
 
-    async def close(self, deadline: float) -> None:
-        """Stop fetching; send what is left to acknowledge and close every session
-        (which releases whatever this member still holds)."""
+    def stop(self) -> None:
+        """Send no new request (the loops end after the one they are sending);
+        acknowledgements queued from now on wait for :meth:`close`."""
         self._closing = True
+        for st in self._nodes.values():
+            st.wake.set()
+
+    async def close(self, deadline: float) -> None:
+        """Stop; let each session's request in flight finish (a long poll at most
+        ``fetch_max_wait_ms``), then send what is left to acknowledge and close every
+        session (which releases whatever this member still holds)."""
+        self.stop()
         loop = asyncio.get_running_loop()
-        tasks = [st.task for st in self._nodes.values() if st.task is not None]
         if self._refreshing is not None:
-            tasks.append(self._refreshing)
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            with contextlib.suppress(BaseException):
-                await t
+            self._refreshing.cancel()
+        tasks = [st.task for st in self._nodes.values() if st.task is not None]
+        if tasks:
+            wait = min(deadline - loop.time(), self.settings.fetch_max_wait_ms / 1000 + 1.0)
+            _, late = await asyncio.wait(tasks, timeout=max(wait, 0.1))
+            for t in late:
+                t.cancel()
+            for t in tasks:
+                with contextlib.suppress(BaseException):
+                    await t
 
         async def close_one(st: _Node) -> None:
             if not st.session.open and not st.has_acks():

@@ -27,8 +27,22 @@
  *             headers=None, callback=None)
  *           -> try_append, then fut.add_callback(callback); any other case
  *              calls slow(...) with the very same arguments.
+ *       .asend(topic, value=None, key=None, *, partition=None, timestamp=None,
+ *              headers=None, callback=None)
+ *           -> the asyncio face's send: for the common record an already
+ *              finished awaitable (Sent) whose await gives the record's
+ *              future; any other case returns slow(...) (the Python
+ *              coroutine) with the very same arguments.
  *       .enabled  (settable) False sends every call to the Python path (a
  *              closed producer, say).
+ *
+ *   Sent
+ *       What asend returns for a record appended in C: a coroutine-like object
+ *       (__await__, send, throw, close; registered as a
+ *       collections.abc.Coroutine by kpax.producer.fastpath, so
+ *       asyncio.create_task and gather take it) that is already done: awaiting
+ *       it returns the record's future at once, without a Python frame. Awaited
+ *       twice, it raises RuntimeError, as a coroutine does.
  *
  *   The fast path appends under the accumulator's lock to the open batch's
  *   columns (values, keys, timestamps: three list appends, a size sum), as the
@@ -436,6 +450,167 @@ new_future(PyTypeObject *type, PyObject *batch, Py_ssize_t index, PyObject *ts)
     return (PyObject *)f;
 }
 
+/* ------------------------------------------------------------------ Sent */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *result; /* the record's future; NULL once awaited */
+} SentObject;
+
+static PyTypeObject SentType;
+
+static PyObject *
+new_sent(PyObject *result) /* steals result */
+{
+    SentObject *s = PyObject_GC_New(SentObject, &SentType);
+    if (s == NULL) {
+        Py_DECREF(result);
+        return NULL;
+    }
+    s->result = result;
+    PyObject_GC_Track(s);
+    return (PyObject *)s;
+}
+
+static int
+Sent_traverse(SentObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->result);
+    return 0;
+}
+
+static int
+Sent_clear(SentObject *self)
+{
+    Py_CLEAR(self->result);
+    return 0;
+}
+
+static void
+Sent_dealloc(SentObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    Py_CLEAR(self->result);
+    PyObject_GC_Del(self);
+}
+
+static PyObject *
+Sent_await(SentObject *self)
+{
+    Py_INCREF(self);
+    return (PyObject *)self;
+}
+
+static PyObject *
+reused(void)
+{
+    PyErr_SetString(PyExc_RuntimeError, "cannot reuse already awaited coroutine");
+    return NULL;
+}
+
+/* am_send: the interpreter's await (PyIter_Send) takes the result with no
+   StopIteration made. */
+static PySendResult
+Sent_am_send(SentObject *self, PyObject *arg, PyObject **presult)
+{
+    if (self->result == NULL) {
+        reused();
+        *presult = NULL;
+        return PYGEN_ERROR;
+    }
+    *presult = self->result; /* the reference passes to the caller */
+    self->result = NULL;
+    return PYGEN_RETURN;
+}
+
+/* The value as StopIteration(value), as a returning coroutine raises it. */
+static PyObject *
+Sent_finish(SentObject *self)
+{
+    if (self->result == NULL)
+        return reused();
+    PyObject *r = self->result;
+    self->result = NULL;
+    PyObject *stop = PyObject_CallOneArg(PyExc_StopIteration, r);
+    Py_DECREF(r);
+    if (stop != NULL) {
+        PyErr_SetObject(PyExc_StopIteration, stop);
+        Py_DECREF(stop);
+    }
+    return NULL;
+}
+
+static PyObject *
+Sent_send(SentObject *self, PyObject *arg)
+{
+    return Sent_finish(self);
+}
+
+static PyObject *
+Sent_throw(SentObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    /* Nothing left to run: the exception comes straight back, as from a
+       coroutine that has not started (it is done at once, like one). */
+    if (nargs < 1 || nargs > 3) {
+        PyErr_SetString(PyExc_TypeError, "throw expected 1 to 3 arguments");
+        return NULL;
+    }
+    Py_CLEAR(self->result);
+    PyObject *typ = args[0], *val = nargs > 1 ? args[1] : Py_None;
+    if (PyExceptionInstance_Check(typ)) {
+        PyErr_SetObject((PyObject *)Py_TYPE(typ), typ);
+        return NULL;
+    }
+    if (PyExceptionClass_Check(typ)) {
+        PyErr_SetObject(typ, val);
+        return NULL;
+    }
+    PyErr_SetString(PyExc_TypeError,
+                    "exceptions must be classes or instances deriving from BaseException");
+    return NULL;
+}
+
+static PyObject *
+Sent_close(SentObject *self, PyObject *unused)
+{
+    Py_CLEAR(self->result);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+Sent_iternext(SentObject *self)
+{
+    return Sent_finish(self);
+}
+
+static PyAsyncMethods Sent_as_async = {
+    .am_await = (unaryfunc)Sent_await,
+    .am_send = (sendfunc)Sent_am_send,
+};
+
+static PyMethodDef Sent_methods[] = {
+    {"send", (PyCFunction)Sent_send, METH_O, "send(value): raises StopIteration(future)"},
+    {"throw", (PyCFunction)(void (*)(void))Sent_throw, METH_FASTCALL,
+     "throw(exc): raises exc (the send is done)"},
+    {"close", (PyCFunction)Sent_close, METH_NOARGS, "close(): nothing to stop"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject SentType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kpax.producer._sendpath.Sent",
+    .tp_basicsize = sizeof(SentObject),
+    .tp_dealloc = (destructor)Sent_dealloc,
+    .tp_as_async = &Sent_as_async,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "A finished send of kpax.aio.Producer: await it for the record's future.",
+    .tp_traverse = (traverseproc)Sent_traverse,
+    .tp_clear = (inquiry)Sent_clear,
+    .tp_iter = PyObject_SelfIter,
+    .tp_iternext = (iternextfunc)Sent_iternext,
+    .tp_methods = Sent_methods,
+};
+
 /* ------------------------------------------------------------------ Appender */
 
 static PyObject *s_headers, *s_partition;
@@ -733,14 +908,16 @@ Appender_try_append(AppenderObject *self, PyObject *const *args, Py_ssize_t narg
     return r;
 }
 
+/* send's and asend's common part: the record's future (new reference, its
+   callback added), NULL with an exception, or FALLBACK for the Python path. */
 static PyObject *
-Appender_send(AppenderObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+send_fast(AppenderObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     PyObject *topic = NULL, *value = Py_None, *key = Py_None, *partition = Py_None,
              *timestamp = Py_None, *headers = Py_None, *callback = Py_None;
     if (nargs < 1 || nargs > 3)
-        goto slow;
+        return FALLBACK;
     topic = args[0];
     if (nargs > 1)
         value = args[1];
@@ -764,25 +941,39 @@ Appender_send(AppenderObject *self, PyObject *const *args, size_t nargsf, PyObje
             else if (name == s_value && nargs < 2)
                 value = v;
             else
-                goto slow; /* not interned, repeated or unknown: let Python sort it out */
+                return FALLBACK; /* not interned, repeated or unknown: let Python sort it out */
         }
     }
-    {
-        PyObject *fut = fast_append(self, topic, value, key, partition, timestamp, headers);
-        if (fut == FALLBACK)
-            goto slow;
-        if (fut == NULL || callback == Py_None)
-            return fut;
-        PyObject *r = PyObject_CallMethodOneArg(fut, s_add_callback, callback);
-        if (r == NULL) {
-            Py_DECREF(fut);
-            return NULL;
-        }
-        Py_DECREF(r);
+    PyObject *fut = fast_append(self, topic, value, key, partition, timestamp, headers);
+    if (fut == FALLBACK || fut == NULL || callback == Py_None)
         return fut;
+    PyObject *r = PyObject_CallMethodOneArg(fut, s_add_callback, callback);
+    if (r == NULL) {
+        Py_DECREF(fut);
+        return NULL;
     }
-slow:
-    return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
+    Py_DECREF(r);
+    return fut;
+}
+
+static PyObject *
+Appender_send(AppenderObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    PyObject *fut = send_fast(self, args, nargsf, kwnames);
+    if (fut == FALLBACK)
+        return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
+    return fut;
+}
+
+static PyObject *
+Appender_asend(AppenderObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    PyObject *fut = send_fast(self, args, nargsf, kwnames);
+    if (fut == FALLBACK)
+        return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
+    if (fut == NULL)
+        return NULL;
+    return new_sent(fut);
 }
 
 static PyObject *
@@ -817,6 +1008,9 @@ static PyMethodDef Appender_methods[] = {
     {"send", (PyCFunction)(void (*)(void))Appender_send, METH_FASTCALL | METH_KEYWORDS,
      "send(topic, value=None, key=None, *, partition=None, timestamp=None, headers=None, "
      "callback=None) -> future"},
+    {"asend", (PyCFunction)(void (*)(void))Appender_asend, METH_FASTCALL | METH_KEYWORDS,
+     "asend(topic, value=None, key=None, *, partition=None, timestamp=None, headers=None, "
+     "callback=None) -> awaitable of the future"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -866,7 +1060,7 @@ PyInit__sendpath(void)
     INTERN(s_add_callback, "add_callback");
     if (PyType_Ready(&LockType) < 0 || PyType_Ready(&AppenderType) < 0 ||
         PyType_Ready(&BatchBaseType) < 0 || PyType_Ready(&QueueBaseType) < 0 ||
-        PyType_Ready(&FutureBaseType) < 0)
+        PyType_Ready(&FutureBaseType) < 0 || PyType_Ready(&SentType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&moduledef);
     if (m == NULL)
@@ -877,9 +1071,10 @@ PyInit__sendpath(void)
         Py_DECREF(m);
         return NULL;
     }
-    PyTypeObject *types[] = {&AppenderType, &BatchBaseType, &QueueBaseType, &FutureBaseType};
-    const char *names[] = {"Appender", "BatchBase", "QueueBase", "FutureBase"};
-    for (int i = 0; i < 4; i++) {
+    PyTypeObject *types[] = {&AppenderType, &BatchBaseType, &QueueBaseType, &FutureBaseType,
+                             &SentType};
+    const char *names[] = {"Appender", "BatchBase", "QueueBase", "FutureBase", "Sent"};
+    for (int i = 0; i < 5; i++) {
         Py_INCREF(types[i]);
         if (PyModule_AddObject(m, names[i], (PyObject *)types[i]) < 0) {
             Py_DECREF(types[i]);

@@ -166,10 +166,16 @@ class AsyncProducer:
         self._started = False
         #: The C send path's appenders (kpax.producer.fastpath), disabled at close.
         self._appenders: list[Any] = []
-        fast = self.new_appender(None)
+        fast = self.new_appender(AsyncProducer.send.__get__(self))
         self._fast_append: Callable[..., RecordFuture | None] | None = (
             fast.try_append if fast is not None else None
         )
+        if fast is not None:
+            # This instance's ``send`` is the C appender's ``asend``: the common
+            # record is appended at the call and a finished awaitable returned
+            # (no Python coroutine frame per record); every other case returns
+            # the coroutine of the Python ``send`` below, same arguments.
+            self.__dict__["send"] = fast.asend
 
     # ------------------------------------------------------------ lifecycle
 

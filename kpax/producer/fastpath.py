@@ -13,7 +13,7 @@ Imports: kpax.proto.accel, the standard library; kpax.producer._sendpath when pr
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +27,11 @@ if not PURE_PYTHON_REQUESTED:
         from kpax.producer import _sendpath as sendpath
     except ImportError:  # built without a compiler: the pure-Python path
         sendpath = None
+
+if sendpath is not None:
+    # The asyncio face's send returns a finished _sendpath.Sent for the common
+    # record: a coroutine to asyncio (create_task, gather, iscoroutine).
+    Coroutine.register(sendpath.Sent)
 
 #: The accumulator's lock: the C one when the C path is there (C takes it
 #: without calling Python), else threading.Lock.

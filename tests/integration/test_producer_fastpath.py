@@ -59,6 +59,49 @@ def test_sync_send_is_the_c_appender_and_falls_back_with_the_same_arguments(kafk
         p.send(t, b"after close", partition=0)
 
 
+async def test_aio_send_is_c_and_falls_back_with_the_same_arguments(kafka, topic):
+    """kpax.aio.Producer.send: the common record through C (a finished
+    awaitable), the rest through the Python coroutine; both give the record's
+    future, the same errors, and the records arrive in order."""
+    import asyncio
+
+    import kpax.aio
+
+    t = topic(partitions=2)
+    async with kpax.aio.Producer(kafka.bootstrap, linger_ms=0) as p:
+        assert type(p.send).__name__ == "builtin_function_or_method"
+        got: list[Any] = []
+
+        def cb(metadata: Any, error: Any) -> None:
+            got.append(metadata)
+
+        await (await p.send(t, b"open", partition=0))
+        kinds = []
+        futs = []
+        for call in (
+            lambda: p.send(t, b"a", partition=0, timestamp=1_700_000_000_000),
+            lambda: p.send(t, bytearray(b"ba"), key=b"k", headers={"h": b"v"}, callback=cb),
+            lambda: p.send(t, value=b"kw", key=b"kk", partition=0),
+            lambda: p.send(t, b"c", None, partition=0, callback=cb),
+        ):
+            aw = call()
+            kinds.append(type(aw).__name__)
+            futs.append(await aw)
+        out = await asyncio.gather(*futs)
+        assert "Sent" in kinds and "coroutine" in kinds  # both paths were taken
+        with pytest.raises(TypeError, match="timestamp"):
+            await p.send(t, b"x", timestamp=1.5)
+        with pytest.raises(TypeError):
+            await p.send(t, b"x", nonsense=1)
+        # a task, as with any coroutine
+        md = await (await asyncio.create_task(p.send(t, b"task", partition=0)))
+        assert md.partition == 0 and md.offset > out[0].offset
+    assert out[0].partition == 0 and out[0].timestamp == 1_700_000_000_000
+    assert sorted(m.offset for m in got) == sorted([out[1].offset, out[3].offset])
+    with pytest.raises(kpax.ClientClosedError):
+        await p.send(t, b"after close", partition=0)
+
+
 def test_four_threads_send_keyed_records_each_once_and_in_order(kafka, topic):
     t = topic(partitions=6)
     per_thread = 250_000

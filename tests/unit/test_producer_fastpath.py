@@ -223,3 +223,76 @@ def test_a_million_buffered_records_cost_about_their_encoded_size():
     reserved = p.accumulator.reserved >> 20
     assert grown <= (256 + 64), grown
     assert grown <= reserved + 64, (grown, reserved)
+
+
+def _open_batch(p: AsyncProducer) -> None:
+    """A first record through the Python path opens partition 0's batch."""
+    _send_py(p, (TOPIC, b"first", None, 0, 1, None))
+
+
+async def test_aio_send_is_c_and_awaits_to_the_record_future():
+    """kpax.aio.Producer.send is the C appender's asend: for the common record
+    it returns a finished coroutine-like object; awaiting it gives the record's
+    future (no Python frame). Everything else returns the Python coroutine."""
+    import asyncio
+    from collections.abc import Coroutine
+
+    p = _producer()
+    assert type(p.send).__name__ == "builtin_function_or_method"
+    _open_batch(p)
+    sent = p.send(TOPIC, b"v", partition=0, timestamp=5)
+    assert type(sent) is sendpath.Sent
+    assert isinstance(sent, Coroutine) and asyncio.iscoroutine(sent)
+    fut = await sent
+    assert isinstance(fut, RecordFuture) and (fut._index, fut._timestamp) == (1, 5)
+    with pytest.raises(RuntimeError, match="already awaited"):
+        await sent
+    # asyncio takes it where it takes a coroutine
+    fut2 = await asyncio.create_task(p.send(TOPIC, b"w", partition=0))
+    futs = await asyncio.gather(*(p.send(TOPIC, b"g", partition=0) for _ in range(3)))
+    assert [f._index for f in [fut2, *futs]] == [2, 3, 4, 5]
+    # the Python path: a real coroutine (headers are not C's); this producer is
+    # never started, so it is not run here (the integration test runs both)
+    slow = p.send(TOPIC, b"h", partition=0, headers=[("k", b"v")])
+    assert type(slow).__name__ == "coroutine"
+    slow.close()
+
+
+def test_the_finished_send_protocol_methods():
+    """send/throw/close as a coroutine that is done has them; a finished send
+    dropped unawaited keeps its record (it was appended at the call)."""
+    p = _producer()
+    _open_batch(p)
+    s = p.send(TOPIC, b"a", partition=0)
+    with pytest.raises(StopIteration) as stop:
+        s.send(None)
+    assert isinstance(stop.value.value, RecordFuture)
+    with pytest.raises(RuntimeError):
+        s.send(None)
+    s2 = p.send(TOPIC, b"b", partition=0)
+    with pytest.raises(KeyError):
+        s2.throw(KeyError("x"))
+    with pytest.raises(RuntimeError):
+        next(iter(s2.__await__()))
+    s3 = p.send(TOPIC, b"c", partition=0)
+    s3.close()
+    del s3
+    assert len(p.accumulator.queues[TOPIC][0].open.values) == 4  # first, a, b, c
+
+
+def test_no_references_leak_from_the_aio_c_path():
+    p = _producer(batch_size=1 << 20)
+    _open_batch(p)
+    value = b"v" * 50
+    before = sys.getrefcount(value)
+    for _ in range(10_000):
+        s = p.send(TOPIC, value, partition=0, timestamp=1)
+        with pytest.raises(StopIteration):
+            s.send(None)
+    del s
+    gc.collect()
+    assert sys.getrefcount(value) == before + 10_000  # held by the batch only
+    futs = [p.send(TOPIC, value, partition=0, timestamp=1) for _ in range(1000)]
+    del futs  # dropped unawaited: nothing held but the batch's columns
+    gc.collect()
+    assert sys.getrefcount(value) == before + 11_000

@@ -18,6 +18,13 @@
  *       `timestamp` (an int) replaces every record's timestamp (log-append time);
  *       records with an offset below `min_offset` are skipped.
  *
+ *   encode_produce(version, correlation_id, client_id, transactional_id, acks,
+ *                  timeout_ms, topics) -> bytes
+ *   decode_produce_response(frame, version) -> (throttle_ms, rows)
+ *       The producer's Produce request frame and response, the well-formed
+ *       common case; NotImplemented for anything else, and the caller runs the
+ *       Python reference (kpax.proto.produce_wire), which answers or raises.
+ *
  *   crc32c(data, value=0) -> int
  *       CRC-32C (Castagnoli) of a bytes-like object, continuing from `value`:
  *       the SSE4.2 crc32 instruction where the CPU has it (checked at import),
@@ -1031,6 +1038,464 @@ crc32c_hardware(PyObject *module, PyObject *unused)
 
 /* ------------------------------------------------------------------ module */
 
+/* ------------------------------------------------------------------ Produce */
+
+/* The producer's Produce request and response (kpax.proto.produce_wire): the
+ * well-formed common case in C, byte for byte what the Python reference gives.
+ * Anything else -- a type, length or value the reference would reject or that
+ * is rare (record errors in a response) -- returns NotImplemented, and the
+ * caller runs the reference, which gives the answer or the error. */
+
+#define PRODUCE_FLEXIBLE 9
+#define PRODUCE_TOPIC_IDS 13
+
+static inline Py_ssize_t
+uvarint_size(uint64_t v)
+{
+    Py_ssize_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static inline char *
+write_uvarint(char *p, uint64_t v)
+{
+    while (v >= 0x80) {
+        *p++ = (char)((v & 0x7F) | 0x80);
+        v >>= 7;
+    }
+    *p++ = (char)v;
+    return p;
+}
+
+/* A topic's 16-byte id: from a uuid.UUID (its .bytes) or a 16-byte bytes.
+   New reference, or NULL without an exception when it is neither. */
+static PyObject *
+topic_id_bytes(PyObject *topic)
+{
+    static PyObject *s_bytes = NULL;
+    if (PyUnicode_Check(topic) || PyBytes_Check(topic))
+        return NULL; /* the reference rejects names (and raw bytes) for v13 */
+    if (s_bytes == NULL && (s_bytes = PyUnicode_InternFromString("bytes")) == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    PyObject *raw = PyObject_GetAttr(topic, s_bytes);
+    if (raw == NULL || !PyBytes_CheckExact(raw) || PyBytes_GET_SIZE(raw) != 16) {
+        PyErr_Clear();
+        Py_XDECREF(raw);
+        return NULL;
+    }
+    return raw;
+}
+
+static PyObject *
+encode_produce(PyObject *module, PyObject *args)
+{
+    int version, acks;
+    long long correlation_id, timeout_ms;
+    PyObject *client_id, *txn_id, *topics;
+    if (!PyArg_ParseTuple(args, "iLOOiLO:encode_produce", &version, &correlation_id, &client_id,
+                          &txn_id, &acks, &timeout_ms, &topics))
+        return NULL;
+    if (version < 3 || version > 13 || correlation_id < INT32_MIN || correlation_id > INT32_MAX ||
+        acks < INT16_MIN || acks > INT16_MAX || timeout_ms < INT32_MIN || timeout_ms > INT32_MAX ||
+        !PyList_CheckExact(topics))
+        Py_RETURN_NOTIMPLEMENTED;
+    int flexible = version >= PRODUCE_FLEXIBLE, by_id = version >= PRODUCE_TOPIC_IDS;
+    Py_ssize_t cid_len = -1, txn_len = -1;
+    const char *cid = NULL, *txn = NULL;
+    if (client_id != Py_None) {
+        if (!PyUnicode_CheckExact(client_id) ||
+            (cid = PyUnicode_AsUTF8AndSize(client_id, &cid_len)) == NULL)
+            goto fallback;
+        if (cid_len > 0x7FFF)
+            goto fallback;
+    }
+    if (txn_id != Py_None) {
+        if (!PyUnicode_CheckExact(txn_id) || (txn = PyUnicode_AsUTF8AndSize(txn_id, &txn_len)) == NULL)
+            goto fallback;
+        if (!flexible && txn_len > 0x7FFF)
+            goto fallback;
+    }
+    Py_ssize_t nt = PyList_GET_SIZE(topics);
+    /* pass 1: check the shapes and measure */
+    Py_ssize_t size = 4 + 2 + 2 + 4 + 2 + (cid_len > 0 ? cid_len : 0);
+    if (flexible)
+        size += 1 + (txn_id == Py_None ? 1 : uvarint_size((uint64_t)txn_len + 1) + txn_len) +
+                uvarint_size((uint64_t)nt + 1);
+    else
+        size += 2 + (txn_len > 0 ? txn_len : 0) + 4;
+    size += 6; /* acks, timeout */
+    for (Py_ssize_t i = 0; i < nt; i++) {
+        PyObject *entry = PyList_GET_ITEM(topics, i);
+        if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 2)
+            goto fallback;
+        PyObject *topic = PyTuple_GET_ITEM(entry, 0), *parts = PyTuple_GET_ITEM(entry, 1);
+        if (!PyList_CheckExact(parts))
+            goto fallback;
+        if (by_id) {
+            PyObject *raw = topic_id_bytes(topic);
+            if (raw == NULL)
+                goto fallback;
+            Py_DECREF(raw);
+            size += 16;
+        }
+        else {
+            Py_ssize_t tlen;
+            if (!PyUnicode_CheckExact(topic) || PyUnicode_AsUTF8AndSize(topic, &tlen) == NULL) {
+                PyErr_Clear();
+                goto fallback;
+            }
+            size += flexible ? uvarint_size((uint64_t)tlen + 1) + tlen : 2 + tlen;
+            if (!flexible && tlen > 0x7FFF)
+                goto fallback;
+        }
+        Py_ssize_t np = PyList_GET_SIZE(parts);
+        size += flexible ? uvarint_size((uint64_t)np + 1) + 1 : 4;
+        for (Py_ssize_t j = 0; j < np; j++) {
+            PyObject *pe = PyList_GET_ITEM(parts, j);
+            if (!PyTuple_CheckExact(pe) || PyTuple_GET_SIZE(pe) != 2 ||
+                !PyLong_CheckExact(PyTuple_GET_ITEM(pe, 0)))
+                goto fallback;
+            PyObject *rec = PyTuple_GET_ITEM(pe, 1);
+            int overflow = 0;
+            long long index = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(pe, 0), &overflow);
+            if (overflow || index < INT32_MIN || index > INT32_MAX)
+                goto fallback;
+            size += 4;
+            if (rec == Py_None)
+                size += flexible ? 2 : 4;
+            else if (PyBytes_CheckExact(rec)) {
+                Py_ssize_t rl = PyBytes_GET_SIZE(rec);
+                if (rl > INT32_MAX - 1)
+                    goto fallback;
+                size += flexible ? uvarint_size((uint64_t)rl + 1) + rl + 1 : 4 + rl;
+            }
+            else
+                goto fallback;
+        }
+    }
+    if (flexible)
+        size += 1; /* request tagged fields */
+    if (size - 4 > INT32_MAX)
+        goto fallback;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, size);
+    if (out == NULL)
+        return NULL;
+    /* pass 2: write (no Python code runs between the passes: the objects are
+       exact bytes, str and lists of tuples, which cannot change meanwhile) */
+    char *p = PyBytes_AS_STRING(out);
+    put_be32(p, (int32_t)(size - 4));
+    put_be16(p + 4, 0);
+    put_be16(p + 6, (int16_t)version);
+    put_be32(p + 8, (int32_t)correlation_id);
+    p += 12;
+    put_be16(p, (int16_t)cid_len);
+    p += 2;
+    if (cid_len > 0) {
+        memcpy(p, cid, (size_t)cid_len);
+        p += cid_len;
+    }
+    if (flexible) {
+        *p++ = 0; /* header tagged fields */
+        if (txn_id == Py_None)
+            *p++ = 0;
+        else {
+            p = write_uvarint(p, (uint64_t)txn_len + 1);
+            memcpy(p, txn, (size_t)txn_len);
+            p += txn_len;
+        }
+    }
+    else {
+        put_be16(p, (int16_t)txn_len);
+        p += 2;
+        if (txn_len > 0) {
+            memcpy(p, txn, (size_t)txn_len);
+            p += txn_len;
+        }
+    }
+    put_be16(p, (int16_t)acks);
+    put_be32(p + 2, (int32_t)timeout_ms);
+    p += 6;
+    if (flexible)
+        p = write_uvarint(p, (uint64_t)nt + 1);
+    else {
+        put_be32(p, (int32_t)nt);
+        p += 4;
+    }
+    for (Py_ssize_t i = 0; i < nt; i++) {
+        PyObject *entry = PyList_GET_ITEM(topics, i);
+        PyObject *topic = PyTuple_GET_ITEM(entry, 0), *parts = PyTuple_GET_ITEM(entry, 1);
+        if (by_id) {
+            PyObject *raw = topic_id_bytes(topic);
+            if (raw == NULL) {
+                Py_DECREF(out);
+                goto fallback;
+            }
+            memcpy(p, PyBytes_AS_STRING(raw), 16);
+            Py_DECREF(raw);
+            p += 16;
+        }
+        else {
+            Py_ssize_t tlen;
+            const char *t = PyUnicode_AsUTF8AndSize(topic, &tlen);
+            if (flexible)
+                p = write_uvarint(p, (uint64_t)tlen + 1);
+            else {
+                put_be16(p, (int16_t)tlen);
+                p += 2;
+            }
+            memcpy(p, t, (size_t)tlen);
+            p += tlen;
+        }
+        Py_ssize_t np = PyList_GET_SIZE(parts);
+        if (flexible)
+            p = write_uvarint(p, (uint64_t)np + 1);
+        else {
+            put_be32(p, (int32_t)np);
+            p += 4;
+        }
+        for (Py_ssize_t j = 0; j < np; j++) {
+            PyObject *pe = PyList_GET_ITEM(parts, j);
+            PyObject *rec = PyTuple_GET_ITEM(pe, 1);
+            put_be32(p, (int32_t)PyLong_AsLongLong(PyTuple_GET_ITEM(pe, 0)));
+            p += 4;
+            if (rec == Py_None) {
+                if (flexible)
+                    *p++ = 0;
+                else {
+                    put_be32(p, -1);
+                    p += 4;
+                }
+            }
+            else {
+                Py_ssize_t rl = PyBytes_GET_SIZE(rec);
+                if (flexible)
+                    p = write_uvarint(p, (uint64_t)rl + 1);
+                else {
+                    put_be32(p, (int32_t)rl);
+                    p += 4;
+                }
+                memcpy(p, PyBytes_AS_STRING(rec), (size_t)rl);
+                p += rl;
+            }
+            if (flexible)
+                *p++ = 0; /* partition tagged fields */
+        }
+        if (flexible)
+            *p++ = 0; /* topic tagged fields */
+    }
+    if (flexible)
+        *p++ = 0; /* request tagged fields */
+    if (p != PyBytes_AS_STRING(out) + size) {
+        Py_DECREF(out);
+        PyErr_SetString(PyExc_SystemError, "encode_produce: size mismatch");
+        return NULL;
+    }
+    return out;
+fallback:
+    PyErr_Clear();
+    Py_RETURN_NOTIMPLEMENTED;
+}
+
+/* A bounded cursor over a response frame; every read fails (0) past the end. */
+typedef struct {
+    const uint8_t *buf;
+    Py_ssize_t pos, len;
+} Cursor;
+
+static inline int
+cur_uvarint(Cursor *c, uint64_t *out)
+{
+    uint64_t v = 0;
+    for (int shift = 0; shift < 35; shift += 7) {
+        if (c->pos >= c->len)
+            return 0;
+        uint8_t b = c->buf[c->pos++];
+        v |= (uint64_t)(b & 0x7F) << shift;
+        if (!(b & 0x80)) {
+            *out = v;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static inline int
+cur_skip_tags(Cursor *c)
+{
+    uint64_t n, tag, sz;
+    if (!cur_uvarint(c, &n))
+        return 0;
+    for (uint64_t i = 0; i < n; i++) {
+        if (!cur_uvarint(c, &tag) || !cur_uvarint(c, &sz) || sz > (uint64_t)(c->len - c->pos))
+            return 0;
+        c->pos += (Py_ssize_t)sz;
+    }
+    return 1;
+}
+
+static inline int
+cur_int(Cursor *c, int width, int64_t *out)
+{
+    if (c->len - c->pos < width)
+        return 0;
+    const uint8_t *p = c->buf + c->pos;
+    uint64_t v = 0;
+    for (int i = 0; i < width; i++)
+        v = (v << 8) | p[i];
+    if (width == 2)
+        *out = (int16_t)v;
+    else if (width == 4)
+        *out = (int32_t)v;
+    else
+        *out = (int64_t)v;
+    c->pos += width;
+    return 1;
+}
+
+/* An array's length (null -> 0); 0 on a bad or oversized count. */
+static inline int
+cur_count(Cursor *c, int flexible, Py_ssize_t *out)
+{
+    int64_t n;
+    if (flexible) {
+        uint64_t u;
+        if (!cur_uvarint(c, &u))
+            return 0;
+        n = (int64_t)u - 1;
+    }
+    else if (!cur_int(c, 4, &n))
+        return 0;
+    if (n < 0)
+        n = 0;
+    if (n > c->len - c->pos)
+        return 0;
+    *out = (Py_ssize_t)n;
+    return 1;
+}
+
+/* A nullable string: new reference (Py_None for null), or NULL (a bad one; an
+   exception may be set). */
+static PyObject *
+cur_string(Cursor *c, int flexible)
+{
+    int64_t n;
+    if (flexible) {
+        uint64_t u;
+        if (!cur_uvarint(c, &u))
+            return NULL;
+        n = (int64_t)u - 1;
+    }
+    else if (!cur_int(c, 2, &n))
+        return NULL;
+    if (n < 0)
+        Py_RETURN_NONE;
+    if (n > c->len - c->pos)
+        return NULL;
+    PyObject *s = PyUnicode_DecodeUTF8((const char *)c->buf + c->pos, (Py_ssize_t)n, NULL);
+    c->pos += (Py_ssize_t)n;
+    return s;
+}
+
+static PyObject *
+decode_produce_response(PyObject *module, PyObject *args)
+{
+    Py_buffer view;
+    int version;
+    if (!PyArg_ParseTuple(args, "y*i:decode_produce_response", &view, &version))
+        return NULL;
+    PyObject *out = NULL, *rows = NULL, *topic = NULL;
+    if (version < 3 || version > 13)
+        goto fallback;
+    int flexible = version >= PRODUCE_FLEXIBLE, by_id = version >= PRODUCE_TOPIC_IDS;
+    Cursor c = {(const uint8_t *)view.buf, 4, view.len};
+    if (c.len < 4 || (flexible && !cur_skip_tags(&c)))
+        goto fallback;
+    Py_ssize_t nt;
+    if (!cur_count(&c, flexible, &nt))
+        goto fallback;
+    rows = PyList_New(0);
+    if (rows == NULL)
+        goto error;
+    for (Py_ssize_t i = 0; i < nt; i++) {
+        if (by_id) {
+            if (c.len - c.pos < 16)
+                goto fallback;
+            topic = PyBytes_FromStringAndSize((const char *)c.buf + c.pos, 16);
+            c.pos += 16;
+        }
+        else {
+            topic = cur_string(&c, flexible);
+            if (topic == Py_None) {
+                Py_DECREF(topic);
+                topic = PyUnicode_FromStringAndSize("", 0);
+            }
+        }
+        if (topic == NULL)
+            goto fallback;
+        Py_ssize_t np;
+        if (!cur_count(&c, flexible, &np))
+            goto fallback;
+        for (Py_ssize_t j = 0; j < np; j++) {
+            int64_t index, code, base, append, skip;
+            if (!cur_int(&c, 4, &index) || !cur_int(&c, 2, &code) || !cur_int(&c, 8, &base) ||
+                !cur_int(&c, 8, &append) || (version >= 5 && !cur_int(&c, 8, &skip)))
+                goto fallback;
+            PyObject *message = Py_None;
+            Py_INCREF(message);
+            if (version >= 8) {
+                Py_ssize_t nerr;
+                if (!cur_count(&c, flexible, &nerr) || nerr > 0) {
+                    Py_DECREF(message);
+                    goto fallback; /* record errors: the reference folds them in */
+                }
+                Py_DECREF(message);
+                message = cur_string(&c, flexible);
+                if (message == NULL)
+                    goto fallback;
+            }
+            if (flexible && !cur_skip_tags(&c)) {
+                Py_DECREF(message);
+                goto fallback;
+            }
+            PyObject *row = Py_BuildValue("(OLLLLN)", topic, (long long)index, (long long)code,
+                                          (long long)base, (long long)append, message);
+            if (row == NULL)
+                goto error;
+            int rc = PyList_Append(rows, row);
+            Py_DECREF(row);
+            if (rc < 0)
+                goto error;
+        }
+        Py_CLEAR(topic);
+        if (flexible && !cur_skip_tags(&c))
+            goto fallback;
+    }
+    int64_t throttle;
+    if (!cur_int(&c, 4, &throttle) || (flexible && !cur_skip_tags(&c)) || c.pos != c.len)
+        goto fallback;
+    out = Py_BuildValue("(LN)", (long long)throttle, rows);
+    rows = NULL;
+    goto done;
+fallback:
+    PyErr_Clear();
+    Py_INCREF(Py_NotImplemented);
+    out = Py_NotImplemented;
+    goto done;
+error:
+    out = NULL;
+done:
+    Py_XDECREF(topic);
+    Py_XDECREF(rows);
+    PyBuffer_Release(&view);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"encode_records", (PyCFunction)encode_records, METH_VARARGS,
      "encode_records(timestamps, keys, values, headers, base_timestamp) -> bytes"},
@@ -1041,6 +1506,11 @@ static PyMethodDef methods[] = {
     {"parse_records", (PyCFunction)(void (*)(void))parse_records, METH_VARARGS | METH_KEYWORDS,
      "parse_records(buf, pos, end, count, base_offset, base_timestamp, template=None, slots=None, "
      "timestamp=None, min_offset=None) -> list"},
+    {"encode_produce", (PyCFunction)encode_produce, METH_VARARGS,
+     "encode_produce(version, correlation_id, client_id, transactional_id, acks, timeout_ms, "
+     "topics) -> bytes, or NotImplemented (see kpax.proto.produce_wire)"},
+    {"decode_produce_response", (PyCFunction)decode_produce_response, METH_VARARGS,
+     "decode_produce_response(frame, version) -> (throttle_ms, rows), or NotImplemented"},
     {"crc32c", (PyCFunction)crc32c, METH_VARARGS,
      "crc32c(data, value=0) -> int: CRC-32C of a bytes-like object, continuing from value"},
     {"crc32c_software", (PyCFunction)crc32c_software, METH_VARARGS,

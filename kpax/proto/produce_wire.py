@@ -11,9 +11,14 @@ the fields a producer acts on. Versions 3 to 13, byte for byte the same as
 ``encode_request(ProduceRequest(...))`` and ``decode_response`` (the unit
 tests compare them on random input); tagged fields are skipped.
 
+Where the C accelerator is built (kpax.proto.accel), both run in C for the
+well-formed common case; the Python functions (``py_encode_produce``,
+``py_decode_produce_response``) stay the reference, give every error, and
+take whatever C declines (the unit tests compare the two on random input).
+
 Sans-I/O: pure functions on bytes.
 
-Imports: the standard library and kpax.proto (errors, primitives, varint) only.
+Imports: the standard library and kpax.proto (accel, errors, primitives, varint) only.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import struct
 import uuid
 from collections.abc import Sequence
 
+from kpax.proto.accel import speedups
 from kpax.proto.errors import InvalidMessageError, ProtocolError
 from kpax.proto.primitives import read_uvarint
 from kpax.proto.varint import encode_uvarint
@@ -32,7 +38,12 @@ __all__ = [
     "PartitionResult",
     "decode_produce_response",
     "encode_produce",
+    "py_decode_produce_response",
+    "py_encode_produce",
 ]
+
+_c_encode = speedups.encode_produce if speedups is not None else None
+_c_decode = speedups.decode_produce_response if speedups is not None else None
 
 MIN_VERSION = 3
 MAX_VERSION = 13
@@ -74,6 +85,27 @@ def encode_produce(  # noqa: PLR0917  (positional: hot path)
 
     ``topics`` holds ``(topic, [(partition, records), ...])``: the topic's
     name, or from v13 on its id (a UUID)."""
+    if _c_encode is not None:
+        out = _c_encode(
+            version, correlation_id, client_id, transactional_id, acks, timeout_ms, topics
+        )
+        if out is not NotImplemented:
+            return out  # type: ignore[no-any-return]
+    return py_encode_produce(
+        version, correlation_id, client_id, transactional_id, acks, timeout_ms, topics
+    )
+
+
+def py_encode_produce(  # noqa: PLR0917
+    version: int,
+    correlation_id: int,
+    client_id: str | None,
+    transactional_id: str | None,
+    acks: int,
+    timeout_ms: int,
+    topics: Sequence[tuple[str | uuid.UUID, Sequence[tuple[int, bytes | None]]]],
+) -> bytes:
+    """:func:`encode_produce` in Python: the reference."""
     if not MIN_VERSION <= version <= MAX_VERSION:
         raise InvalidMessageError(f"Produce v{version}: kpax speaks v{MIN_VERSION}-v{MAX_VERSION}")
     flexible = version >= _FLEXIBLE
@@ -189,6 +221,17 @@ def decode_produce_response(
     Per-record errors (``record_errors``, v8+) are folded into the error
     message when the broker sent no message of its own. Raises ProtocolError
     on truncated or malformed bytes."""
+    if _c_decode is not None:
+        out = _c_decode(frame, version)
+        if out is not NotImplemented:
+            return out  # type: ignore[no-any-return]
+    return py_decode_produce_response(frame, version)
+
+
+def py_decode_produce_response(
+    frame: bytes | bytearray | memoryview, version: int
+) -> tuple[int, list[PartitionResult]]:
+    """:func:`decode_produce_response` in Python: the reference."""
     try:
         return _decode(frame, version)
     except (struct.error, IndexError, UnicodeDecodeError) as exc:

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kpax.proto.accel import speedups
 from kpax.proto.errors import InvalidMessageError, KafkaError, ProtocolError
 from kpax.proto.header import decode_response, encode_request
 from kpax.proto.messages import ProduceRequest, ProduceResponse
@@ -20,6 +21,8 @@ from kpax.proto.produce_wire import (
     MIN_VERSION,
     decode_produce_response,
     encode_produce,
+    py_decode_produce_response,
+    py_encode_produce,
 )
 from tests.unit.test_messages_schema import strategy
 
@@ -102,6 +105,9 @@ def test_request_bytes_equal_the_generated_encoder(
         version, correlation_id, client_id, req.transactional_id, req.acks, req.timeout_ms, topics
     )
     assert got == want
+    # the C path (where built) and the Python reference: the same bytes
+    args = (version, correlation_id, client_id, req.transactional_id, req.acks, req.timeout_ms)
+    assert py_encode_produce(*args, topics) == want
 
 
 @given(_responses())
@@ -113,6 +119,7 @@ def test_response_fields_equal_the_generated_decoder(pair: tuple[int, Any]) -> N
     _, generic = decode_response(frame, 0, version)
     assert throttle == generic.throttle_time_ms
     assert results == _expected(generic, version)
+    assert py_decode_produce_response(frame, version) == (throttle, results)
     # memoryview and bytearray frames read the same
     assert decode_produce_response(memoryview(bytearray(frame)), version) == (throttle, results)
 
@@ -128,6 +135,8 @@ def test_corrupt_frames_raise_protocol_error_only(
     for bad in (bytes(frame[:cut]), bytes(frame) + b"\x00"):
         with pytest.raises(ProtocolError):
             decode_produce_response(bad, version)
+        with pytest.raises(ProtocolError):
+            py_decode_produce_response(bad, version)
     # flipped bytes: an error is a ProtocolError; a success agrees with the generic decoder
     for _ in range(3):
         i = data.draw(st.integers(4, len(frame) - 1))
@@ -136,7 +145,10 @@ def test_corrupt_frames_raise_protocol_error_only(
         try:
             got = decode_produce_response(bytes(mutated), version)
         except ProtocolError:
+            with pytest.raises(ProtocolError):  # C and Python agree
+                py_decode_produce_response(bytes(mutated), version)
             continue
+        assert py_decode_produce_response(bytes(mutated), version) == got
         try:
             _, generic = decode_response(bytes(mutated), 0, version)
         except KafkaError:
@@ -179,3 +191,30 @@ def test_a_typical_request_is_one_copy_of_the_records() -> None:
         ]
     )
     assert decode_produce_response(_frame(resp, 9), 9) == (0, [("topic", 0, 0, 42, -1, None)])
+
+
+@pytest.mark.skipif(speedups is None, reason="the C accelerator is not built")
+def test_the_c_codec_takes_the_producers_requests_and_answers() -> None:
+    """What the sender sends and reads goes through C, not the reference; the
+    rare and the malformed are declined (NotImplemented) to the reference."""
+    tid = uuid.uuid4()
+    topics = [(tid, [(0, b"r" * 100), (4, b"s")])]
+    frame = speedups.encode_produce(13, 9, "kpax-producer-1", None, -1, 30000, topics)
+    assert frame == py_encode_produce(13, 9, "kpax-producer-1", None, -1, 30000, topics)
+    answer = (
+        struct.pack(">i", 9)
+        + b"\x00\x02"
+        + tid.bytes
+        + b"\x02"
+        + struct.pack(">ihqqq", 0, 0, 100, -1, 0)
+        + b"\x01\x00\x00\x00"
+        + struct.pack(">i", 0)
+        + b"\x00"
+    )
+    assert speedups.decode_produce_response(answer, 13) == (0, [(tid.bytes, 0, 0, 100, -1, None)])
+    assert speedups.decode_produce_response(answer[:-1], 13) is NotImplemented
+    assert speedups.encode_produce(14, 1, "c", None, 1, 1000, []) is NotImplemented
+    assert speedups.encode_produce(13, 1, "c", None, 1, 1000, [("t", [(0, b"")])]) is NotImplemented
+    assert speedups.encode_produce(9, 1, "c", None, 1, 1000, [("t", [(2**31, b"")])]) is (
+        NotImplemented
+    )

@@ -651,7 +651,9 @@ class AsyncProducer:
     ) -> RecordFuture:
         """Buffer a record; returns its future (``await`` it for RecordMetadata).
         Waits (up to ``max_block_ms``) only for a new topic's metadata or for
-        buffer memory."""
+        buffer memory. Where the C send path is built, an instance's ``send``
+        is its C appender's ``asend``: the common record is appended at the
+        call and a finished awaitable returned; this coroutine takes the rest."""
         fast = self._fast_append
         if fast is not None:
             fut = fast(topic, value, key, partition, timestamp, headers)

@@ -63,16 +63,15 @@ async def _producer(partition: Partition, **config: Any) -> tuple[AsyncProducer,
     """An AsyncProducer whose one broker is the test: its connection writes into
     a Wire, its metadata comes from a Metadata response. (127.0.0.1:9 refuses
     at once should the producer try a real connection: after a timeout.)"""
-    p = AsyncProducer(
-        "127.0.0.1:9",
-        enable_idempotence=False,
-        acks=1,
-        linger_ms=0,
-        retry_backoff_ms=1,
-        retry_backoff_max_ms=5,
-        max_in_flight_requests_per_connection=1,
-        **config,
-    )
+    options: dict[str, Any] = {
+        "enable_idempotence": False,
+        "acks": 1,
+        "linger_ms": 0,
+        "retry_backoff_ms": 1,
+        "retry_backoff_max_ms": 5,
+        "max_in_flight_requests_per_connection": 1,
+    }
+    p = AsyncProducer("127.0.0.1:9", **(options | config))
     cluster = p.cluster
     cluster._adopt(snapshot_from_response(_metadata_response(), None, [TOPIC]))
     cluster._started = True
@@ -106,7 +105,7 @@ async def _stop(p: AsyncProducer) -> None:
 async def test_not_leader_refreshes_metadata_and_resends_the_same_bytes() -> None:
     answers = iter([NotLeaderOrFollowerError.code, 0])
     partition = Partition(lambda records: next(answers))
-    p, broker = await _producer(partition)
+    p, broker = await _producer(partition, linger_ms=200)  # the three in one batch
     try:
         futures = [await p.send(TOPIC, b"v%d" % i) for i in range(3)]
         await serve([broker], lambda: all(f.done() for f in futures))

@@ -161,6 +161,7 @@ class AsyncProducer:
         self.num_partitions: dict[str, int] = {}
         self._task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake_scheduled = False  # a cross-thread wake-up is on its way (_threadsafe_wake)
         self._memory_event: asyncio.Event | None = None
         self.closed = False
         self._started = False
@@ -243,14 +244,30 @@ class AsyncProducer:
             self._memory_event.set()
 
     def _threadsafe_wake(self) -> None:
-        """Wake the sender from any thread (nothing to wake before start)."""
+        """Wake the sender from any thread (nothing to wake before start).
+
+        From another thread, at most one wake-up is on its way to the loop at a
+        time, and none is sent while the sender's wake event is set: either way
+        a round of the sender starts after this call and sees what the caller
+        appended before it (a write to the loop's self-pipe saved per batch)."""
         loop = self._loop
         if loop is None:
             return
         if self._in_loop():
             self.sender.wake()
-        else:
-            loop.call_soon_threadsafe(self.sender.wake)
+            return
+        if self._wake_scheduled or self.sender.wake_pending():
+            return
+        self._wake_scheduled = True
+        try:
+            loop.call_soon_threadsafe(self._scheduled_wake)
+        except BaseException:
+            self._wake_scheduled = False
+            raise
+
+    def _scheduled_wake(self) -> None:
+        self._wake_scheduled = False
+        self.sender.wake()
 
     def _in_loop(self) -> bool:
         try:

@@ -162,6 +162,11 @@ class Sender:
     def wake(self) -> None:
         self._wake.set()
 
+    def wake_pending(self) -> bool:
+        """Whether a round is due to start (read from any thread: the round
+        clears the event before it looks at the queues)."""
+        return self._wake.is_set()
+
     # ------------------------------------------------------------ main loop
 
     async def run(self) -> None:

@@ -129,21 +129,31 @@ def _xxh32_short(data: bytes) -> int:
 # ------------------------------------------------------------------ compress
 
 
-def _lz4_compress(data: bytes, broken_checksum: bool) -> bytes:
-    descriptor = b"\x60\x40"  # version 01, independent blocks; 64 KiB max block size
+def _lz4_frame_header(broken_checksum: bool) -> bytes:
+    """Magic, descriptor (version 01, independent blocks, 64 KiB blocks) and its
+    checksum byte; v0 message sets checksum the magic too (Kafka's old bug)."""
+    descriptor = b"\x60\x40"
     hc_input = _LZ4_MAGIC + descriptor if broken_checksum else descriptor
-    out = [_LZ4_MAGIC, descriptor, bytes(((_xxh32_short(hc_input) >> 8) & 0xFF,))]
+    return _LZ4_MAGIC + descriptor + bytes(((_xxh32_short(hc_input) >> 8) & 0xFF,))
+
+
+_LZ4_HEADERS: Final = (_lz4_frame_header(False), _lz4_frame_header(True))
+_LZ4_END: Final = b"\x00\x00\x00\x00"
+
+
+def _lz4_compress(data: bytes, broken_checksum: bool) -> bytes:
+    out = [_LZ4_HEADERS[broken_checksum]]
     view = memoryview(data)
     for start in range(0, len(data), _LZ4_BLOCK):
         chunk = view[start : start + _LZ4_BLOCK]
-        block = bytes(cramjam.lz4.compress_block(chunk, store_size=False))
+        block = cramjam.lz4.compress_block(chunk, store_size=False)
         if len(block) >= len(chunk):
             out.append(_U32LE.pack(len(chunk) | 0x80000000))
-            out.append(bytes(chunk))
+            out.append(chunk)  # type: ignore[arg-type]  # (join takes any buffer)
         else:
             out.append(_U32LE.pack(len(block)))
-            out.append(block)
-    out.append(b"\x00\x00\x00\x00")
+            out.append(block)  # type: ignore[arg-type]
+    out.append(_LZ4_END)
     return b"".join(out)
 
 

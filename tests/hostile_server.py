@@ -108,6 +108,10 @@ class HostileServer:
 
     def stop(self) -> None:
         self._stopped = True
+        try:  # wakes the accept() blocked in the serving thread (close alone does not)
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
         self._sock.close()
         with self._lock:
             for conn in self._conns:

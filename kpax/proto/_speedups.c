@@ -37,6 +37,15 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+
+/* Work on fewer bytes than this keeps the GIL: releasing and taking it back
+ * costs two futex calls and, when another thread is waiting, a switch to it and
+ * back (tens of microseconds on a busy 2-core machine), far more than copying
+ * or checksumming 16 KiB (~3 us). A producer's caller thread seals a 16 KiB
+ * batch per ~130 records: each needless release handed the GIL to the I/O
+ * thread mid-seal. Larger buffers (big batches, fetched data) still let other
+ * threads run meanwhile. */
+#define NOGIL_MIN (256 * 1024)
 #include <stdint.h>
 #include <string.h>
 
@@ -395,7 +404,7 @@ encode_records_impl(PyObject *ts_in, PyObject *keys_in, PyObject *values_in, PyO
     if (plain != NULL) {
         /* Pass 3, plain: sizes are exact (immutable bytes), no Python object is
          * touched, so other threads run meanwhile. */
-        Py_BEGIN_ALLOW_THREADS
+        PyThreadState *saved = total >= NOGIL_MIN ? PyEval_SaveThread() : NULL;
         for (Py_ssize_t i = 0; i < n; i++) {
             p = write_varint(p, bodies[i]);
             *p++ = 0; /* attributes */
@@ -411,7 +420,8 @@ encode_records_impl(PyObject *ts_in, PyObject *keys_in, PyObject *values_in, PyO
             }
             *p++ = 0; /* no headers */
         }
-        Py_END_ALLOW_THREADS
+        if (saved != NULL)
+            PyEval_RestoreThread(saved);
         goto check;
     }
     /* Pass 3: bytes, every write bounded by its record's end. */
@@ -552,9 +562,14 @@ encode_batch(PyObject *module, PyObject *args)
     put_be32(h + 53, (int32_t)base_sequence);
     put_be32(h + 57, (int32_t)n);
     uint32_t c;
-    Py_BEGIN_ALLOW_THREADS
-    c = ~crc32c_update(~(uint32_t)0, (const uint8_t *)h + 21, (size_t)(size - 21));
-    Py_END_ALLOW_THREADS
+    if (size >= NOGIL_MIN) {
+        Py_BEGIN_ALLOW_THREADS
+        c = ~crc32c_update(~(uint32_t)0, (const uint8_t *)h + 21, (size_t)(size - 21));
+        Py_END_ALLOW_THREADS
+    }
+    else {
+        c = ~crc32c_update(~(uint32_t)0, (const uint8_t *)h + 21, (size_t)(size - 21));
+    }
     put_be32(h + 17, (int32_t)c);
     return out;
 }
@@ -998,7 +1013,7 @@ crc32c(PyObject *module, PyObject *args)
     uint32_t c = ~(uint32_t)value;
     const uint8_t *p = (const uint8_t *)view.buf;
     size_t n = (size_t)view.len;
-    if (n >= 4096) {
+    if (n >= NOGIL_MIN) {
         Py_BEGIN_ALLOW_THREADS
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
         c = crc_hw ? crc_sse42(c, p, n) : crc_sw(c, p, n);
@@ -1496,6 +1511,182 @@ done:
     return out;
 }
 
+/* ------------------------------------------------------------------ LZ4 frames */
+
+/* LZ4 block compression (the block format of the LZ4 specification): a
+ * sequence is a token (literal length << 4 | match length - 4, 15 meaning
+ * more length bytes of 255 each follow), the literals, a 2-byte little-endian
+ * offset back and the match length's extra bytes; the last sequence is
+ * literals only. A match starts at least LZ4_MFLIMIT bytes before the end and
+ * stops LZ4_LASTLITERALS before it. Greedy single-probe search on a hash of 4
+ * bytes, skipping faster and faster through data that does not match (so
+ * incompressible data costs little); each block is independent. */
+#define LZ4_MINMATCH 4
+#define LZ4_MFLIMIT 12
+#define LZ4_LASTLITERALS 5
+#define LZ4_HASH_LOG 12
+#define LZ4_BLOCK_MAX 65536
+#define LZ4_SKIP_TRIGGER 6
+
+static inline uint32_t
+read_le32(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v; /* only compared for equality and hashed: byte order does not matter */
+}
+
+static inline uint8_t *
+lz4_put_length(uint8_t *op, Py_ssize_t len)
+{
+    for (; len >= 255; len -= 255)
+        *op++ = 255;
+    *op++ = (uint8_t)len;
+    return op;
+}
+
+/* Compress src[0:n] (n <= LZ4_BLOCK_MAX) into dst, at most cap bytes; returns
+ * the compressed size, or -1 when it would not be smaller than cap (the
+ * caller then stores the block uncompressed). */
+static Py_ssize_t
+lz4_compress_block(const uint8_t *src, Py_ssize_t n, uint8_t *dst, Py_ssize_t cap)
+{
+    uint16_t table[1 << LZ4_HASH_LOG];
+    uint8_t *op = dst;
+    const uint8_t *dend = dst + cap;
+    Py_ssize_t anchor = 0, ip = 0;
+    if (n >= LZ4_MFLIMIT + 1) {
+        memset(table, 0, sizeof(table));
+        const Py_ssize_t last_start = n - LZ4_MFLIMIT; /* a match starts before this */
+        const Py_ssize_t match_end = n - LZ4_LASTLITERALS;
+        unsigned misses = 1u << LZ4_SKIP_TRIGGER;
+        ip = 1;
+        table[(read_le32(src) * 2654435761u) >> (32 - LZ4_HASH_LOG)] = 0;
+        while (ip < last_start) {
+            uint32_t seq = read_le32(src + ip);
+            uint32_t h = (seq * 2654435761u) >> (32 - LZ4_HASH_LOG);
+            Py_ssize_t cand = table[h];
+            table[h] = (uint16_t)ip;
+            if (cand >= ip || ip - cand > 65535 || read_le32(src + cand) != seq) {
+                ip += misses++ >> LZ4_SKIP_TRIGGER;
+                continue;
+            }
+            misses = 1u << LZ4_SKIP_TRIGGER;
+            while (ip > anchor && cand > 0 && src[ip - 1] == src[cand - 1]) {
+                ip--;
+                cand--;
+            }
+            Py_ssize_t mlen = LZ4_MINMATCH;
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+            /* 8 bytes at a time: the lowest differing byte ends the match */
+            while (ip + mlen + 8 <= match_end) {
+                uint64_t a, b;
+                memcpy(&a, src + ip + mlen, 8);
+                memcpy(&b, src + cand + mlen, 8);
+                if (a != b) {
+                    mlen += __builtin_ctzll(a ^ b) >> 3;
+                    goto extended;
+                }
+                mlen += 8;
+            }
+#endif
+            while (ip + mlen < match_end && src[ip + mlen] == src[cand + mlen])
+                mlen++;
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        extended:
+#endif
+            Py_ssize_t lit = ip - anchor;
+            /* token, literal length bytes, literals, offset, match length bytes */
+            if (dend - op < 1 + lit / 255 + 1 + lit + 2 + (mlen - LZ4_MINMATCH) / 255 + 1)
+                return -1;
+            uint8_t *token = op++;
+            uint8_t t = (uint8_t)((lit >= 15 ? 15 : lit) << 4);
+            if (lit >= 15)
+                op = lz4_put_length(op, lit - 15);
+            memcpy(op, src + anchor, (size_t)lit);
+            op += lit;
+            Py_ssize_t off = ip - cand;
+            *op++ = (uint8_t)off;
+            *op++ = (uint8_t)(off >> 8);
+            Py_ssize_t ml = mlen - LZ4_MINMATCH;
+            t |= (uint8_t)(ml >= 15 ? 15 : ml);
+            if (ml >= 15)
+                op = lz4_put_length(op, ml - 15);
+            *token = t;
+            ip += mlen;
+            anchor = ip;
+            if (ip - 2 > 0 && ip < last_start) /* a position inside the match, for the next one */
+                table[(read_le32(src + ip - 2) * 2654435761u) >> (32 - LZ4_HASH_LOG)] =
+                    (uint16_t)(ip - 2);
+        }
+    }
+    Py_ssize_t lit = n - anchor;
+    if (dend - op < 1 + lit / 255 + 1 + lit)
+        return -1;
+    *op++ = (uint8_t)((lit >= 15 ? 15 : lit) << 4);
+    if (lit >= 15)
+        op = lz4_put_length(op, lit - 15);
+    memcpy(op, src + anchor, (size_t)lit);
+    op += lit;
+    Py_ssize_t size = op - dst;
+    return size < cap ? size : -1;
+}
+
+static inline void
+put_le32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+    p[2] = (uint8_t)(v >> 16);
+    p[3] = (uint8_t)(v >> 24);
+}
+
+/* lz4_frame(data, header) -> bytes: header, then data in 64 KiB blocks, each a
+ * little-endian u32 size (high bit set: stored uncompressed, when compressing
+ * did not make it smaller) and its bytes, then the end mark (a zero u32). */
+static PyObject *
+lz4_frame(PyObject *module, PyObject *args)
+{
+    Py_buffer data, header;
+    if (!PyArg_ParseTuple(args, "y*y*:lz4_frame", &data, &header))
+        return NULL;
+    const uint8_t *src = (const uint8_t *)data.buf;
+    Py_ssize_t n = data.len;
+    Py_ssize_t blocks = (n + LZ4_BLOCK_MAX - 1) / LZ4_BLOCK_MAX;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, header.len + 4 * blocks + n + 4);
+    if (out == NULL) {
+        PyBuffer_Release(&data);
+        PyBuffer_Release(&header);
+        return NULL;
+    }
+    uint8_t *op = (uint8_t *)PyBytes_AS_STRING(out);
+    memcpy(op, header.buf, (size_t)header.len);
+    op += header.len;
+    PyThreadState *saved = n >= NOGIL_MIN ? PyEval_SaveThread() : NULL;
+    for (Py_ssize_t start = 0; start < n; start += LZ4_BLOCK_MAX) {
+        Py_ssize_t len = n - start < LZ4_BLOCK_MAX ? n - start : LZ4_BLOCK_MAX;
+        Py_ssize_t size = lz4_compress_block(src + start, len, op + 4, len);
+        if (size < 0) {
+            put_le32(op, (uint32_t)len | 0x80000000u);
+            memcpy(op + 4, src + start, (size_t)len);
+            size = len;
+        }
+        else {
+            put_le32(op, (uint32_t)size);
+        }
+        op += 4 + size;
+    }
+    put_le32(op, 0);
+    op += 4;
+    if (saved != NULL)
+        PyEval_RestoreThread(saved);
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&header);
+    if (_PyBytes_Resize(&out, (Py_ssize_t)(op - (uint8_t *)PyBytes_AS_STRING(out))) < 0)
+        return NULL;
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"encode_records", (PyCFunction)encode_records, METH_VARARGS,
      "encode_records(timestamps, keys, values, headers, base_timestamp) -> bytes"},
@@ -1511,6 +1702,9 @@ static PyMethodDef methods[] = {
      "topics) -> bytes, or NotImplemented (see kpax.proto.produce_wire)"},
     {"decode_produce_response", (PyCFunction)decode_produce_response, METH_VARARGS,
      "decode_produce_response(frame, version) -> (throttle_ms, rows), or NotImplemented"},
+    {"lz4_frame", (PyCFunction)lz4_frame, METH_VARARGS,
+     "lz4_frame(data, header) -> bytes: an LZ4 frame of independent 64 KiB blocks after header "
+     "(see kpax.proto.compression)"},
     {"crc32c", (PyCFunction)crc32c, METH_VARARGS,
      "crc32c(data, value=0) -> int: CRC-32C of a bytes-like object, continuing from value"},
     {"crc32c_software", (PyCFunction)crc32c_software, METH_VARARGS,

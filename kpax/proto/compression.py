@@ -28,7 +28,11 @@ a small bad batch cannot allocate more than about ``max_size`` plus one block.
 Exceeding it raises DecompressionLimitError (a CorruptRecordError), any malformed
 input CorruptRecordError, both naming the codec.
 
-Imports: the standard library, cramjam, zstandard and kpax.proto.errors.
+lz4 frames are written by kpax.proto._speedups' own block compressor when the C
+accelerator is built (the same frame layout; blocks that would not shrink are
+stored), else around cramjam's.
+
+Imports: the standard library, cramjam, zstandard, kpax.proto.{accel,errors}.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from typing import Any, Final
 
 import cramjam
 
+from kpax.proto.accel import speedups
 from kpax.proto.errors import (
     ConfigError,
     CorruptRecordError,
@@ -142,6 +147,17 @@ _LZ4_END: Final = b"\x00\x00\x00\x00"
 
 
 def _lz4_compress(data: bytes, broken_checksum: bool) -> bytes:
+    if speedups is not None:
+        # C: its own block compressor, keeping the GIL for batch-sized data (the
+        # producer seals a batch in the caller's thread: a release there hands
+        # the GIL to the I/O thread mid-seal, which cost more than compressing)
+        frame: bytes = speedups.lz4_frame(data, _LZ4_HEADERS[broken_checksum])
+        return frame
+    return _lz4_compress_py(data, broken_checksum)
+
+
+def _lz4_compress_py(data: bytes, broken_checksum: bool) -> bytes:
+    """The pure-Python frame around cramjam's block compressor (the reference)."""
     out = [_LZ4_HEADERS[broken_checksum]]
     view = memoryview(data)
     for start in range(0, len(data), _LZ4_BLOCK):

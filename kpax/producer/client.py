@@ -157,6 +157,8 @@ class AsyncProducer:
             txn=self.txn,
             on_metadata=self._update_partition_counts,
         )
+        # (at this many batches in flight on a partition, appends need not wake the sender)
+        self.accumulator.in_flight_cap = self.sender.per_partition
         #: topic -> partition count (read by caller threads without a lock).
         self.num_partitions: dict[str, int] = {}
         self._task: asyncio.Task[None] | None = None

@@ -168,6 +168,26 @@ def test_sender_is_woken_once_per_new_batch_while_sleeping():
     assert wakes == [1]  # the first new batch woke it; it has not slept since
 
 
+def test_no_wake_while_the_partition_has_all_it_may_in_flight():
+    # The answer to one of those requests starts the sender's next round, which
+    # sees the new batches: a wake-up now would start a round that sends nothing.
+    wakes: list[int] = []
+    acc = _acc(wake=lambda: wakes.append(1))
+    acc.in_flight_cap = 2
+    _append(acc, b"x")
+    pq = acc.queues["t"][0]
+    pq.in_flight.extend(["request 1", "request 2"])  # type: ignore[list-item]
+    acc.drain_open(0.0)  # the sender goes to sleep (the batch has not lingered yet)
+    for _ in range(30):
+        _append(acc, b"x" * 100)
+    assert len(pq.ready) >= 3
+    assert wakes == []
+    pq.in_flight.pop()  # one answered: the sender may send again, so it is woken
+    for _ in range(10):
+        _append(acc, b"x" * 100)
+    assert wakes == [1]
+
+
 def test_keyless_records_go_to_the_sticky_partition_under_the_lock():
     acc = _acc(partitioner=DefaultPartitioner(500))
     parts = [

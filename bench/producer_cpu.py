@@ -3,12 +3,14 @@ of the I/O thread, read from /proc (user + system ticks per thread), which other
 load on a shared machine disturbs less than wall time.
 
 Sends ``--records`` values of 100 bytes to a fresh 1-partition topic (acks=1,
-linger_ms=5, batch_size=16384, as in ``python -m bench producer``), flushes, and
+linger_ms=5, batch_size=16384, as in ``python -m bench producer``; compression
+``--compression``, none by default), flushes, and
 prints the wall rate, both threads' CPU per record (user + system) and their
 context switches, ``--rounds`` times.
 Linux only (per-thread /proc stat).
 
     python -m bench.producer_cpu [--bootstrap host:9092] [--records 500000] [--rounds 3]
+                                 [--compression none|lz4|...]
 
 Without ``--bootstrap`` a local broker is started with kpax.testing.
 """
@@ -39,14 +41,16 @@ def _switches(native_id: int) -> int:
         return sum(int(line.split()[1]) for line in f if "ctxt_switches:" in line)
 
 
-def one_round(bootstrap: str, n: int) -> str:
+def one_round(bootstrap: str, n: int, compression: str = "none") -> str:
     topic = f"bench-cpu-{uuid.uuid4().hex[:8]}"
     with kpax.Admin(bootstrap) as admin:
         admin.create_topics([kpax.NewTopic(topic, 1, 1)]).raise_for_errors()
     rnd = random.Random(42)
     values = [rnd.randbytes(100) for _ in range(10_000)]
     hz = os.sysconf("SC_CLK_TCK")
-    with kpax.Producer(bootstrap, acks=1, linger_ms=5, batch_size=16384) as p:
+    with kpax.Producer(
+        bootstrap, acks=1, linger_ms=5, batch_size=16384, compression_type=compression
+    ) as p:
         p.send(topic, b"warm-up").result(30)
         io = next(t.native_id for t in threading.enumerate() if t.name.startswith("kpax-producer"))
         caller = threading.get_native_id()
@@ -78,6 +82,7 @@ def main() -> None:
     ap.add_argument("--bootstrap")
     ap.add_argument("--records", type=int, default=500_000)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--compression", default="none")
     args = ap.parse_args()
     cluster = None
     bootstrap = args.bootstrap
@@ -86,7 +91,7 @@ def main() -> None:
         bootstrap = cluster.bootstrap
     try:
         for _ in range(args.rounds):
-            print(one_round(bootstrap, args.records), flush=True)
+            print(one_round(bootstrap, args.records, args.compression), flush=True)
     finally:
         if cluster is not None:
             cluster.stop()

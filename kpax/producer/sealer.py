@@ -5,7 +5,9 @@ lingered, flushed) and the sender when it takes a batch that could not be
 sealed at close (no producer id yet, an epoch bump due). It gives the batch the
 partition's next sequence numbers and encodes it
 (:func:`kpax.proto.records.encode_columns`: for an uncompressed batch one C
-call that copies the records and computes the CRC outside the GIL). A batch
+call that copies the records and computes the CRC; lz4 by kpax's C block
+compressor; below 256 KiB neither releases the GIL, which in the sync face
+would hand it to the I/O thread mid-seal). A batch
 that cannot be encoded fails alone: it gets ``seal_error`` and its sequence
 numbers are given back, so the partition goes on without a gap. Built once
 by the producer and handed to both at construction.

@@ -25,6 +25,11 @@
  *       common case; NotImplemented for anything else, and the caller runs the
  *       Python reference (kpax.proto.produce_wire), which answers or raises.
  *
+ *   lz4_frame(data, header) -> bytes
+ *       An LZ4 frame as kpax.proto.compression writes it for Kafka: `header`,
+ *       then independent 64 KiB blocks from kpax's own block compressor
+ *       (stored when they would not shrink), then the end mark.
+ *
  *   crc32c(data, value=0) -> int
  *       CRC-32C (Castagnoli) of a bytes-like object, continuing from `value`:
  *       the SSE4.2 crc32 instruction where the CPU has it (checked at import),
@@ -276,7 +281,7 @@ write_headers(char *p, char *end, PyObject *snap)
     return p;
 }
 
-/* A plain key or value (bytes or None): copied without the GIL. */
+/* A plain key or value (bytes or None): copied without the GIL when the batch is big. */
 typedef struct {
     const char *data;
     Py_ssize_t len; /* -1: None */
@@ -284,8 +289,9 @@ typedef struct {
 
 /* The records section of columns, after ``reserve`` bytes left for the caller
  * (a batch header); ``*max_ts`` gets the largest timestamp. When every key and
- * value is bytes or None and there are no headers, the copy loop runs with the
- * GIL released: the tuples made below keep those immutable objects alive. */
+ * value is bytes or None and there are no headers, the copy loop touches no
+ * Python object, and runs with the GIL released from NOGIL_MIN bytes: the
+ * tuples made below keep those immutable objects alive. */
 static PyObject *
 encode_records_impl(PyObject *ts_in, PyObject *keys_in, PyObject *values_in, PyObject *headers_in,
                     long long base_ts, Py_ssize_t reserve, int64_t *max_ts)
@@ -518,7 +524,7 @@ put_be16(char *p, int16_t v)
 
 /* A whole uncompressed RecordBatch v2 (header, CRC-32C, records) from columns:
  * encode_records + assemble_batch in one buffer, the copy and the CRC without
- * the GIL. */
+ * the GIL from NOGIL_MIN bytes. */
 static PyObject *
 encode_batch(PyObject *module, PyObject *args)
 {

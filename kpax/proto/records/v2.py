@@ -13,8 +13,9 @@ offset) are the C accelerator's (kpax.proto._speedups) when it is built, else
 the pure-Python ``_py_*`` functions below, which stay the reference: same
 inputs, outputs and errors (tests/unit/test_records_speedups.py holds them
 together). With the accelerator, ``encode_batch`` does ``encode_records`` and
-``assemble_batch`` of an uncompressed batch in one buffer, with the record
-copy and the CRC outside the GIL (the producer seals its batches with it).
+``assemble_batch`` of an uncompressed batch in one buffer (the producer
+seals its batches with it); the record copy and the CRC release the GIL only
+for batches of 256 KiB or more (a release costs more than a smaller copy).
 
 Pure-Python hot-path design (measured with bench/proto.py):
 - encoding is column-at-a-time with C-level iteration only: varints come from
@@ -400,7 +401,7 @@ def _py_parse_rows(  # noqa: PLR0917 - same arguments as the C version
 SPEEDUPS: Final = _speedups is not None
 encode_records = _py_encode_records if _speedups is None else _speedups.encode_records
 #: A whole uncompressed batch in one C call (records, header, CRC; the copy and
-#: the CRC without the GIL), or None without the C module: encode_records +
+#: the CRC without the GIL from 256 KiB), or None without the C module: encode_records +
 #: assemble_batch then, the same bytes.
 encode_batch: Any = None if _speedups is None else _speedups.encode_batch
 parse_records = _py_parse_records if _speedups is None else _speedups.parse_records

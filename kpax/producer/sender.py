@@ -1,11 +1,16 @@
 """The sender: drains ready batches and produces them to partition leaders.
 
-Role: the producer's I/O engine, one asyncio task on the producer's loop. Each
-round it closes lingered batches (:meth:`Accumulator.drain_open`), then takes
-at most one batch per partition per request, groups them by leader and sends
-Produce requests -- up to ``max_in_flight_requests_per_connection`` per broker,
-pipelined on the broker's one connection -- and sleeps until woken (new or
-full batch, response, flush, close) or until the next linger/retry deadline.
+Role: the producer's I/O engine on the producer's loop. Each round closes
+lingered batches (:meth:`Accumulator.drain_open`), then takes at most one
+batch per partition per request, groups them by leader and sends Produce
+requests -- up to ``max_in_flight_requests_per_connection`` per broker,
+pipelined on the broker's one connection. A round is a plain callback: it runs
+when woken (new or full batch, response, flush, close: one ``call_soon``
+however many wake-ups come before it) or when the timer of the next
+linger/retry deadline fires (kept while it is still the earliest); the
+``run()`` task only waits for ``stop()``. (Rounds used to be a task awaiting
+an event, with a new timer each round: three loop callbacks and a new future
+per round, at about one round per Produce request.)
 
 Outcomes: a success completes the batch's futures with the base offset; a
 retriable error (leader moved, broken connection, request timeout, ...) puts
@@ -64,7 +69,7 @@ import functools
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from kpax.broker.connection import BrokerConnection, describe_broker
@@ -132,7 +137,17 @@ class Sender:
         self.per_partition = (
             min(self.max_in_flight, 5) if identity is not None else self.max_in_flight
         )
-        self._wake = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        #: A round is scheduled (``wake``) and has not started yet.
+        self._round_due = False
+        #: The linger/retry timer and the time it fires at.
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0
+        #: What the sender waits for instead of running rounds: getting a
+        #: producer id, an epoch bump (tasks), a backoff after an unexpected error.
+        self._busy: asyncio.Task[None] | asyncio.TimerHandle | None = None
+        #: ``run()`` waits for it; ``stop()`` resolves it.
+        self._ended: asyncio.Future[None] | None = None
         self._broker_in_flight: dict[int, int] = {}
         self._connecting: dict[int, int] = {}  # requests waiting for a connection, per broker
         self._versions: dict[int, int] = {}
@@ -160,41 +175,102 @@ class Sender:
         self.topic_counts: dict[str, list[int]] = {}
 
     def wake(self) -> None:
-        self._wake.set()
+        """Have a round run soon (on the loop; once however often it is called
+        before that round starts)."""
+        if not self._round_due:
+            self._round_due = True
+            if self._loop is not None and not self.stopped:
+                self._loop.call_soon(self._run_round)
 
     def wake_pending(self) -> bool:
         """Whether a round is due to start (read from any thread: the round
-        clears the event before it looks at the queues)."""
-        return self._wake.is_set()
+        clears it before it looks at the queues)."""
+        return self._round_due
 
     # ------------------------------------------------------------ main loop
 
     async def run(self) -> None:
-        """The sender task. An unexpected exception in a round is logged and fails
-        the batches it concerns (every unsent batch, when that cannot be known):
-        no record's future is ever left pending by a bug or a bad input."""
-        while not self.stopped:
-            try:
-                await self._round()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                log.exception("producer sender: unexpected error; failing unsent batches")
-                err = KafkaError(f"the producer's sender failed: {exc!r}")
-                err.__cause__ = exc
-                self._fail_unsent(err)
-                self._complete_failed()
-                await asyncio.sleep(self.backoff_ms[0] / 1000)  # no busy loop on a repeat
+        """The sender task: it starts the first round and waits for
+        :meth:`stop`. Rounds are plain callbacks on the loop, run when woken
+        (``wake``: an append, an answer, a flush) or at the next linger or
+        retry time -- no coroutine step, event or new timer per round. An
+        unexpected exception in a round is logged and fails the batches it
+        concerns (every unsent batch, when that cannot be known): no record's
+        future is ever left pending by a bug or a bad input."""
+        loop = self._loop = asyncio.get_running_loop()
+        self._ended = loop.create_future()
+        self._round_due = True
+        loop.call_soon(self._run_round)
+        try:
+            await self._ended
+        finally:
+            self._ended = None
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            if self._busy is not None:
+                self._busy.cancel()
+
+    def _run_round(self) -> None:
+        self._round_due = False
+        if self.stopped or self._busy is not None:
+            return  # (a round follows the end of what keeps it busy)
+        try:
+            self._round()
+        except Exception as exc:
+            self._round_failed(exc)
+        except BaseException as exc:  # ends the sender (the producer fails what is left)
+            self._end(exc)
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise  # (as a task would)
+
+    def _round_failed(self, exc: Exception) -> None:
+        log.exception("producer sender: unexpected error; failing unsent batches", exc_info=exc)
+        err = KafkaError(f"the producer's sender failed: {exc!r}")
+        err.__cause__ = exc
+        self._fail_unsent(err)
+        self._complete_failed()
+        # no busy loop on a repeat: the next round after the backoff
+        assert self._loop is not None
+        self._busy = self._loop.call_later(self.backoff_ms[0] / 1000, self._resume)
+
+    def _end(self, exc: BaseException) -> None:
+        if self._ended is not None and not self._ended.done():
+            self._ended.set_exception(exc)
+
+    def _resume(self) -> None:
+        """The backoff after an unexpected error is over: the next round."""
+        self._busy = None
+        self.wake()
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Run ``coro`` (getting a producer id, an epoch bump): rounds are
+        skipped until it ends, then one runs."""
+        task = asyncio.ensure_future(coro)
+        self._busy = task
+        task.add_done_callback(self._spawned_done)
+
+    def _spawned_done(self, task: asyncio.Task[None]) -> None:
+        if self._busy is task:
+            self._busy = None
+        if task.cancelled():
+            return  # stopping
+        exc = task.exception()
+        if exc is None:
+            self.wake()
+        elif isinstance(exc, Exception):
+            self._round_failed(exc)
+        else:
+            self._end(exc)
 
     def _complete_failed(self) -> None:
         for b in self.acc.take_failed():
             assert b.seal_error is not None
             self.complete(b, -1, -1, b.seal_error)
 
-    async def _round(self) -> None:
-        """One round: close lingered batches, send what may go, sleep until woken."""
-        loop = asyncio.get_running_loop()
-        self._wake.clear()
+    def _round(self) -> None:
+        """One round: close lingered batches, send what may go, and arm the timer
+        for the next linger or retry time."""
         now = time.monotonic()
         deadline = self.acc.drain_open(now)
         identity = self.identity
@@ -202,27 +278,30 @@ class Sender:
             self._complete_failed()
         if identity is not None and self.txn is None:
             if not identity.ready and self.acc.incomplete:
-                await self._init_identity()
+                self._spawn(self._init_identity())
                 return
             if identity.bump_needed and self.in_flight == 0:
-                await self._bump()
+                self._spawn(self._bump())
                 return
         retry_at = self._send_ready(now)
         if self.acc.failed:
             self._complete_failed()
         if retry_at is not None and (deadline is None or retry_at < deadline):
             deadline = retry_at
-        if self._wake.is_set():
-            # Woken meanwhile: go round again, but let other tasks run first (the
-            # transaction manager may be adding the very partitions we wait for).
-            await asyncio.sleep(0)
-            return
-        handle = None
-        if deadline is not None:
-            handle = loop.call_later(max(deadline - time.monotonic(), 0.0), self._wake.set)
-        await self._wake.wait()
-        if handle is not None:
-            handle.cancel()
+        if deadline is None or self._round_due:
+            return  # (woken meanwhile: the round already due runs after other callbacks)
+        timer = self._timer
+        if timer is not None:
+            if self._timer_at <= deadline:
+                return  # it fires first; the round it starts arms the next one
+            timer.cancel()
+        assert self._loop is not None
+        self._timer_at = deadline
+        self._timer = self._loop.call_later(max(deadline - now, 0.0), self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self.wake()
 
     async def _init_identity(self) -> None:
         assert self.identity is not None
@@ -514,16 +593,14 @@ class Sender:
         except BaseException as exc:
             self._request_failed(leader, batches, exc)
             return
-        fut.add_done_callback(
-            functools.partial(self._on_response, leader, batches, ids, conn.describe())
-        )
+        fut.add_done_callback(functools.partial(self._on_response, leader, batches, ids, conn))
 
     def _on_response(
         self,
         leader: int,
         batches: list[tuple[PartitionQueue, ProducerBatch]],
         ids: dict[bytes, str],
-        where: str,
+        conn: BrokerConnection,
         fut: asyncio.Future[Any],
     ) -> None:
         if fut.cancelled():
@@ -544,7 +621,7 @@ class Sender:
             throttle_ms, results = fut.result()
             if self.metrics is not None:
                 self.m_throttle.record(throttle_ms)
-            self._handle_response(results, batches, ids, where)
+            self._handle_response(results, batches, ids, conn)
         except Exception as exc:  # a bug must not leave these futures pending
             log.exception("producer: handling a Produce response from broker %d", leader)
             err = KafkaError(f"handling the Produce response of broker {leader}: {exc!r}")
@@ -582,14 +659,14 @@ class Sender:
     def _request_done(self, leader: int) -> None:
         self._broker_in_flight[leader] -= 1
         self.in_flight -= 1
-        self._wake.set()
+        self.wake()
 
     def _handle_response(
         self,
         results: list[PartitionResult],
         batches: list[tuple[PartitionQueue, ProducerBatch]],
         ids: dict[bytes, str],
-        where: str,
+        conn: BrokerConnection,
     ) -> None:
         by_partition: dict[tuple[str | bytes, int], PartitionResult] = {}
         for r in results:
@@ -604,9 +681,11 @@ class Sender:
                 self._failed(
                     pq,
                     b,
-                    UnknownServerError(f"no response for {pq.topic}-{pq.partition} from {where}"),
+                    UnknownServerError(
+                        f"no response for {pq.topic}-{pq.partition} from {conn.describe()}"
+                    ),
                     unknown=True,
-                    describe=where,
+                    describe=conn.describe(),
                 )
                 continue
             _, _, code, base_offset, log_append_time, message = found
@@ -619,14 +698,14 @@ class Sender:
                 self._finish(pq, b, -1, -1, None)  # written before: a retry's duplicate
                 continue
             err = error(
-                f"producing {b.count} record(s) to {pq.topic}-{pq.partition} on {where}",
+                f"producing {b.count} record(s) to {pq.topic}-{pq.partition} on {conn.describe()}",
                 error_message=message,
             )
             if isinstance(err, TOO_LARGE_ERRORS) and not b.done:
                 if b.count > 1 and self._split(pq, b, err):
                     continue
                 if b.count == 1:
-                    err = too_large_error(b, err, where)
+                    err = too_large_error(b, err, conn.describe())
             if isinstance(err, LEADER_OR_TOPIC_ERRORS):
                 self.cluster.leader_is_down(pq.topic, pq.partition)
                 refresh = True
@@ -641,7 +720,7 @@ class Sender:
                     continue
                 self._sequence_error(pq, b, err)
                 continue
-            self._failed(pq, b, err, unknown=False, describe=where)
+            self._failed(pq, b, err, unknown=False, describe=conn.describe())
         if refresh:
             self.refresh_metadata()
 
@@ -816,11 +895,12 @@ class Sender:
             raise
         if self.on_metadata is not None:
             self.on_metadata()
-        self._wake.set()
+        self.wake()
 
     async def stop(self) -> None:
         self.stopped = True
-        self._wake.set()
+        if self._ended is not None and not self._ended.done():
+            self._ended.set_result(None)
         for t in [*self._tasks, self._refresh_task]:
             if t is not None and not t.done():
                 t.cancel()

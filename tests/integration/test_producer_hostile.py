@@ -156,7 +156,7 @@ def test_a_dead_sender_fails_closed_instead_of_hanging(kafka, topic, monkeypatch
         p.send(t, b"warm").result(30)
         sender = p.aio.sender
 
-        async def crash() -> None:
+        def crash() -> None:
             raise Crash("simulated crash")
 
         monkeypatch.setattr(p.aio.accumulator, "linger", 60.0)

@@ -135,6 +135,7 @@ class Accumulator:
         # a batch's records may reach _cap estimated bytes (header: 61 bytes)
         self._cap = batch_size - 61
         self.queues: dict[str, dict[int, PartitionQueue]] = {}
+        self._all_queues: list[PartitionQueue] | None = None  # (all_queues)
         #: Batches not yet completed (open, ready or in flight), for flush.
         self.incomplete: set[ProducerBatch] = set()
         #: Batches that failed before they could be sent, to complete on the I/O loop.
@@ -397,6 +398,7 @@ class Accumulator:
         if parts is None:
             parts = self.queues[topic] = {}
         pq = parts[partition] = PartitionQueue(topic, partition)
+        self._all_queues = None
         return pq
 
     @staticmethod
@@ -451,8 +453,15 @@ class Accumulator:
         return deadline
 
     def all_queues(self) -> list[PartitionQueue]:
-        with self.lock:
-            return [pq for parts in self.queues.values() for pq in parts.values()]
+        """Every partition queue (a list kept until a queue is added: the sender
+        reads it every round; do not change it)."""
+        queues = self._all_queues
+        if queues is None:
+            with self.lock:
+                queues = self._all_queues = [
+                    pq for parts in self.queues.values() for pq in parts.values()
+                ]
+        return queues
 
     def has_unsent(self) -> bool:
         with self.lock:

@@ -151,6 +151,7 @@ class Sender:
         self._broker_in_flight: dict[int, int] = {}
         self._connecting: dict[int, int] = {}  # requests waiting for a connection, per broker
         self._versions: dict[int, int] = {}
+        self._id_bytes: dict[uuid.UUID, bytes] = {}  # topic id -> its 16 bytes
         self._tasks: set[asyncio.Task[None]] = set()
         self._refresh_task: asyncio.Task[None] | None = None
         self.in_flight = 0
@@ -566,8 +567,12 @@ class Sender:
                     info = self.cluster.snapshot.topics.get(name)
                     if info is None or info.topic_id is None:
                         raise UnknownTopicIdError(f"no topic id known for {name!r}")
-                    ids[info.topic_id.bytes] = name
-                    keyed.append((info.topic_id, parts))
+                    tid = info.topic_id
+                    raw = self._id_bytes.get(tid)
+                    if raw is None:  # (UUID.bytes is computed on each call)
+                        raw = self._id_bytes[tid] = tid.bytes
+                    ids[raw] = name
+                    keyed.append((tid, parts))
             else:
                 keyed.extend(topics.items())
             txn_id = self.txn.transactional_id if self.txn else None

@@ -15,6 +15,10 @@
  *   murmur2(data) -> int
  *       Kafka's murmur2 of a bytes object, unsigned 32 bits (Java's bits).
  *
+ *   cumulative_weights(values, keys, header_bytes) -> list
+ *       send_many's cumulative record weights (kpax.producer.planning), or
+ *       NotImplemented when an item is not bytes or None.
+ *
  *   Appender(accumulator, num_partitions, future_type, max_record, slow)
  *       .try_append(topic, value, key, partition, timestamp, headers)
  *           -> the record's future, or None when the record needs the Python
@@ -47,7 +51,10 @@
  *   The fast path appends under the accumulator's lock to the open batch's
  *   columns (values, keys, timestamps: three list appends, a size sum), as the
  *   Python path does, and builds the future (batch, index, timestamp): no
- *   other object per record. Sealing, encoding and sending are unchanged.
+ *   other object per record. A record's size is counted as the Python path
+ *   counts it (kpax.producer.accumulator.record_weight, plus its batch's part:
+ *   attributes, timestamp delta, offset-delta bound), so both fill batches
+ *   alike. Sealing, encoding and sending are unchanged.
  *
  * Imports: Python's C API only.
  */
@@ -618,6 +625,26 @@ static PyObject *s_value, *s_key, *s_timestamp, *s_callback, *s_add_callback;
 
 #define MAX_TIMESTAMP INT64_MAX
 
+/* Bytes of a zigzag varint/varlong of v (a v2 record field). */
+static inline Py_ssize_t
+varint_size(int64_t v)
+{
+    uint64_t z = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+    Py_ssize_t n = 1;
+    while (z >= 0x80) {
+        z >>= 7;
+        n++;
+    }
+    return n;
+}
+
+/* Bytes of a length field's varint (n >= 0). */
+static inline Py_ssize_t
+zz_size(Py_ssize_t n)
+{
+    return n < 64 ? 1 : n < 8192 ? 2 : varint_size((int64_t)n);
+}
+
 typedef struct {
     PyObject_HEAD
     PyObject *queues;         /* accumulator.queues: topic -> {partition -> PartitionQueue} */
@@ -627,7 +654,8 @@ typedef struct {
     PyTypeObject *future_type; /* RecordFuture (a FutureBase subclass) */
     PyObject *slow;           /* the Python send, for every other case */
     Py_ssize_t cap;           /* accumulator._cap: a batch's record bytes limit */
-    Py_ssize_t max_record;    /* the producer's largest record (estimated bytes) */
+    Py_ssize_t off;           /* bytes of a batch's largest offset delta (accumulator._off) */
+    Py_ssize_t max_record;    /* the producer's largest record (bytes, an upper bound) */
     int enabled;
 } AppenderObject;
 
@@ -707,6 +735,7 @@ Appender_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     Py_INCREF(slow);
     self->slow = slow;
     self->cap = capv;
+    self->off = varint_size((int64_t)(capv / 7 + 1));
     self->max_record = max_record;
     self->enabled = 1;
     Py_DECREF(cap);
@@ -754,8 +783,13 @@ fast_append(AppenderObject *self, PyObject *topic, PyObject *value, PyObject *ke
     }
     if (!headers_empty(headers))
         return FALLBACK;
-    Py_ssize_t size = 21 + klen + vlen;
-    if (size > self->max_record)
+    /* record_weight (kpax.producer.accumulator): key and value with their
+     * length varints, no headers (1), the record's length varint for a body of
+     * up to RECORD_FRAME_MAX (16) more bytes */
+    Py_ssize_t p = (key == Py_None ? 1 : klen + zz_size(klen)) +
+                   (value == Py_None ? 1 : vlen + zz_size(vlen)) + 1;
+    Py_ssize_t weight = p + zz_size(p + 16);
+    if (weight + 16 > self->max_record)
         return FALLBACK;
     PyObject *nobj = PyDict_GetItemWithError(self->num_partitions, topic);
     if (nobj == NULL) {
@@ -843,9 +877,6 @@ fast_append(AppenderObject *self, PyObject *topic, PyObject *value, PyObject *ke
     if (bobj == NULL || !PyObject_TypeCheck(bobj, &BatchBaseType))
         goto done;
     BatchBaseObject *batch = (BatchBaseObject *)bobj;
-    Py_ssize_t total = batch->size + size;
-    if (total > self->cap)
-        goto done; /* full: the Python path closes it and opens the next */
     PyObject *values = batch->values, *keys = batch->keys, *stamps = batch->timestamps,
              *bheaders = batch->headers;
     if (values == NULL || keys == NULL || stamps == NULL || !PyList_CheckExact(values) ||
@@ -853,8 +884,20 @@ fast_append(AppenderObject *self, PyObject *topic, PyObject *value, PyObject *ke
         (bheaders != NULL && bheaders != Py_None && !PyList_CheckExact(bheaders)))
         goto done;
     Py_ssize_t index = PyList_GET_SIZE(values);
-    if (PyList_GET_SIZE(keys) != index || PyList_GET_SIZE(stamps) != index)
+    if (index == 0 || PyList_GET_SIZE(keys) != index || PyList_GET_SIZE(stamps) != index)
         goto done;
+    /* the batch's part: attributes, timestamp delta from its first record, offset delta */
+    PyObject *first = PyList_GET_ITEM(stamps, 0);
+    if (!PyLong_CheckExact(first))
+        goto done;
+    int overflow = 0;
+    long long base = PyLong_AsLongLongAndOverflow(first, &overflow);
+    long long delta;
+    if (overflow || (base == -1 && PyErr_Occurred()) || __builtin_sub_overflow(ts, base, &delta))
+        goto done;
+    Py_ssize_t total = batch->size + weight + 1 + varint_size((int64_t)delta) + self->off;
+    if (total > self->cap)
+        goto done; /* full: the Python path closes it and opens the next */
     /* Append to every column; on failure (memory) take back what was added. */
     if (PyList_Append(values, value) < 0)
         goto error;
@@ -1030,8 +1073,58 @@ static PyTypeObject AppenderType = {
 
 /* ------------------------------------------------------------------ module */
 
+/* ------------------------------------------------------------------ weights */
+
+/* cumulative_weights(values, keys, header_bytes) -> list: kpax.producer.planning's
+ * _cumulative for lists of bytes/None (keys None: all keyless); NotImplemented
+ * for anything else (the Python function answers then). */
+static PyObject *
+cumulative_weights(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "cumulative_weights(values, keys, header_bytes)");
+        return NULL;
+    }
+    PyObject *values = args[0], *keys = args[1];
+    Py_ssize_t hb = PyLong_AsSsize_t(args[2]);
+    if (hb == -1 && PyErr_Occurred())
+        return NULL;
+    if (!PyList_CheckExact(values) || (keys != Py_None && !PyList_CheckExact(keys)))
+        Py_RETURN_NOTIMPLEMENTED;
+    Py_ssize_t n = PyList_GET_SIZE(values);
+    if (keys != Py_None && PyList_GET_SIZE(keys) != n)
+        Py_RETURN_NOTIMPLEMENTED;
+    PyObject *out = PyList_New(n + 1);
+    if (out == NULL)
+        return NULL;
+    long long total = 0;
+    for (Py_ssize_t i = 0; i <= n; i++) {
+        if (i > 0) {
+            PyObject *v = PyList_GET_ITEM(values, i - 1);
+            PyObject *k = keys == Py_None ? Py_None : PyList_GET_ITEM(keys, i - 1);
+            if ((v != Py_None && !PyBytes_CheckExact(v)) || (k != Py_None && !PyBytes_CheckExact(k))) {
+                Py_DECREF(out);
+                Py_RETURN_NOTIMPLEMENTED;
+            }
+            Py_ssize_t vl = v == Py_None ? -1 : PyBytes_GET_SIZE(v);
+            Py_ssize_t kl = k == Py_None ? -1 : PyBytes_GET_SIZE(k);
+            Py_ssize_t p = (kl > 0 ? kl + zz_size(kl) : 1) + (vl > 0 ? vl + zz_size(vl) : 1) + hb;
+            total += p + zz_size(p + 16);
+        }
+        PyObject *c = PyLong_FromLongLong(total);
+        if (c == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, c);
+    }
+    return out;
+}
+
 static PyMethodDef module_methods[] = {
     {"murmur2", (PyCFunction)murmur2, METH_O, "murmur2(data) -> int (unsigned 32 bits)"},
+    {"cumulative_weights", (PyCFunction)(void (*)(void))cumulative_weights, METH_FASTCALL,
+     "cumulative_weights(values, keys, header_bytes) -> list, or NotImplemented"},
     {NULL, NULL, 0, NULL},
 };
 

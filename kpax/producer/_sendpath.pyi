@@ -11,6 +11,9 @@ class Lock:
     def __exit__(self, *exc: object) -> None: ...
 
 def murmur2(data: bytes, /) -> int: ...
+def cumulative_weights(
+    values: list[bytes | None], keys: list[bytes | None] | None, header_bytes: int, /
+) -> Any: ...
 
 class Appender:
     enabled: bool

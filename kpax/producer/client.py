@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 
 from kpax.cluster.cluster import Cluster
 from kpax.metrics import ConnectionMetrics, Metrics, metrics_enabled, tagged
-from kpax.producer.accumulator import Accumulator, record_size
+from kpax.producer.accumulator import RECORD_FRAME_MAX, Accumulator, record_weight
 from kpax.producer.batch import BulkFuture, Callback, ProducerBatch, RecordFuture
 from kpax.producer.fastpath import sendpath
 from kpax.producer.idempotence import ProducerIdentity
@@ -499,17 +499,12 @@ class AsyncProducer:
             value = vs(value)
         elif value is not None and type(value) is not bytes:
             value = as_bytes(value, "value")
-        if headers:
-            headers = check_headers(headers)
-            size = record_size(key, value, headers)
-        else:
-            headers = None
-            size = (
-                21 + (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
-            )
-        if size > self._max_record:
+        headers = check_headers(headers) if headers else None
+        weight = record_weight(key, value, headers)
+        if weight + RECORD_FRAME_MAX > self._max_record:
             raise MessageTooLargeError(
-                f"a record of about {size + 61} bytes for topic {topic!r} is larger than "
+                f"a record of about {weight + RECORD_FRAME_MAX + 61} bytes for topic {topic!r} "
+                "is larger than "
                 f"max_request_size={self.config['max_request_size']} / "
                 f"buffer_memory={self.config['buffer_memory']}"
             )
@@ -534,7 +529,7 @@ class AsyncProducer:
             timestamp = time.time_ns() // 1_000_000
         elif type(timestamp) is not int or timestamp < 0 or timestamp > _MAX_TIMESTAMP:
             timestamp = check_timestamp(timestamp)
-        return self.accumulator.append(topic, partition, timestamp, key, value, headers, n, size)
+        return self.accumulator.append(topic, partition, timestamp, key, value, headers, n, weight)
 
     def plan_many(  # noqa: PLR0917 - the arguments of send_many
         self,

@@ -9,7 +9,8 @@ split into one column per target partition, each in call order
 appends). Pure functions of the arguments and a :class:`Planner` (the
 producer's serializers, partitioner and size limits): no lock, no I/O.
 
-Imports: kpax.producer.{accumulator,partitioner,serializers}, kpax.proto, the standard library.
+Imports: kpax.producer.{accumulator,fastpath,partitioner,serializers}, kpax.proto, the
+standard library.
 """
 
 from __future__ import annotations
@@ -20,7 +21,15 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any
 
-from kpax.producer.accumulator import Column, Segment, fit, record_size
+from kpax.producer.accumulator import (
+    RECORD_FRAME_MAX,
+    Column,
+    Segment,
+    fit,
+    header_bytes,
+    varint_size,
+)
+from kpax.producer.fastpath import sendpath
 from kpax.producer.partitioner import partition_for_key
 from kpax.producer.serializers import as_bytes
 from kpax.proto.error_codes import MessageTooLargeError
@@ -139,19 +148,58 @@ _BYTES = {bytes}
 _BYTES_OR_NONE = frozenset({bytes, type(None)})
 
 
+def _field(n: int) -> int:
+    """A key's or value's bytes with its length varint (``n`` -1: None)."""
+    return n + varint_size(n) if n > 0 else 1
+
+
 def _cumulative(
-    values: list[bytes | None], keys: list[bytes | None] | None, nones: bool | None = None
+    values: list[bytes | None],
+    keys: list[bytes | None] | None,
+    nones: bool | None = None,
+    hb: int = 1,
 ) -> list[int]:
-    """Cumulative key + value lengths (``cum[0] == 0``); ``nones``: may
-    ``values`` hold None (None: look)."""
+    """Cumulative record weights (``cum[0] == 0``; kpax.producer.accumulator's
+    ``record_weight`` of each record, ``hb`` its headers' bytes); ``nones``:
+    may ``values`` hold None (None: look). One C call where the C send path
+    is built; else conditional expressions for the common lengths, no call
+    per record (the reference)."""
+    if sendpath is not None:
+        cum = sendpath.cumulative_weights(values, keys, hb)
+        if cum is not NotImplemented:
+            return cum  # type: ignore[no-any-return]
+    return _py_cumulative(values, keys, nones, hb)
+
+
+def _py_cumulative(
+    values: list[bytes | None],
+    keys: list[bytes | None] | None,
+    nones: bool | None = None,
+    hb: int = 1,
+) -> list[int]:
     if nones or (nones is None and None in values):
-        vlens: Any = [0 if v is None else len(v) for v in values]
+        vlens: Any = [-1 if v is None else len(v) for v in values]
     else:
         vlens = map(len, values)  # type: ignore[arg-type]
+    # a field's bytes and length varint: lengths under 64 take one byte, under 8192 two
+    ps: Any = (
+        (v + 1 if v < 64 else v + 2 if v < 8192 else _field(v)) if v > 0 else 1 for v in vlens
+    )
     if keys is None:
-        return list(accumulate(vlens, initial=0))
-    klens = [0 if k is None else len(k) for k in keys]
-    return list(accumulate(map(int.__add__, vlens, klens), initial=0))
+        ps = [p + 1 + hb for p in ps]
+    else:
+        kp = [
+            (k + 1 if k < 64 else k + 2 if k < 8192 else _field(k)) if k > 0 else 1
+            for k in (-1 if k is None else len(k) for k in keys)
+        ]
+        ps = [p + q + hb for p, q in zip(ps, kp, strict=True)]
+    # and the record's own length varint, for a body of up to RECORD_FRAME_MAX more bytes
+    limit1, limit2 = 64 - RECORD_FRAME_MAX, 8192 - RECORD_FRAME_MAX
+    weights = (
+        p + 1 if p < limit1 else p + 2 if p < limit2 else p + varint_size(p + RECORD_FRAME_MAX)
+        for p in ps
+    )
+    return list(accumulate(weights, initial=0))
 
 
 class BulkPlan:
@@ -195,15 +243,15 @@ def plan_many(  # noqa: PLR0917 - the arguments of send_many, then the producer'
         if ks.count(None) == count:
             ks = None
     hdrs = check_headers(headers) if headers else None
-    per = record_size(b"", b"", hdrs) if hdrs else 21
+    hb = header_bytes(hdrs)
     timestamp = time.time_ns() // 1_000_000 if timestamp is None else check_timestamp(timestamp)
-    cum = _cumulative(vals, ks, nones)
+    cum = _cumulative(vals, ks, nones, hb)
     i = 0
     while i < count:  # a few steps: each takes as many records as fit in max_record
-        j = fit(cum, per, i, count, planner.max_record)
+        j = fit(cum, RECORD_FRAME_MAX, i, count, planner.max_record)
         if j == i:
             raise MessageTooLargeError(
-                f"a record of about {cum[i + 1] - cum[i] + per + 61} bytes for topic "
+                f"a record of about {cum[i + 1] - cum[i] + RECORD_FRAME_MAX + 61} bytes for topic "
                 f"{topic!r} is larger than max_request_size="
                 f"{planner.max_request_size} / buffer_memory="
                 f"{planner.buffer_memory} (nothing of this send_many was sent)"
@@ -211,7 +259,7 @@ def plan_many(  # noqa: PLR0917 - the arguments of send_many, then the producer'
         i = j
     if partition is not None:
         partition = check_partition(topic, partition, n)
-        columns = [Column(partition, vals, ks, cum, per)]
+        columns = [Column(partition, vals, ks, cum, 0)]
     elif planner.custom_partitioner is not None:
         part = planner.custom_partitioner.partition
         targets = [part(topic, None if ks is None else ks[i], vals[i], n) for i in range(count)]
@@ -220,18 +268,18 @@ def plan_many(  # noqa: PLR0917 - the arguments of send_many, then the producer'
                 raise ValueError(
                     f"partitioner returned partition {p} for {topic!r} with {n} partitions"
                 )
-        columns = group(targets, vals, ks, per, 0)
+        columns = group(targets, vals, ks, hb, 0)
     elif ks is None:
-        columns = [Column(0 if n == 1 else -1, vals, None, cum, per)]
+        columns = [Column(0 if n == 1 else -1, vals, None, cum, 0)]
     elif n == 1:
-        columns = [Column(0, vals, ks, cum, per)]
+        columns = [Column(0, vals, ks, cum, 0)]
     else:
-        columns = keyed_columns(ks, vals, per, n)
+        columns = keyed_columns(ks, vals, hb, n)
     return BulkPlan(topic, columns, timestamp, hdrs)
 
 
 def keyed_columns(
-    ks: list[bytes | None], vals: list[bytes | None], per: int, n: int
+    ks: list[bytes | None], vals: list[bytes | None], hb: int, n: int
 ) -> list[Column]:
     """Default partitioning of keyed records: murmur2 per distinct key; a
     run of None keys goes to the sticky partitioner, after the records
@@ -248,16 +296,18 @@ def keyed_columns(
             p = hashes[k] = partition_for_key(k, n)
         add(p)
     if -1 not in targets:
-        return group(targets, vals, ks, per, 0)
+        return group(targets, vals, ks, hb, 0)
     columns: list[Column] = []
     start, keyed = 0, targets[0] != -1
     for i in range(1, len(targets) + 1):
         if i == len(targets) or (targets[i] != -1) != keyed:
             if keyed:
-                columns += group(targets[start:i], vals[start:i], ks[start:i], per, start)
+                columns += group(targets[start:i], vals[start:i], ks[start:i], hb, start)
             else:
                 sub = vals[start:i]
-                columns.append(Column(-1, sub, None, _cumulative(sub, None), per, base=start))
+                columns.append(
+                    Column(-1, sub, None, _cumulative(sub, None, None, hb), 0, base=start)
+                )
             if i < len(targets):
                 start, keyed = i, not keyed
     return columns
@@ -267,13 +317,14 @@ def group(
     targets: list[int],
     vals: list[bytes | None],
     ks: list[bytes | None] | None,
-    per: int,
+    hb: int,
     base: int,
 ) -> list[Column]:
-    """One column per target partition, each in call order."""
+    """One column per target partition, each in call order (``hb``: the
+    records' header bytes)."""
     first = targets[0] if targets else 0
     if targets.count(first) == len(targets):
-        return [Column(first, vals, ks, _cumulative(vals, ks), per, base=base)]
+        return [Column(first, vals, ks, _cumulative(vals, ks, None, hb), 0, base=base)]
     idx: dict[int, list[int]] = {}
     for i, p in enumerate(targets):
         lst = idx.get(p)
@@ -286,5 +337,7 @@ def group(
         pos = idx[p]
         v = [vals[i] for i in pos]
         k = None if ks is None else [ks[i] for i in pos]
-        columns.append(Column(p, v, k, _cumulative(v, k), per, positions=[base + i for i in pos]))
+        columns.append(
+            Column(p, v, k, _cumulative(v, k, None, hb), 0, positions=[base + i for i in pos])
+        )
     return columns

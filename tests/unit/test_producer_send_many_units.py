@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from kpax.errors import ClientClosedError, KafkaTimeoutError, TransactionAbortedError
-from kpax.producer.accumulator import Accumulator, Column, Segment, fit, record_size
+from kpax.producer.accumulator import Accumulator, Column, Segment, fit, header_bytes, record_weight
 from kpax.producer.batch import BulkFuture
 from kpax.producer.partitioner import DefaultPartitioner
 
@@ -30,8 +30,8 @@ def _acc(seed: int = 7, **kw: Any) -> Accumulator:
 
 
 def _column(values: list[bytes], partition: int, keys: list[bytes | None] | None = None) -> Column:
-    lens = [len(v) + len(keys[i] or b"" if keys else b"") for i, v in enumerate(values)]
-    return Column(partition, list(values), keys, list(accumulate(lens, initial=0)), 21)
+    weights = [record_weight(keys[i] if keys else None, v, None) for i, v in enumerate(values)]
+    return Column(partition, list(values), keys, list(accumulate(weights, initial=0)), 0)
 
 
 def _layout(acc: Accumulator) -> list[tuple[int, list[bytes | None]]]:
@@ -63,7 +63,7 @@ def test_bulk_append_places_records_as_single_appends_do(partition: int) -> None
     one, bulk = _acc(), _acc()
     n = 4
     for v in values:
-        assert one.append("t", partition, 1, None, v, None, n, record_size(None, v, None))
+        assert one.append("t", partition, 1, None, v, None, n, record_weight(None, v, None))
     segments: list[Segment] = []
     # in three calls, as a CLI would hand over blocks
     for lo, hi in ((0, 1000), (1000, 1001), (1001, 3000)):
@@ -80,14 +80,19 @@ def test_bulk_append_with_headers_and_keys_matches() -> None:
     keys = [b"k%d" % i for i in range(400)]
     one, bulk = _acc(), _acc()
     for k, v in zip(keys, values, strict=True):
-        one.append("t", 2, 1, k, v, hdrs, 3, record_size(k, v, hdrs))
+        one.append("t", 2, 1, k, v, hdrs, 3, record_weight(k, v, hdrs))
     col = Column(
         2,
         list(values),
         list(keys),
-        list(accumulate((len(k) + len(v) for k, v in zip(keys, values, strict=True)), initial=0)),
-        record_size(b"", b"", hdrs),
+        list(
+            accumulate(
+                (record_weight(k, v, hdrs) for k, v in zip(keys, values, strict=True)), initial=0
+            )
+        ),
+        0,
     )
+    assert header_bytes(hdrs) == 1 + 1 + 1 + 1 + 2  # count, key length, "h", value length, b"vv"
     assert bulk.append_many("t", col, 1, hdrs, 3, [])
     assert _layout(bulk) == _layout(one)
     b = bulk.queues["t"][2].ready[0]
@@ -96,14 +101,15 @@ def test_bulk_append_with_headers_and_keys_matches() -> None:
 
 def test_full_memory_stops_and_resumes_where_it_was() -> None:
     acc = _acc(buffer_memory=3000)
-    col = _column([b"x" * 100] * 100, 0)  # 121 bytes each: 7 per batch (939 bytes of records)
+    # 110 bytes each (106 of weight, 4 of batch fields): 8 per batch (939 bytes of records)
+    col = _column([b"x" * 100] * 100, 0)
     segments: list[Segment] = []
     assert not acc.append_many("t", col, 1, None, 1, segments)
-    assert col.pos == 21 and acc.reserved == 3000  # three batches of 7
+    assert col.pos == 24 and acc.reserved == 3000  # three batches of 8
     for b in list(acc.incomplete)[:2]:
         acc.release(b)
     assert not acc.append_many("t", col, 1, None, 1, segments)
-    assert col.pos == 35
+    assert col.pos == 40
     acc.buffer_memory = 1 << 30
     assert acc.append_many("t", col, 1, None, 1, segments) and col.pos == 100
     assert sum(hi - lo for _, _, _, lo, hi in segments) == 100
@@ -113,7 +119,8 @@ def _future(n: int, per_batch: int, partition: int = 0) -> tuple[BulkFuture, lis
     acc = _acc()
     col = _column([b"v%d" % i for i in range(n)], partition)
     segments: list[Segment] = []
-    acc.batch_size, acc._cap = 10_000, per_batch * 23 + 1  # ~per_batch records per batch
+    # per_batch records per batch: their weight and the batch's 4 bytes each
+    acc.batch_size, acc._cap = 10_000, per_batch * (record_weight(None, b"v0", None) + 4) + 1
     assert acc.append_many("t", col, 1234, None, 1, segments)
     fut = BulkFuture("t", n, 1234, segments)
     return fut, fut._batches
@@ -160,3 +167,32 @@ async def test_bulk_future_is_awaitable() -> None:
 def test_empty_bulk_future_is_done() -> None:
     fut = BulkFuture("t", 0, 0, [])
     assert fut.done() and fut.result(0) == 0 and fut.metadata() == []
+
+
+def test_cumulative_weights_are_record_weights_in_c_and_python() -> None:
+    from kpax.producer import planning
+    from kpax.producer.fastpath import sendpath
+
+    rng = random.Random(11)
+    sizes = [0, 1, 47, 48, 63, 64, 100, 8175, 8176, 8191, 8192, 70_000]
+    for _ in range(50):
+        n = rng.randint(0, 30)
+        vals = [None if rng.random() < 0.1 else bytes(rng.choice(sizes)) for _ in range(n)]
+        keys = (
+            None
+            if rng.random() < 0.5
+            else [None if rng.random() < 0.3 else bytes(rng.choice(sizes)) for _ in range(n)]
+        )
+        hdrs = rng.choice([None, [("h", b"vv")], [("héader", None), ("k", bytes(100))]])
+        hb = header_bytes(hdrs)
+        expect = list(
+            accumulate(
+                (record_weight(keys[i] if keys else None, v, hdrs) for i, v in enumerate(vals)),
+                initial=0,
+            )
+        )
+        assert planning._py_cumulative(vals, keys, None, hb) == expect
+        if sendpath is not None:
+            assert sendpath.cumulative_weights(vals, keys, hb) == expect
+    if sendpath is not None:
+        assert sendpath.cumulative_weights([b"x", "not bytes"], None, 1) is NotImplemented

@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from kpax.errors import ConfigError, KafkaTimeoutError, SerializationError
-from kpax.producer.accumulator import FULL, Accumulator, record_size
+from kpax.producer.accumulator import FULL, Accumulator, record_weight
 from kpax.producer.batch import ProducerBatch, RecordFuture
 from kpax.producer.options import resolve_producer_config
 from kpax.producer.partitioner import DefaultPartitioner
@@ -33,7 +33,7 @@ def _acc(**kw: object) -> Accumulator:
 
 
 def _append(acc: Accumulator, value: bytes, partition: int = 0, n: int = 1) -> RecordFuture | None:
-    return acc.append("t", partition, 1, None, value, None, n, record_size(None, value, None))
+    return acc.append("t", partition, 1, None, value, None, n, record_weight(None, value, None))
 
 
 # ------------------------------------------------------------------ options
@@ -111,13 +111,15 @@ def test_records_fill_a_batch_then_a_new_one_starts():
     futs = [_append(acc, b"x" * 100) for _ in range(20)]
     pq = acc.queues["t"][0]
     assert all(f is not None for f in futs)
-    # 1000-byte batches: 61 header + 121 per record -> 7 records each
+    # 1000-byte batches: 61 header + 110 per record (106 of weight: value, lengths;
+    # 4 of batch fields: attributes, timestamp and offset deltas) -> 8 records each
     assert len(pq.ready) == 2 and pq.open is not None
-    assert [len(b.values) for b in pq.ready] == [7, 7] and len(pq.open.values) == 6
-    assert [f.batch_index for f in futs[:8]] == [0, 1, 2, 3, 4, 5, 6, 0]  # type: ignore[union-attr]
+    assert [len(b.values) for b in pq.ready] == [8, 8] and len(pq.open.values) == 4
+    assert [f.batch_index for f in futs[:9]] == [0, 1, 2, 3, 4, 5, 6, 7, 0]  # type: ignore[union-attr]
     data = encode_columns(pq.ready[0].timestamps, pq.ready[0].keys, pq.ready[0].values)
     (batch,) = decode_batches(data)
-    assert len(list(batch)) == 7 and len(data) <= 1000
+    # as full as the Java client fills it: a ninth record (109 bytes) would not fit
+    assert len(list(batch)) == 8 and 1000 - 109 < len(data) <= 1000
 
 
 def test_linger_and_flush_close_open_batches():

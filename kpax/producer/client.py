@@ -499,8 +499,17 @@ class AsyncProducer:
             value = vs(value)
         elif value is not None and type(value) is not bytes:
             value = as_bytes(value, "value")
-        headers = check_headers(headers) if headers else None
-        weight = record_weight(key, value, headers)
+        kl = 0 if key is None else len(key)
+        vl = 0 if value is None else len(value)
+        if headers or kl + vl >= 8000:
+            headers = check_headers(headers) if headers else None
+            weight = record_weight(key, value, headers)
+        else:
+            # record_weight's common case inline (the pure-Python hot path): a length
+            # varint takes one byte under 64, two under 8192 (None and b"": one)
+            headers = None
+            weight = kl + vl + 3 + (kl >= 64) + (vl >= 64)
+            weight += 1 + (weight >= 64 - RECORD_FRAME_MAX)
         if weight + RECORD_FRAME_MAX > self._max_record:
             raise MessageTooLargeError(
                 f"a record of about {weight + RECORD_FRAME_MAX + 61} bytes for topic {topic!r} "

@@ -302,3 +302,29 @@ def test_no_references_leak_from_the_aio_c_path():
     del futs  # dropped unawaited: nothing held but the batch's columns
     gc.collect()
     assert sys.getrefcount(value) == before + 11_000
+
+
+@pytest.mark.parametrize("c_path", [True, False])
+def test_both_paths_count_a_record_as_record_weight_says(c_path: bool) -> None:
+    from kpax.producer.accumulator import record_weight
+
+    sizes = [None, 0, 1, 47, 48, 63, 64, 100, 3999, 4000, 8000, 8191, 8192, 20_000]
+    p = _producer(batch_size=1 << 20)
+    if not c_path:
+        p._fast_append = None
+    acc = p.accumulator
+    taken = [0]
+    for ks in sizes:
+        for vs in sizes:
+            key = None if ks is None else bytes(ks)
+            value = None if vs is None else bytes(vs)
+            args = (TOPIC, value, key, 0, 5, None)
+            fut = _send_c(p, args, taken) if c_path else _send_py(p, args)
+            batch = fut._batch
+            before = batch.size
+            fut = _send_c(p, args, taken) if c_path else _send_py(p, args)
+            assert fut._batch is batch  # a 1 MiB batch takes both
+            # the second record: its weight, attributes, timestamp delta 0, offset bound
+            assert batch.size - before == record_weight(key, value, None) + 2 + acc._off
+            acc.queues[TOPIC][0].open = None  # the next pair starts a batch of its own
+    assert (taken[0] > 0) == c_path

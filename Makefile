@@ -12,7 +12,7 @@ SPECS  ?= $(HOME)/.cache/kpax/specs/$(SPECS_VERSION)
 
 all: test
 
-$(STAMP): pyproject.toml setup.py kpax/proto/_speedups.c kpax/producer/_sendpath.c
+$(STAMP): pyproject.toml setup.py kpax/proto/_speedups.c kpax/producer/_sendpath.c kpax/proto/_varint.h
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'

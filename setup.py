@@ -62,12 +62,14 @@ setup(
         Extension(
             "kpax.proto._speedups",
             ["kpax/proto/_speedups.c"],
+            depends=["kpax/proto/_varint.h"],
             optional=True,
             extra_compile_args=["-O2"],
         ),
         Extension(
             "kpax.producer._sendpath",
             ["kpax/producer/_sendpath.c"],
+            depends=["kpax/proto/_varint.h"],
             optional=True,
             extra_compile_args=["-O2"],
         ),

@@ -625,18 +625,7 @@ static PyObject *s_value, *s_key, *s_timestamp, *s_callback, *s_add_callback;
 
 #define MAX_TIMESTAMP INT64_MAX
 
-/* Bytes of a zigzag varint/varlong of v (a v2 record field). */
-static inline Py_ssize_t
-varint_size(int64_t v)
-{
-    uint64_t z = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
-    Py_ssize_t n = 1;
-    while (z >= 0x80) {
-        z >>= 7;
-        n++;
-    }
-    return n;
-}
+#include "../proto/_varint.h" /* varint_size */
 
 /* Bytes of a length field's varint (n >= 0). */
 static inline Py_ssize_t

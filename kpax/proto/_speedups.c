@@ -59,18 +59,7 @@ static PyObject *EmptyTuple = NULL;
 
 /* ------------------------------------------------------------------ varints */
 
-/* Bytes of the zigzag varint of v. */
-static inline Py_ssize_t
-varint_size(int64_t v)
-{
-    uint64_t z = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
-    Py_ssize_t n = 1;
-    while (z >= 0x80) {
-        z >>= 7;
-        n++;
-    }
-    return n;
-}
+#include "_varint.h" /* varint_size */
 
 static inline char *
 write_varint(char *p, int64_t v)

@@ -634,6 +634,16 @@ zz_size(Py_ssize_t n)
     return n < 64 ? 1 : n < 8192 ? 2 : varint_size((int64_t)n);
 }
 
+/* kpax.producer.accumulator.record_weight: key and value (length -1: None) with
+ * their length varints, hb bytes of headers, and the record's own length varint
+ * for a body of up to RECORD_FRAME_MAX (16) more bytes. */
+static inline Py_ssize_t
+record_weight(Py_ssize_t klen, Py_ssize_t vlen, Py_ssize_t hb)
+{
+    Py_ssize_t p = (klen > 0 ? klen + zz_size(klen) : 1) + (vlen > 0 ? vlen + zz_size(vlen) : 1) + hb;
+    return p + zz_size(p + 16);
+}
+
 typedef struct {
     PyObject_HEAD
     PyObject *queues;         /* accumulator.queues: topic -> {partition -> PartitionQueue} */
@@ -772,12 +782,7 @@ fast_append(AppenderObject *self, PyObject *topic, PyObject *value, PyObject *ke
     }
     if (!headers_empty(headers))
         return FALLBACK;
-    /* record_weight (kpax.producer.accumulator): key and value with their
-     * length varints, no headers (1), the record's length varint for a body of
-     * up to RECORD_FRAME_MAX (16) more bytes */
-    Py_ssize_t p = (key == Py_None ? 1 : klen + zz_size(klen)) +
-                   (value == Py_None ? 1 : vlen + zz_size(vlen)) + 1;
-    Py_ssize_t weight = p + zz_size(p + 16);
+    Py_ssize_t weight = record_weight(key == Py_None ? -1 : klen, value == Py_None ? -1 : vlen, 1);
     if (weight + 16 > self->max_record)
         return FALLBACK;
     PyObject *nobj = PyDict_GetItemWithError(self->num_partitions, topic);
@@ -1097,8 +1102,7 @@ cumulative_weights(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             }
             Py_ssize_t vl = v == Py_None ? -1 : PyBytes_GET_SIZE(v);
             Py_ssize_t kl = k == Py_None ? -1 : PyBytes_GET_SIZE(k);
-            Py_ssize_t p = (kl > 0 ? kl + zz_size(kl) : 1) + (vl > 0 ? vl + zz_size(vl) : 1) + hb;
-            total += p + zz_size(p + 16);
+            total += record_weight(kl, vl, hb);
         }
         PyObject *c = PyLong_FromLongLong(total);
         if (c == NULL) {

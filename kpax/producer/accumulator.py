@@ -301,9 +301,9 @@ class Accumulator:
         hi = len(values)
         i = col.pos
         cap = self._cap
-        # per record, besides its weight in cum: the column's constant part and the
-        # batch's (attributes, timestamp delta, offset delta), as in append
-        first = col.per + 2 + self._off  # in a batch these records open: delta 0
+        # per record, besides its weight in cum: the batch's part (attributes,
+        # timestamp delta, offset delta), as in append
+        first = 2 + self._off  # in a batch these records open: delta 0
         while i < hi:
             with self.lock:
                 state = None
@@ -323,7 +323,7 @@ class Accumulator:
                     batch = pq.open
                     if batch is not None:
                         delta = timestamp - batch.timestamps[0]
-                        per = col.per + 1 + varint_size(delta) + self._off
+                        per = 1 + varint_size(delta) + self._off
                         j = fit(cum, per, i, hi, cap - batch.size)
                         if j > i:
                             self._extend(batch, values, keys, timestamp, headers, i, j)
@@ -344,7 +344,7 @@ class Accumulator:
                     if state.partition != partition:
                         partition = state.partition
                         self.sticky_switches += 1
-                weight = cum[i + 1] - cum[i] + col.per
+                weight = cum[i + 1] - cum[i]
                 batch = self._open_batch(pq, weight + RECORD_FRAME_MAX)
                 if batch is None:
                     col.pos = i
@@ -566,13 +566,13 @@ def fit(cum: list[int], per: int, lo: int, hi: int, limit: int) -> int:
 class Column:
     """Records of one ``send_many`` bound for one target (a partition, or -1:
     the sticky partitioner), in call order: ``values``/``keys`` (None: all
-    keyless), ``cum`` (cumulative key + value lengths, ``cum[0] == 0``) and
-    ``per`` (the estimated bytes each record adds besides those: 21 + headers),
-    so records ``i..j-1`` weigh ``cum[j] - cum[i] + per * (j - i)``. ``positions``
+    keyless) and ``cum`` (cumulative record weights, :func:`record_weight`,
+    ``cum[0] == 0``), so records ``i..j-1`` weigh ``cum[j] - cum[i]`` before
+    what their batch adds per record (as in ``append``). ``positions``
     maps a column index to the call's record index (None: ``base + i``); ``pos``
     is the next record to append (appending resumes there after a full buffer)."""
 
-    __slots__ = ("base", "cum", "keys", "partition", "per", "pos", "positions", "values")
+    __slots__ = ("base", "cum", "keys", "partition", "pos", "positions", "values")
 
     def __init__(  # noqa: PLR0917
         self,
@@ -580,7 +580,6 @@ class Column:
         values: list[bytes | None],
         keys: list[bytes | None] | None,
         cum: list[int],
-        per: int,
         base: int = 0,
         positions: list[int] | None = None,
     ) -> None:
@@ -588,7 +587,6 @@ class Column:
         self.values = values
         self.keys = keys
         self.cum = cum
-        self.per = per
         self.base = base
         self.positions = positions
         self.pos = 0

@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from itertools import accumulate
+from itertools import accumulate, repeat
 from typing import Any
 
 from kpax.producer.accumulator import (
@@ -27,7 +27,7 @@ from kpax.producer.accumulator import (
     Segment,
     fit,
     header_bytes,
-    varint_size,
+    record_weight,
 )
 from kpax.producer.fastpath import sendpath
 from kpax.producer.partitioner import partition_for_key
@@ -148,58 +148,20 @@ _BYTES = {bytes}
 _BYTES_OR_NONE = frozenset({bytes, type(None)})
 
 
-def _field(n: int) -> int:
-    """A key's or value's bytes with its length varint (``n`` -1: None)."""
-    return n + varint_size(n) if n > 0 else 1
-
-
 def _cumulative(
     values: list[bytes | None],
     keys: list[bytes | None] | None,
-    nones: bool | None = None,
-    hb: int = 1,
+    headers: Sequence[Header] | None,
 ) -> list[int]:
     """Cumulative record weights (``cum[0] == 0``; kpax.producer.accumulator's
-    ``record_weight`` of each record, ``hb`` its headers' bytes); ``nones``:
-    may ``values`` hold None (None: look). One C call where the C send path
-    is built; else conditional expressions for the common lengths, no call
-    per record (the reference)."""
+    ``record_weight`` of each record): one C call where the C send path is
+    built, else ``record_weight`` per record."""
     if sendpath is not None:
-        cum = sendpath.cumulative_weights(values, keys, hb)
+        cum = sendpath.cumulative_weights(values, keys, header_bytes(headers))
         if cum is not NotImplemented:
             return cum  # type: ignore[no-any-return]
-    return _py_cumulative(values, keys, nones, hb)
-
-
-def _py_cumulative(
-    values: list[bytes | None],
-    keys: list[bytes | None] | None,
-    nones: bool | None = None,
-    hb: int = 1,
-) -> list[int]:
-    if nones or (nones is None and None in values):
-        vlens: Any = [-1 if v is None else len(v) for v in values]
-    else:
-        vlens = map(len, values)  # type: ignore[arg-type]
-    # a field's bytes and length varint: lengths under 64 take one byte, under 8192 two
-    ps: Any = (
-        (v + 1 if v < 64 else v + 2 if v < 8192 else _field(v)) if v > 0 else 1 for v in vlens
-    )
-    if keys is None:
-        ps = [p + 1 + hb for p in ps]
-    else:
-        kp = [
-            (k + 1 if k < 64 else k + 2 if k < 8192 else _field(k)) if k > 0 else 1
-            for k in (-1 if k is None else len(k) for k in keys)
-        ]
-        ps = [p + q + hb for p, q in zip(ps, kp, strict=True)]
-    # and the record's own length varint, for a body of up to RECORD_FRAME_MAX more bytes
-    limit1, limit2 = 64 - RECORD_FRAME_MAX, 8192 - RECORD_FRAME_MAX
-    weights = (
-        p + 1 if p < limit1 else p + 2 if p < limit2 else p + varint_size(p + RECORD_FRAME_MAX)
-        for p in ps
-    )
-    return list(accumulate(weights, initial=0))
+    ks = repeat(None) if keys is None else keys
+    return list(accumulate(map(record_weight, ks, values, repeat(headers)), initial=0))
 
 
 class BulkPlan:
@@ -231,7 +193,7 @@ def plan_many(  # noqa: PLR0917 - the arguments of send_many, then the producer'
     """Serialize, check and partition a ``send_many`` into columns, one per
     target partition (-1: the sticky partition), each in call order; appends
     nothing (``AsyncProducer.try_fill`` does)."""
-    vals, nones = _column_bytes(values, "value", planner.value_serializer)
+    vals, _ = _column_bytes(values, "value", planner.value_serializer)
     count = len(vals)
     ks: list[bytes | None] | None = None
     if keys is not None:
@@ -243,9 +205,8 @@ def plan_many(  # noqa: PLR0917 - the arguments of send_many, then the producer'
         if ks.count(None) == count:
             ks = None
     hdrs = check_headers(headers) if headers else None
-    hb = header_bytes(hdrs)
     timestamp = time.time_ns() // 1_000_000 if timestamp is None else check_timestamp(timestamp)
-    cum = _cumulative(vals, ks, nones, hb)
+    cum = _cumulative(vals, ks, hdrs)
     i = 0
     while i < count:  # a few steps: each takes as many records as fit in max_record
         j = fit(cum, RECORD_FRAME_MAX, i, count, planner.max_record)
@@ -259,7 +220,7 @@ def plan_many(  # noqa: PLR0917 - the arguments of send_many, then the producer'
         i = j
     if partition is not None:
         partition = check_partition(topic, partition, n)
-        columns = [Column(partition, vals, ks, cum, 0)]
+        columns = [Column(partition, vals, ks, cum)]
     elif planner.custom_partitioner is not None:
         part = planner.custom_partitioner.partition
         targets = [part(topic, None if ks is None else ks[i], vals[i], n) for i in range(count)]
@@ -268,18 +229,21 @@ def plan_many(  # noqa: PLR0917 - the arguments of send_many, then the producer'
                 raise ValueError(
                     f"partitioner returned partition {p} for {topic!r} with {n} partitions"
                 )
-        columns = group(targets, vals, ks, hb, 0)
+        columns = group(targets, vals, ks, hdrs, 0)
     elif ks is None:
-        columns = [Column(0 if n == 1 else -1, vals, None, cum, 0)]
+        columns = [Column(0 if n == 1 else -1, vals, None, cum)]
     elif n == 1:
-        columns = [Column(0, vals, ks, cum, 0)]
+        columns = [Column(0, vals, ks, cum)]
     else:
-        columns = keyed_columns(ks, vals, hb, n)
+        columns = keyed_columns(ks, vals, hdrs, n)
     return BulkPlan(topic, columns, timestamp, hdrs)
 
 
 def keyed_columns(
-    ks: list[bytes | None], vals: list[bytes | None], hb: int, n: int
+    ks: list[bytes | None],
+    vals: list[bytes | None],
+    hdrs: Sequence[Header] | None,
+    n: int,
 ) -> list[Column]:
     """Default partitioning of keyed records: murmur2 per distinct key; a
     run of None keys goes to the sticky partitioner, after the records
@@ -296,18 +260,16 @@ def keyed_columns(
             p = hashes[k] = partition_for_key(k, n)
         add(p)
     if -1 not in targets:
-        return group(targets, vals, ks, hb, 0)
+        return group(targets, vals, ks, hdrs, 0)
     columns: list[Column] = []
     start, keyed = 0, targets[0] != -1
     for i in range(1, len(targets) + 1):
         if i == len(targets) or (targets[i] != -1) != keyed:
             if keyed:
-                columns += group(targets[start:i], vals[start:i], ks[start:i], hb, start)
+                columns += group(targets[start:i], vals[start:i], ks[start:i], hdrs, start)
             else:
                 sub = vals[start:i]
-                columns.append(
-                    Column(-1, sub, None, _cumulative(sub, None, None, hb), 0, base=start)
-                )
+                columns.append(Column(-1, sub, None, _cumulative(sub, None, hdrs), base=start))
             if i < len(targets):
                 start, keyed = i, not keyed
     return columns
@@ -317,14 +279,14 @@ def group(
     targets: list[int],
     vals: list[bytes | None],
     ks: list[bytes | None] | None,
-    hb: int,
+    hdrs: Sequence[Header] | None,
     base: int,
 ) -> list[Column]:
-    """One column per target partition, each in call order (``hb``: the
-    records' header bytes)."""
+    """One column per target partition, each in call order (``hdrs``: the
+    records' headers)."""
     first = targets[0] if targets else 0
     if targets.count(first) == len(targets):
-        return [Column(first, vals, ks, _cumulative(vals, ks, None, hb), 0, base=base)]
+        return [Column(first, vals, ks, _cumulative(vals, ks, hdrs), base=base)]
     idx: dict[int, list[int]] = {}
     for i, p in enumerate(targets):
         lst = idx.get(p)
@@ -337,7 +299,5 @@ def group(
         pos = idx[p]
         v = [vals[i] for i in pos]
         k = None if ks is None else [ks[i] for i in pos]
-        columns.append(
-            Column(p, v, k, _cumulative(v, k, None, hb), 0, positions=[base + i for i in pos])
-        )
+        columns.append(Column(p, v, k, _cumulative(v, k, hdrs), positions=[base + i for i in pos]))
     return columns

@@ -31,7 +31,7 @@ def _acc(seed: int = 7, **kw: Any) -> Accumulator:
 
 def _column(values: list[bytes], partition: int, keys: list[bytes | None] | None = None) -> Column:
     weights = [record_weight(keys[i] if keys else None, v, None) for i, v in enumerate(values)]
-    return Column(partition, list(values), keys, list(accumulate(weights, initial=0)), 0)
+    return Column(partition, list(values), keys, list(accumulate(weights, initial=0)))
 
 
 def _layout(acc: Accumulator) -> list[tuple[int, list[bytes | None]]]:
@@ -90,7 +90,6 @@ def test_bulk_append_with_headers_and_keys_matches() -> None:
                 (record_weight(k, v, hdrs) for k, v in zip(keys, values, strict=True)), initial=0
             )
         ),
-        0,
     )
     assert header_bytes(hdrs) == 1 + 1 + 1 + 1 + 2  # count, key length, "h", value length, b"vv"
     assert bulk.append_many("t", col, 1, hdrs, 3, [])
@@ -191,7 +190,7 @@ def test_cumulative_weights_are_record_weights_in_c_and_python() -> None:
                 initial=0,
             )
         )
-        assert planning._py_cumulative(vals, keys, None, hb) == expect
+        assert planning._cumulative(vals, keys, hdrs) == expect
         if sendpath is not None:
             assert sendpath.cumulative_weights(vals, keys, hb) == expect
     if sendpath is not None:

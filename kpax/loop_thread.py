@@ -6,6 +6,12 @@ coroutines with :meth:`LoopThread.run` (wait for the result, bounded by a
 timeout) or :meth:`LoopThread.submit` (fire and get a concurrent future).
 Calling :meth:`run` from the loop's own thread would deadlock, so it raises.
 
+Idle tracking (``track_idle=True``, the producer's): :attr:`LoopThread.idle` is
+set while the loop waits with nothing to run and cleared when it wakes or is
+handed work (``call_soon_threadsafe``), so a caller's thread can wait for the
+loop to finish what it has to do (:meth:`LoopThread.wait_idle`) instead of
+fighting it for the GIL (kpax.producer.sync).
+
 Imports: kpax.proto.errors and the standard library.
 """
 
@@ -13,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import selectors
 import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
@@ -22,12 +29,51 @@ from kpax.proto.errors import ClientClosedError, IllegalStateError, KafkaTimeout
 T = TypeVar("T")
 
 
+class _IdleSelector(selectors.DefaultSelector):
+    """The loop's selector: ``idle`` is set while the loop blocks in it (a
+    select with a timeout other than 0: no callback is ready to run)."""
+
+    def __init__(self, idle: threading.Event) -> None:
+        super().__init__()
+        self._idle = idle
+
+    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
+        if timeout == 0:  # callbacks are ready: the loop only polls
+            events: list[tuple[selectors.SelectorKey, int]] = super().select(0)
+            return events
+        self._idle.set()
+        try:
+            events = super().select(timeout)
+        finally:
+            self._idle.clear()
+        return events
+
+
+class _IdleTrackingLoop(asyncio.SelectorEventLoop):
+    """A selector event loop whose ``idle`` event says it has nothing to run."""
+
+    def __init__(self) -> None:
+        self.idle = threading.Event()
+        super().__init__(_IdleSelector(self.idle))
+
+    def call_soon_threadsafe(  # type: ignore[override]
+        self, callback: Callable[..., Any], *args: Any, context: Any = None
+    ) -> asyncio.Handle:
+        self.idle.clear()  # work for the loop: not idle until it has run it
+        return super().call_soon_threadsafe(callback, *args, context=context)
+
+
 class LoopThread:
     """An event loop running forever on a daemon thread until :meth:`stop`."""
 
-    def __init__(self, name: str = "kpax-io") -> None:
+    def __init__(self, name: str = "kpax-io", *, track_idle: bool = False) -> None:
         self.name = name
-        self.loop = asyncio.new_event_loop()
+        loop = _IdleTrackingLoop() if track_idle else asyncio.new_event_loop()
+        self.loop = loop
+        #: Set while the loop has nothing to run (``track_idle`` only, else None).
+        self.idle: threading.Event | None = (
+            loop.idle if isinstance(loop, _IdleTrackingLoop) else None
+        )
         self._stopped = False
         started = threading.Event()
         self._thread = threading.Thread(target=self._main, args=(started,), name=name, daemon=True)
@@ -80,6 +126,15 @@ class LoopThread:
             raise KafkaTimeoutError(
                 f"{what or 'operation'} did not finish within {timeout:g}s"
             ) from None
+
+    def wait_idle(self, timeout: float) -> None:
+        """Wait (the GIL released) until the loop has nothing to run, at most
+        ``timeout`` seconds; at once if it has nothing now, tracks no idleness,
+        or this is the loop's own thread (a callback: the loop is busy running it)."""
+        idle = self.idle
+        if idle is None or idle.is_set() or threading.current_thread() is self._thread:
+            return
+        idle.wait(timeout)
 
     def call_soon(self, fn: Callable[..., Any], *args: Any) -> None:
         if not self._stopped:

@@ -43,14 +43,16 @@ class SyncFace:
     #: The message of ClientClosedError after close (``{what}``: the call's name).
     _closed_text: ClassVar[str] = "the client is closed"
 
-    def __init__(self, thread_name: str, default_timeout: float, margin: float) -> None:
+    def __init__(
+        self, thread_name: str, default_timeout: float, margin: float, *, track_idle: bool = False
+    ) -> None:
         """``default_timeout``: a call's timeout when it gives none; ``margin``:
         added to every call's timeout (the core enforces the timeout itself,
         the margin only bounds the wait for its answer)."""
         self._default_timeout = default_timeout
         self._margin = margin
         self._closed = False
-        self._thread = LoopThread(thread_name)
+        self._thread = LoopThread(thread_name, track_idle=track_idle)
 
     def _start(
         self,

@@ -255,7 +255,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         "allow_auto_create_topics": False,
         "max_block_ms": int(settings.timeout * 1000),
         # librdkafka's (kcat's) default batch size: fewer, larger batches; also
-        # fewer GIL hand-offs (the sync producer yields once per new batch)
+        # fewer GIL hand-offs (the sync producer hands over once per new batch)
         "batch_size": 1_000_000,
         "linger_ms": 5,
     }

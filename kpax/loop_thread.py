@@ -7,10 +7,12 @@ timeout) or :meth:`LoopThread.submit` (fire and get a concurrent future).
 Calling :meth:`run` from the loop's own thread would deadlock, so it raises.
 
 Idle tracking (``track_idle=True``, the producer's): :attr:`LoopThread.idle` is
-set while the loop waits with nothing to run and cleared when it wakes or is
-handed work (``call_soon_threadsafe``), so a caller's thread can wait for the
-loop to finish what it has to do (:meth:`LoopThread.wait_idle`) instead of
-fighting it for the GIL (kpax.producer.sync).
+set while the loop waits with nothing to run and cleared when it is handed
+work (``call_soon_threadsafe``, at once) or wakes (once it runs again: a hint
+that lags while another thread holds the GIL), so a caller's thread can wait
+for the loop to finish what it has to do (:meth:`LoopThread.wait_idle`)
+instead of fighting it for the GIL (kpax.producer.sync). A tracking loop is
+always the standard library's selector loop, whatever the event loop policy.
 
 Imports: kpax.proto.errors and the standard library.
 """
@@ -95,6 +97,8 @@ class LoopThread:
                 self.loop.run_until_complete(self.loop.shutdown_asyncgens())
             finally:
                 self.loop.close()
+                if self.idle is not None:
+                    self.idle.set()  # (nothing will ever run: no one waits for it)
 
     @property
     def in_loop_thread(self) -> bool:

@@ -13,17 +13,22 @@ I/O thread. Safe to call from several threads.
 
 The GIL: the caller's thread and the I/O thread share it, and a caller that
 simply runs on leaves the I/O thread waiting for the interpreter's 5 ms switch
-interval. So a send that opens a new batch (one in ~150 records) hands the
-I/O thread the GIL until its loop has nothing left to run (the request of the
-batch just closed written, answers taken), at most ``HAND_OVER_S``
-(:meth:`kpax.loop_thread.LoopThread.wait_idle`); when the loop is idle
-already, the caller does not stop at all. A plain ``time.sleep(0)`` there gave
-the I/O thread one slice only, up to its next system call (every socket write,
-read and poll lets the GIL go, and the caller took it back at once), so the
-loop needed several of the caller's batches to finish one round trip: on the
-2-core bench machine waiting for idle sent ~35% more records per second (1
-partition, acks=1, uncompressed; bench.producer_cpu, interleaved rounds) and
-cut both threads' CPU per record (caller 420 -> 265 ns, I/O 390 -> 300 ns).
+interval. So a send that opens a new batch (one in ~150 records of 100 bytes
+with 16 KiB batches) hands the I/O thread the GIL until its loop has nothing
+left to run (the wake-up the closed batch sent, if it sent one: its request
+written; answers already taken in), at most ``HAND_OVER_S``
+(:meth:`kpax.loop_thread.LoopThread.wait_idle`); when the loop looks idle,
+the caller does not stop at all. (The idle mark lags: a loop woken by an
+answer while the caller holds the GIL still looks idle until it runs; it then
+gets its turn at the caller's next new batch. Letting it run there too, with
+a ``time.sleep(0)``, measured slower.) A plain ``time.sleep(0)`` at each new
+batch, as before, gave the I/O thread one slice only, up to its next system
+call (every socket write, read and poll lets the GIL go, and the caller took
+it back at once), so the loop needed several of the caller's batches to
+finish one round trip. On the 2-core bench machine waiting for idle sent
+20-35% more records per second with 1 partition and ~75% more with 6
+(2,000,000 records, old and new code interleaved) and cut both threads' CPU
+per record (caller 420 -> 265 ns, I/O 390 -> 300 ns; bench.producer_cpu).
 
 Imports: kpax.producer.{client,batch}, kpax.sync_face, kpax.proto.errors, kpax.structs.
 """

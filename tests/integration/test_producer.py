@@ -167,6 +167,47 @@ def test_batch_size_linger_and_in_flight_pipelining(kafka, topic):
         assert p.aio.sender.in_flight == 0
 
 
+def test_the_caller_hands_the_io_thread_the_gil_once_per_new_batch(kafka, topic):
+    t = topic(partitions=1)
+    with kpax.Producer(kafka.bootstrap, batch_size=2048, linger_ms=5) as p:
+        handovers = []
+        real = p._hand_over
+        p._hand_over = lambda: (handovers.append(1), real())  # (read at each call)
+        futs = [p.send(t, b"x" * 100) for _ in range(500)]
+        opened = sum(1 for f in futs if f.batch_index == 0)
+        assert opened > 10  # (~17 records per 2 KiB batch)
+        assert len(handovers) == opened
+        bulk = p.send_many(t, [b"y" * 100] * 200)
+        assert len(handovers) > opened  # send_many opened batches too
+        p.flush(30)
+        assert [f.result(0).offset for f in futs] == list(range(500))
+        assert bulk.result(30) == 200
+
+
+def test_a_callback_on_the_io_thread_may_send_and_open_batches(kafka, topic):
+    t = topic(partitions=1)
+    done = threading.Event()
+    sent: list[int] = []
+    # 1 KiB batches: each of these 600-byte records opens one, on the I/O thread
+    # (where the hand-over returns at once: tests/unit/test_loop_thread_idle.py)
+    with kpax.Producer(kafka.bootstrap, batch_size=1024, linger_ms=0) as p:
+
+        def chain(meta, err):
+            assert err is None
+            sent.append(meta.offset)
+            if len(sent) < 30:
+                p.send(t, b"c" * 600, callback=chain)
+            else:
+                done.set()
+
+        t0 = time.monotonic()
+        p.send(t, b"c" * 600, callback=chain)
+        assert done.wait(60)
+        elapsed = time.monotonic() - t0
+    assert sent == list(range(30))
+    assert elapsed < 30
+
+
 def test_callbacks_run_with_metadata_or_error(kafka, topic):
     t = topic()
     seen: list[tuple[object, object]] = []

@@ -19,6 +19,8 @@ from tests.wait import eventually
 @pytest.fixture
 def thread() -> Iterator[LoopThread]:
     t = LoopThread("kpax-test-idle", track_idle=True)
+    assert t.idle is not None
+    eventually(t.idle.is_set, timeout=10.0, interval=0.001)  # started: waiting in select
     yield t
     t.stop()
 
@@ -27,7 +29,9 @@ def test_an_untracked_loop_has_no_idle_event_and_wait_idle_returns_at_once() -> 
     t = LoopThread("kpax-test-untracked")
     try:
         assert t.idle is None
-        t.wait_idle(10.0)  # (would hang the test if it waited)
+        t0 = time.monotonic()
+        t.wait_idle(30.0)
+        assert time.monotonic() - t0 < 10.0  # did not wait for its timeout
     finally:
         t.stop()
 
@@ -83,7 +87,7 @@ def test_wait_idle_gives_up_after_its_timeout_when_the_loop_stays_busy(thread: L
         t0 = time.monotonic()
         thread.wait_idle(0.05)
         waited = time.monotonic() - t0
-        assert waited < 10.0  # bounded by its timeout (generous: a busy machine)
+        assert 0.04 <= waited < 10.0  # it did wait, and no longer than about its timeout
         assert thread.idle is not None and not thread.idle.is_set()
     finally:
         release.set()
@@ -100,3 +104,14 @@ def test_wait_idle_on_the_loops_own_thread_returns_at_once(thread: LoopThread) -
     thread.call_soon(on_loop)
     eventually(lambda: waited, timeout=10.0, interval=0.01)
     assert waited[0] < 10.0
+
+
+def test_a_stopped_loop_counts_as_idle() -> None:
+    t = LoopThread("kpax-test-idle-stop", track_idle=True)
+    t.call_soon(lambda: None)
+    t.stop()
+    assert t.idle is not None
+    eventually(t.idle.is_set, timeout=10.0, interval=0.01)
+    t0 = time.monotonic()
+    t.wait_idle(30.0)
+    assert time.monotonic() - t0 < 10.0

@@ -511,31 +511,14 @@ put_be16(char *p, int16_t v)
 
 #define BATCH_HEADER 61
 
-/* A whole uncompressed RecordBatch v2 (header, CRC-32C, records) from columns:
- * encode_records + assemble_batch in one buffer, the copy and the CRC without
- * the GIL from NOGIL_MIN bytes. */
+/* Fill the 61-byte RecordBatch v2 header at the start of out (records or their
+ * compressed form follow it) and its CRC-32C, the CRC without the GIL from
+ * NOGIL_MIN bytes. Returns out, or NULL (out released) past 2 GiB. */
 static PyObject *
-encode_batch(PyObject *module, PyObject *args)
+finish_batch(PyObject *out, Py_ssize_t n, long long base_ts, int64_t max_ts,
+             long long base_offset, int attributes, long long producer_id, int producer_epoch,
+             int base_sequence, int leader_epoch)
 {
-    PyObject *ts_in, *keys_in, *values_in, *headers_in;
-    long long base_ts, base_offset, producer_id;
-    int attributes, producer_epoch, base_sequence, leader_epoch;
-    if (!PyArg_ParseTuple(args, "OOOOLLiLiii:encode_batch", &ts_in, &keys_in, &values_in,
-                          &headers_in, &base_ts, &base_offset, &attributes, &producer_id,
-                          &producer_epoch, &base_sequence, &leader_epoch))
-        return NULL;
-    Py_ssize_t n = PyObject_Length(values_in);
-    if (n < 0)
-        return NULL;
-    if (n == 0) {
-        PyErr_SetString(PyExc_ValueError, "encode_batch: no records");
-        return NULL;
-    }
-    int64_t max_ts = INT64_MIN;
-    PyObject *out = encode_records_impl(ts_in, keys_in, values_in, headers_in, base_ts,
-                                        BATCH_HEADER, &max_ts);
-    if (out == NULL)
-        return NULL;
     char *h = PyBytes_AS_STRING(out);
     Py_ssize_t size = PyBytes_GET_SIZE(out);
     if (size - 12 > INT32_MAX) {
@@ -567,6 +550,35 @@ encode_batch(PyObject *module, PyObject *args)
     }
     put_be32(h + 17, (int32_t)c);
     return out;
+}
+
+/* A whole uncompressed RecordBatch v2 (header, CRC-32C, records) from columns:
+ * encode_records + assemble_batch in one buffer, the copy and the CRC without
+ * the GIL from NOGIL_MIN bytes. */
+static PyObject *
+encode_batch(PyObject *module, PyObject *args)
+{
+    PyObject *ts_in, *keys_in, *values_in, *headers_in;
+    long long base_ts, base_offset, producer_id;
+    int attributes, producer_epoch, base_sequence, leader_epoch;
+    if (!PyArg_ParseTuple(args, "OOOOLLiLiii:encode_batch", &ts_in, &keys_in, &values_in,
+                          &headers_in, &base_ts, &base_offset, &attributes, &producer_id,
+                          &producer_epoch, &base_sequence, &leader_epoch))
+        return NULL;
+    Py_ssize_t n = PyObject_Length(values_in);
+    if (n < 0)
+        return NULL;
+    if (n == 0) {
+        PyErr_SetString(PyExc_ValueError, "encode_batch: no records");
+        return NULL;
+    }
+    int64_t max_ts = INT64_MIN;
+    PyObject *out = encode_records_impl(ts_in, keys_in, values_in, headers_in, base_ts,
+                                        BATCH_HEADER, &max_ts);
+    if (out == NULL)
+        return NULL;
+    return finish_batch(out, n, base_ts, max_ts, base_offset, attributes, producer_id,
+                        producer_epoch, base_sequence, leader_epoch);
 }
 
 /* ------------------------------------------------------------------ decoding */
@@ -1636,6 +1648,88 @@ put_le32(uint8_t *p, uint32_t v)
     p[3] = (uint8_t)(v >> 24);
 }
 
+/* The blocks and end mark of an LZ4 frame of src[0:n] at op (room for
+ * 4 * blocks + n + 4 bytes), the GIL released from NOGIL_MIN bytes; returns the
+ * end. */
+static uint8_t *
+lz4_blocks(uint8_t *op, const uint8_t *src, Py_ssize_t n)
+{
+    PyThreadState *saved = n >= NOGIL_MIN ? PyEval_SaveThread() : NULL;
+    for (Py_ssize_t start = 0; start < n; start += LZ4_BLOCK_MAX) {
+        Py_ssize_t len = n - start < LZ4_BLOCK_MAX ? n - start : LZ4_BLOCK_MAX;
+        Py_ssize_t size = lz4_compress_block(src + start, len, op + 4, len);
+        if (size < 0) {
+            put_le32(op, (uint32_t)len | 0x80000000u);
+            memcpy(op + 4, src + start, (size_t)len);
+            size = len;
+        }
+        else {
+            put_le32(op, (uint32_t)size);
+        }
+        op += 4 + size;
+    }
+    put_le32(op, 0);
+    op += 4;
+    if (saved != NULL)
+        PyEval_RestoreThread(saved);
+    return op;
+}
+
+/* A whole lz4-compressed RecordBatch v2 from columns in one call: the records
+ * section (encode_records), then the batch header, the LZ4 frame of that
+ * section (frame_header, then lz4_blocks) and the CRC in one buffer; the same
+ * bytes as encode_records + lz4_frame + assemble_batch. attributes must say lz4. */
+static PyObject *
+encode_batch_lz4(PyObject *module, PyObject *args)
+{
+    PyObject *ts_in, *keys_in, *values_in, *headers_in;
+    long long base_ts, base_offset, producer_id;
+    int attributes, producer_epoch, base_sequence, leader_epoch;
+    Py_buffer header;
+    if (!PyArg_ParseTuple(args, "OOOOLLiLiiiy*:encode_batch_lz4", &ts_in, &keys_in, &values_in,
+                          &headers_in, &base_ts, &base_offset, &attributes, &producer_id,
+                          &producer_epoch, &base_sequence, &leader_epoch, &header))
+        return NULL;
+    PyObject *out = NULL;
+    if ((attributes & 7) != 3) {
+        PyErr_SetString(PyExc_ValueError, "encode_batch_lz4: attributes do not say lz4 (3)");
+        goto done;
+    }
+    Py_ssize_t n = PyObject_Length(values_in);
+    if (n < 0)
+        goto done;
+    if (n == 0) {
+        PyErr_SetString(PyExc_ValueError, "encode_batch_lz4: no records");
+        goto done;
+    }
+    int64_t max_ts = INT64_MIN;
+    PyObject *records = encode_records_impl(ts_in, keys_in, values_in, headers_in, base_ts, 0,
+                                            &max_ts);
+    if (records == NULL)
+        goto done;
+    Py_ssize_t size = PyBytes_GET_SIZE(records);
+    Py_ssize_t blocks = (size + LZ4_BLOCK_MAX - 1) / LZ4_BLOCK_MAX;
+    out = PyBytes_FromStringAndSize(NULL, BATCH_HEADER + header.len + 4 * blocks + size + 4);
+    if (out == NULL) {
+        Py_DECREF(records);
+        goto done;
+    }
+    uint8_t *start = (uint8_t *)PyBytes_AS_STRING(out);
+    memcpy(start + BATCH_HEADER, header.buf, (size_t)header.len);
+    uint8_t *end = lz4_blocks(start + BATCH_HEADER + header.len,
+                              (const uint8_t *)PyBytes_AS_STRING(records), size);
+    Py_DECREF(records);
+    if (_PyBytes_Resize(&out, (Py_ssize_t)(end - start)) < 0) {
+        out = NULL;
+        goto done;
+    }
+    out = finish_batch(out, n, base_ts, max_ts, base_offset, attributes, producer_id,
+                       producer_epoch, base_sequence, leader_epoch);
+done:
+    PyBuffer_Release(&header);
+    return out;
+}
+
 /* lz4_frame(data, header) -> bytes: header, then data in 64 KiB blocks, each a
  * little-endian u32 size (high bit set: stored uncompressed, when compressing
  * did not make it smaller) and its bytes, then the end mark (a zero u32). */
@@ -1656,25 +1750,7 @@ lz4_frame(PyObject *module, PyObject *args)
     }
     uint8_t *op = (uint8_t *)PyBytes_AS_STRING(out);
     memcpy(op, header.buf, (size_t)header.len);
-    op += header.len;
-    PyThreadState *saved = n >= NOGIL_MIN ? PyEval_SaveThread() : NULL;
-    for (Py_ssize_t start = 0; start < n; start += LZ4_BLOCK_MAX) {
-        Py_ssize_t len = n - start < LZ4_BLOCK_MAX ? n - start : LZ4_BLOCK_MAX;
-        Py_ssize_t size = lz4_compress_block(src + start, len, op + 4, len);
-        if (size < 0) {
-            put_le32(op, (uint32_t)len | 0x80000000u);
-            memcpy(op + 4, src + start, (size_t)len);
-            size = len;
-        }
-        else {
-            put_le32(op, (uint32_t)size);
-        }
-        op += 4 + size;
-    }
-    put_le32(op, 0);
-    op += 4;
-    if (saved != NULL)
-        PyEval_RestoreThread(saved);
+    op = lz4_blocks(op + header.len, src, n);
     PyBuffer_Release(&data);
     PyBuffer_Release(&header);
     if (_PyBytes_Resize(&out, (Py_ssize_t)(op - (uint8_t *)PyBytes_AS_STRING(out))) < 0)
@@ -1697,6 +1773,10 @@ static PyMethodDef methods[] = {
      "topics) -> bytes, or NotImplemented (see kpax.proto.produce_wire)"},
     {"decode_produce_response", (PyCFunction)decode_produce_response, METH_VARARGS,
      "decode_produce_response(frame, version) -> (throttle_ms, rows), or NotImplemented"},
+    {"encode_batch_lz4", (PyCFunction)encode_batch_lz4, METH_VARARGS,
+     "encode_batch_lz4(timestamps, keys, values, headers, base_timestamp, base_offset, "
+     "attributes, producer_id, producer_epoch, base_sequence, partition_leader_epoch, "
+     "frame_header) -> bytes: a whole lz4-compressed RecordBatch v2"},
     {"lz4_frame", (PyCFunction)lz4_frame, METH_VARARGS,
      "lz4_frame(data, header) -> bytes: an LZ4 frame of independent 64 KiB blocks after header "
      "(see kpax.proto.compression)"},

@@ -25,6 +25,21 @@ def encode_batch(
     partition_leader_epoch: int,
     /,
 ) -> bytes: ...
+def encode_batch_lz4(
+    timestamps: Sequence[int],
+    keys: Sequence[bytes | None],
+    values: Sequence[bytes | None],
+    headers: Sequence[Sequence[tuple[str, bytes | None]] | None] | None,
+    base_timestamp: int,
+    base_offset: int,
+    attributes: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    partition_leader_epoch: int,
+    frame_header: bytes,
+    /,
+) -> bytes: ...
 def parse_records(
     buf: bytes,
     pos: int,

@@ -59,6 +59,7 @@ __all__ = [
     "CODEC_SNAPPY",
     "CODEC_ZSTD",
     "DEFAULT_MAX_DECOMPRESSED_SIZE",
+    "LZ4_FRAME_HEADER",
     "codec_id",
     "compress",
     "decompress",
@@ -144,6 +145,9 @@ def _lz4_frame_header(broken_checksum: bool) -> bytes:
 
 _LZ4_HEADERS: Final = (_lz4_frame_header(False), _lz4_frame_header(True))
 _LZ4_END: Final = b"\x00\x00\x00\x00"
+#: The LZ4 frame header kpax writes for record format v1 and v2 (no block or
+#: content checksums, 64 KiB independent blocks).
+LZ4_FRAME_HEADER: Final = _LZ4_HEADERS[False]
 
 
 def _lz4_compress(data: bytes, broken_checksum: bool) -> bytes:

@@ -129,6 +129,62 @@ def test_encode_batch_is_encode_records_plus_assemble_batch(
 
 
 @needs_c
+@given(
+    columns(),
+    st.integers(-(2**63), 2**63 - 1),
+    st.integers(0, 0x7F),
+    st.integers(-1, 2**63 - 1),
+    st.integers(-1, 2**31 - 1),
+    st.sampled_from([b"", b"\x01", b"\xab" * 600]),
+)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_encode_batch_lz4_is_records_plus_lz4_frame_plus_assemble_batch(
+    cols: Any, base_offset: int, attributes: int, pid: int, seq: int, filler: bytes
+) -> None:
+    """The fused C lz4 batch encoder (records, their LZ4 frame, header and CRC)
+    gives the very bytes of the three-step path, compressible values or not."""
+    from kpax.proto.compression import LZ4_FRAME_HEADER
+    from kpax.proto.records import decode_batches
+
+    ts, keys, values, headers, base = cols
+    if not ts:
+        return
+    values = [v + filler if v is not None else None for v in values]
+    attributes = (attributes & ~0x07) | 3  # lz4
+    try:
+        records = v2._py_encode_records(ts, keys, values, headers, base)
+    except (ValueError, OverflowError):
+        return
+    assert speedups is not None
+    want = v2.assemble_batch(
+        speedups.lz4_frame(records, LZ4_FRAME_HEADER),
+        count=len(ts),
+        base_offset=base_offset,
+        attributes=attributes,
+        last_offset_delta=len(ts) - 1,
+        base_timestamp=base,
+        max_timestamp=max(ts),
+        producer_id=pid,
+        producer_epoch=0,
+        base_sequence=seq,
+        partition_leader_epoch=-1,
+    )
+    got = speedups.encode_batch_lz4(
+        ts, keys, values, headers, base, base_offset, attributes, pid, 0, seq, -1,
+        LZ4_FRAME_HEADER,
+    )  # fmt: skip
+    assert got == want
+    if not attributes & 0x20:  # (a control batch's records are not plain records)
+        [batch] = decode_batches(got)
+        assert [r.value for r in batch] == values
+    with pytest.raises(ValueError, match="lz4"):
+        speedups.encode_batch_lz4(
+            ts, keys, values, headers, base, 0, attributes & ~0x07, pid, 0, seq, -1,
+            LZ4_FRAME_HEADER,
+        )  # fmt: skip
+
+
+@needs_c
 def test_encode_rejects_what_python_rejects() -> None:
     with pytest.raises(TypeError, match="bytes-like or None"):
         speedups.encode_records([0], [None], ["text"], None, 0)
@@ -254,6 +310,11 @@ def test_no_memory_leak_on_success_and_error_paths() -> None:
         speedups.encode_batch(ts, values, values, hdrs, 0, 0, 0, 1, 0, 0, -1)
         with pytest.raises(ValueError):
             speedups.encode_batch([], [], [], None, 0, 0, 0, 1, 0, 0, -1)
+        speedups.encode_batch_lz4(ts, values, values, hdrs, 0, 0, 3, 1, 0, 0, -1, b"hdr")
+        with pytest.raises(ValueError):
+            speedups.encode_batch_lz4([], [], [], None, 0, 0, 3, 1, 0, 0, -1, b"hdr")
+        with pytest.raises(TypeError):
+            speedups.encode_batch_lz4(["x"], [None], [b"v"], None, 0, 0, 3, 1, 0, 0, -1, b"hdr")
         speedups.parse_records(data, 0, len(data), 200, 0, 0)
         speedups.parse_records(data, 0, len(data), 200, 0, 0, (0,) * 5, (4, 3, 2, 1, 0), 5, 10)
         with pytest.raises(CorruptRecordError):

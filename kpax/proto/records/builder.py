@@ -25,7 +25,14 @@ from collections.abc import Sequence
 from typing import Final
 
 from kpax.proto import crc as _crc
-from kpax.proto.compression import CODEC_NONE, CODEC_ZSTD, codec_id, compress
+from kpax.proto.compression import (
+    CODEC_LZ4,
+    CODEC_NONE,
+    CODEC_ZSTD,
+    LZ4_FRAME_HEADER,
+    codec_id,
+    compress,
+)
 from kpax.proto.errors import ConfigError, CorruptRecordError
 from kpax.proto.records.legacy import encode_message_set
 from kpax.proto.records.v2 import (
@@ -36,6 +43,7 @@ from kpax.proto.records.v2 import (
     Header,
     assemble_batch,
     encode_batch,
+    encode_batch_lz4,
     encode_records,
 )
 
@@ -124,6 +132,22 @@ def encode_columns(
             partition_leader_epoch,
         )
         return batch
+    if codec == CODEC_LZ4 and encode_batch_lz4 is not None:
+        lz4_batch: bytes = encode_batch_lz4(
+            ts,
+            keys,
+            values,
+            headers,
+            base_ts,
+            base_offset,
+            attributes,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            partition_leader_epoch,
+            LZ4_FRAME_HEADER,
+        )
+        return lz4_batch
     records = encode_records(ts, keys, values, headers, base_ts)
     if codec != CODEC_NONE:
         records = compress(codec, records)

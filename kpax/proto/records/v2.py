@@ -69,6 +69,7 @@ __all__ = [
     "assemble_batch",
     "encode_headers",
     "encode_batch",
+    "encode_batch_lz4",
     "encode_records",
     "parse_records",
 ]
@@ -404,6 +405,9 @@ encode_records = _py_encode_records if _speedups is None else _speedups.encode_r
 #: the CRC without the GIL from 256 KiB), or None without the C module: encode_records +
 #: assemble_batch then, the same bytes.
 encode_batch: Any = None if _speedups is None else _speedups.encode_batch
+#: The same for an lz4 batch (records, their LZ4 frame, header, CRC: one C call,
+#: no intermediate Python objects), or None without the C module.
+encode_batch_lz4: Any = None if _speedups is None else _speedups.encode_batch_lz4
 parse_records = _py_parse_records if _speedups is None else _speedups.parse_records
 #: parse_records with a row template, the timestamp override and min_offset (see _speedups.pyi).
 parse_rows = _py_parse_rows if _speedups is None else _speedups.parse_records

@@ -117,8 +117,11 @@ def encode_columns(
         attributes |= ATTR_TRANSACTIONAL
     if control:
         attributes |= ATTR_CONTROL
-    if codec == CODEC_NONE and encode_batch is not None:
-        batch: bytes = encode_batch(
+    # one C call for a whole uncompressed or lz4 batch (the same bytes as below)
+    fused = {CODEC_NONE: encode_batch, CODEC_LZ4: encode_batch_lz4}.get(codec)
+    if fused is not None:
+        extra = () if codec == CODEC_NONE else (LZ4_FRAME_HEADER,)
+        batch: bytes = fused(
             ts,
             keys,
             values,
@@ -130,24 +133,9 @@ def encode_columns(
             producer_epoch,
             base_sequence,
             partition_leader_epoch,
+            *extra,
         )
         return batch
-    if codec == CODEC_LZ4 and encode_batch_lz4 is not None:
-        lz4_batch: bytes = encode_batch_lz4(
-            ts,
-            keys,
-            values,
-            headers,
-            base_ts,
-            base_offset,
-            attributes,
-            producer_id,
-            producer_epoch,
-            base_sequence,
-            partition_leader_epoch,
-            LZ4_FRAME_HEADER,
-        )
-        return lz4_batch
     records = encode_records(ts, keys, values, headers, base_ts)
     if codec != CODEC_NONE:
         records = compress(codec, records)

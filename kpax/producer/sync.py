@@ -22,14 +22,15 @@ the caller does not stop at all. (The idle mark lags: a loop woken by an
 answer while the caller holds the GIL still looks idle until it runs; it gets
 the GIL when the caller next lets it go: a wake-up the caller sends, a later
 hand-over, the interpreter's switch interval. Letting it run at once, with a
-``time.sleep(0)`` whenever the loop looks idle, measured ~30% slower.) A plain ``time.sleep(0)`` at each new
-batch, as before, gave the I/O thread one slice only, up to its next system
-call (every socket write, read and poll lets the GIL go, and the caller took
-it back at once), so the loop needed several of the caller's batches to
-finish one round trip. On the 2-core bench machine waiting for idle sent
-20-35% more records per second with 1 partition and ~75% more with 6
-(2,000,000 records, old and new code interleaved) and cut both threads' CPU
-per record (caller 420 -> 265 ns, I/O 390 -> 300 ns; bench.producer_cpu).
+``time.sleep(0)`` whenever the loop looks idle, measured ~30% slower.) A
+plain ``time.sleep(0)`` at each new batch, as before, gave the I/O thread one
+slice only, up to its next system call (every socket write, read and poll
+lets the GIL go, and the caller took it back at once), so the loop needed
+several of the caller's batches to finish one round trip. On the 2-core
+bench machine waiting for idle sent 20-35% more records per second with 1
+partition and ~75% more with 6 (2,000,000 records, old and new code
+interleaved) and cut both threads' CPU per record (caller 420 -> 265 ns, I/O
+390 -> 300 ns; bench.producer_cpu).
 
 Imports: kpax.producer.{client,batch}, kpax.sync_face, kpax.proto.errors, kpax.structs.
 """

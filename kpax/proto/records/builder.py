@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from typing import Final
+from typing import Any, Final
 
 from kpax.proto import crc as _crc
 from kpax.proto.compression import (
@@ -53,6 +53,14 @@ __all__ = ["BatchBuilder", "encode_columns", "rewrite_producer_state"]
 RECORD_OVERHEAD_V2: Final = 21
 _LEGACY_OVERHEAD: Final = {0: 26, 1: 34}
 _PRODUCER = struct.Struct(">qhi")
+#: Codec id -> the C call that makes a whole batch of it and the arguments it
+#: takes after the common ones (the same bytes as the steps in encode_columns);
+#: empty without the C module.
+_FUSED: Final[dict[int, tuple[Any, tuple[bytes, ...]]]] = (
+    {}
+    if encode_batch is None
+    else {CODEC_NONE: (encode_batch, ()), CODEC_LZ4: (encode_batch_lz4, (LZ4_FRAME_HEADER,))}
+)
 _U32 = struct.Struct(">I")
 
 
@@ -117,11 +125,10 @@ def encode_columns(
         attributes |= ATTR_TRANSACTIONAL
     if control:
         attributes |= ATTR_CONTROL
-    # one C call for a whole uncompressed or lz4 batch (the same bytes as below)
-    fused = {CODEC_NONE: encode_batch, CODEC_LZ4: encode_batch_lz4}.get(codec)
+    fused = _FUSED.get(codec)
     if fused is not None:
-        extra = () if codec == CODEC_NONE else (LZ4_FRAME_HEADER,)
-        batch: bytes = fused(
+        encode, extra = fused
+        batch: bytes = encode(
             ts,
             keys,
             values,

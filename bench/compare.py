@@ -4,7 +4,7 @@ Usage::
 
     python -m bench compare --base REV [--head HEAD] [--pairs 12] [--records 3000000]
                             [--scenarios "consumer 1p,consumer 6p,producer 1p,producer 6p"]
-                            [--peer "kpax sync"]
+                            [--peer "kpax sync"] [--compression none|lz4|...]
 
 What a change did to kpax's own speed, for a "no slower than before" check. A
 whole-run table (``python -m bench producer``) cannot say it: two runs of the
@@ -23,8 +23,8 @@ copied to a temporary directory), so both revisions run the very same loop; only
 Scenarios: ``consumer Np`` reads a topic of N partitions filled once (``--records``
 values of 100 bytes, confluent-kafka producer, as ``bench consumer`` does);
 ``producer Np`` sends ``--records`` values to a fresh topic of N partitions, acks=1,
-no compression (as ``bench producer``). The verdict is ``within 5%`` when the
-median pair ratio is at least 0.95.
+compressed with ``--compression`` (none by default; as ``bench producer``).
+The verdict is ``within 5%`` when the median pair ratio is at least 0.95.
 
 Imports: bench.harness, bench.consumer (fill), the standard library.
 """
@@ -95,13 +95,15 @@ def parse_scenario(name: str) -> tuple[str, int]:
 
 def run_side(
     tree: Path, peers: Path, kind: str, peer: str, bootstrap: str, topic: str, n: int,
-    records: int, timeout: float,
+    records: int, timeout: float, compression: str = "none",
 ) -> float | None:  # fmt: skip
     """One run of ``peer`` with ``tree``'s kpax: records/s, or None when it failed."""
     argv = [sys.executable, "-m", f"bench.{kind}", "--peer", peer, "--bootstrap", bootstrap,
             "--topic", topic, "--records", str(records)]  # fmt: skip
     if kind == "consumer":
         argv += ["--partitions", str(n)]
+    else:
+        argv += ["--compression", compression]
     env = {**os.environ, "PYTHONPATH": str(tree)}
     env.pop("KPAX_PURE_PYTHON", None)
     try:
@@ -166,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scenarios", default=",".join(SCENARIOS))
     ap.add_argument("--peer", default="kpax sync", help="kpax sync or kpax asyncio")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per run")
+    ap.add_argument("--compression", default="none", help="the producer scenarios' codec")
     ap.add_argument("--no-write", action="store_true", help="do not write bench/results/")
     a = ap.parse_args(argv)
     scenarios = [parse_scenario(s.strip()) for s in a.scenarios.split(",") if s.strip()]
@@ -197,7 +200,8 @@ def main(argv: list[str] | None = None) -> int:
                         for side in order:
                             topic = filled or h.make_topic(bootstrap, n, prefix="bench-compare")
                             pair[side] = run_side(trees[side], peers, kind, a.peer, bootstrap,
-                                                  topic, n, a.records, a.timeout)  # fmt: skip
+                                                  topic, n, a.records, a.timeout,
+                                                  a.compression)  # fmt: skip
                             if filled is None:
                                 h.delete_topic(bootstrap, topic)
                         b, hd = pair["base"], pair["head"]
@@ -218,6 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     args = " ".join(
         [f"--base {a.base}"] + ([f"--head {a.head}"] if a.head != "HEAD" else [])
         + [f"--pairs {a.pairs}", f"--records {a.records}", f'--peer "{a.peer}"']
+        + ([f"--compression {a.compression}"] if a.compression != "none" else [])
     )  # fmt: skip
     table = render(rows, names[a.base], names[a.head], args)
     print()

@@ -27,10 +27,10 @@ plain ``time.sleep(0)`` at each new batch, as before, gave the I/O thread one
 slice only, up to its next system call (every socket write, read and poll
 lets the GIL go, and the caller took it back at once), so the loop needed
 several of the caller's batches to finish one round trip. On the 2-core
-bench machine waiting for idle sent 20-35% more records per second with 1
-partition and ~75% more with 6 (2,000,000 records, old and new code
-interleaved) and cut both threads' CPU per record (caller 420 -> 265 ns, I/O
-390 -> 300 ns; bench.producer_cpu).
+bench machine waiting for idle sent 1.31x the records per second with 1
+partition and 1.26x with 6 (``python -m bench compare --base f097b2d --head
+6b28362``, 2,000,000 records, 6 pairs) and cut both threads' CPU per record
+(caller 420 -> 265 ns, I/O 390 -> 300 ns; bench.producer_cpu).
 
 Imports: kpax.producer.{client,batch}, kpax.sync_face, kpax.proto.errors, kpax.structs.
 """

@@ -180,7 +180,7 @@ def test_close_releases_at_once(kafka, admin) -> None:  # type: ignore[no-untype
     assert {r.delivery_count for r in again} == {2}
 
 
-def test_implicit_mode_accepts_on_next_poll_and_close(kafka, admin) -> None:  # type: ignore[no-untyped-def]
+def test_implicit_mode_accepts_on_next_poll_and_commit(kafka, admin) -> None:  # type: ignore[no-untyped-def]
     topic = new_topic(admin, 1)
     group, _ = share_group(admin)
     produce(kafka.bootstrap, topic, values(100))

@@ -1,17 +1,21 @@
 """The share consumer's bookkeeping of what it handed out, without a broker: what a
-poll, a commit and a close accept and release (implicit acknowledgement), and what
-an iterator that stops part-way through a batch gives back to the buffer."""
+poll, a commit and a close accept and release (implicit acknowledgement), what an
+iterator that stops part-way through a batch gives back to the buffer, and the
+argument checks of ``acknowledge``."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kpax.consumer.record import ShareConsumerRecord
+from kpax.consumer.record import ConsumerRecord, ShareConsumerRecord
 from kpax.consumer.share.acks import AcknowledgeType, HandOut, split_slices
+from kpax.consumer.share.client import AsyncShareConsumer
 from kpax.consumer.share.fetcher import Chunk, ShareBuffer
+from kpax.proto.errors import IllegalStateError
 from kpax.structs import TopicPartition
 
 TP = TopicPartition("t", 0)
@@ -130,3 +134,41 @@ def test_split_slices() -> None:
     assert split_slices([(a, 0, 3), (b, 0, 2)], 4) == ([(a, 0, 3), (b, 0, 1)], [(b, 1, 2)])
     assert split_slices([(a, 1, 3)], 0) == ([], [(a, 1, 3)])
     assert split_slices([(a, 1, 3)], 9) == ([(a, 1, 3)], [])
+
+
+# ---------------------------------------------------------------- acknowledge's arguments
+
+
+class Index:
+    """An int-like partition number (numpy's integers are such)."""
+
+    def __index__(self) -> int:
+        return 0
+
+
+@pytest.mark.parametrize("explicit", [True, False])
+def test_acknowledge_refuses_arguments_of_the_wrong_type(explicit: bool) -> None:
+    c = AsyncShareConsumer(
+        "localhost:9092",
+        group_id="g",
+        share_acknowledgement_mode="explicit" if explicit else "implicit",
+    )
+    for args, name in [
+        (("t", False, 5), "partition must be an int, got bool False"),
+        (("t", True, 5), "partition must be an int, got bool True"),
+        (("t", "0", 5), "partition must be an int, got str '0'"),
+        (("t", None, 5), "partition must be an int, got NoneType"),
+        (("t", 0, False), "offset must be an int, got bool False"),
+        (("t", 0, 5.0), "offset must be an int, got float 5.0"),
+        (("t", 0), "offset must be an int, got NoneType"),
+        ((5, AcknowledgeType.ACCEPT), "got record=int 5"),
+        ((b"t", 0, 5), "got record=bytes b't'"),
+        ((ConsumerRecord("t", 0, 5, 0, 0, None, b"", (), 0),), "got record=ConsumerRecord"),
+        ((rec(5), AcknowledgeType.ACCEPT, 5), "takes no offset"),
+    ]:
+        with pytest.raises(TypeError, match=name.replace("(", r"\(")):
+            c.check_acknowledge(*args)  # type: ignore[arg-type]
+    # the right types get as far as the mode and what was handed out
+    for good in [("t", 0, 5), ("t", Index(), 5), (rec(5),), (rec(5), "reject")]:
+        with pytest.raises(IllegalStateError, match="explicit" if not explicit else "t-0@5"):
+            c.check_acknowledge(*good)  # type: ignore[arg-type]

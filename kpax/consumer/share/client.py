@@ -74,6 +74,23 @@ _RELEASE = int(AcknowledgeType.RELEASE)
 _RENEW = int(AcknowledgeType.RENEW)
 
 
+def _shown(value: object) -> str:
+    """``value`` for an error message: its type and a short repr."""
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 60 else text[:57] + '...'}"
+
+
+def _int_arg(name: str, value: object) -> int:
+    """``value`` of ``acknowledge``'s argument ``name`` as an int: TypeError naming
+    the argument for anything else (a bool too: False is not partition 0)."""
+    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+        raise TypeError(
+            f"acknowledge(topic, partition, offset, type): {name} must be an int, "
+            f"got {_shown(value)}"
+        )
+    return operator.index(value)  # type: ignore[arg-type]
+
+
 class AsyncShareConsumer:
     """``kpax.aio.ShareConsumer("host:9092", group_id="workers")``: ``subscribe``, then
     ``await poll()`` / ``async for rec in consumer``. An async context manager."""
@@ -393,13 +410,22 @@ class AsyncShareConsumer:
         state is changed: the sync face checks on the caller's thread)."""
         kind = parse_ack_type(type)
         if isinstance(record, str):
-            if not isinstance(partition, int) or offset is None:
-                raise ValueError("acknowledge(topic, partition, offset, type) needs all three")
-            tp, off = TopicPartition(record, partition), offset
-        else:
+            tp = TopicPartition(record, _int_arg("partition", partition))
+            off = _int_arg("offset", offset)
+        elif isinstance(record, ShareConsumerRecord):
+            if offset is not None:
+                raise TypeError(
+                    f"acknowledge(record, type) takes no offset (got offset={offset!r}); "
+                    "by coordinates: acknowledge(topic, partition, offset, type)"
+                )
             if partition is not None:  # acknowledge(record, AcknowledgeType.X), as in Java
                 kind = parse_ack_type(partition)
             tp, off = TopicPartition(record.topic, record.partition), record.offset
+        else:
+            raise TypeError(
+                "acknowledge() takes a record a poll returned (a ShareConsumerRecord) or a "
+                f"topic name, partition and offset; got record={_shown(record)}"
+            )
         if not self._explicit:
             raise IllegalStateError(
                 "acknowledge() needs share_acknowledgement_mode='explicit'; in implicit mode "

@@ -500,7 +500,8 @@ class AsyncShareConsumer:
         self, timeout: float | None = None, *, run_callbacks: bool = True
     ) -> dict[TopicPartition, KafkaError | None]:
         """Send every acknowledgement made so far (implicit mode: accept what the last
-        poll returned first) and wait for the brokers' answers: ``{TopicPartition:
+        poll returned first; in an ``async for`` loop, what it has handed out, the
+        record in hand included) and wait for the brokers' answers: ``{TopicPartition:
         None or the error}``."""
         self._check()
         self._take_cursor()

@@ -212,8 +212,10 @@ class ShareConsumer(SyncFace):
         self._sync(collect)
 
     def commit(self, timeout: float | None = None) -> dict[TopicPartition, KafkaError | None]:
-        """Send the acknowledgements made so far and wait for the answers:
-        ``{TopicPartition: None or the error}``."""
+        """Send the acknowledgements made so far (implicit mode: accept what the last
+        poll returned first; in a ``for`` loop, what it has handed out, the record in
+        hand included) and wait for the answers: ``{TopicPartition: None or the
+        error}``."""
         try:
             return self._run(
                 self._with_acks(self._core.commit(timeout, run_callbacks=False)), timeout

@@ -16,7 +16,7 @@ subprocess (bench/harness.py), reads all of it as the members of a fresh share
 group whose config ``share.auto.offset.reset=earliest`` is set first
 (``kpax.Admin.incremental_alter_configs`` on a GROUP resource; should that fail,
 ShareConsumerPerf ``--earliest-only``), acknowledging implicitly (every record
-of a poll ACCEPTed with the next poll; the last ones on close) with each
+of a poll ACCEPTed with the next poll; the last poll's released on close) with each
 client's default fetch settings (poll timeout 100 ms), touching every
 record's value.
 

@@ -180,7 +180,7 @@ def test_close_releases_at_once(kafka, admin) -> None:  # type: ignore[no-untype
     assert {r.delivery_count for r in again} == {2}
 
 
-def test_implicit_mode_accepts_on_next_poll_and_close(kafka, admin) -> None:  # type: ignore[no-untyped-def]
+def test_implicit_mode_accepts_on_next_poll_and_commit(kafka, admin) -> None:  # type: ignore[no-untyped-def]
     topic = new_topic(admin, 1)
     group, _ = share_group(admin)
     produce(kafka.bootstrap, topic, values(100))
@@ -230,6 +230,13 @@ def test_explicit_mode_misuse_is_refused(kafka, admin) -> None:  # type: ignore[
             c.acknowledge(topic, 0, 999)
         with pytest.raises(ValueError, match="unknown acknowledge type"):
             c.acknowledge(got[1], "later")
+        # a bool is not partition 0, and a record is a record a poll returned
+        with pytest.raises(TypeError, match="partition must be an int, got bool False"):
+            c.acknowledge(topic, False, got[1].offset, "release")
+        with pytest.raises(TypeError, match="offset must be an int, got bool True"):
+            c.acknowledge(topic, 0, True, "release")
+        with pytest.raises(TypeError, match="got record=dict"):
+            c.acknowledge(got[1]._asdict(), "release")  # type: ignore[arg-type]
         c.acknowledge(topic, 0, got[1].offset, "release")
         c.acknowledge(got[2], AcknowledgeType.REJECT)
         again = read_until(c, lambda got: len(got) >= 1)

@@ -6,20 +6,32 @@ its :class:`~kpax.consumer.share.fetcher.ShareFetcher` (share sessions,
 ShareFetch, ShareAcknowledge) and the buffer of acquired records, and keeps
 the acknowledgement rules:
 
-- ``share_acknowledgement_mode="implicit"`` (the default): the next ``poll``,
-  ``commit`` or ``close`` accepts every record the last poll returned;
+- ``share_acknowledgement_mode="implicit"`` (the default): the next ``poll``
+  or ``commit`` accepts every record the last poll returned;
   ``acknowledge`` is refused (IllegalStateError), as in the Java client;
 - ``"explicit"``: every record a poll returned must be acknowledged
   (ACCEPT, RELEASE, REJECT; RENEW extends its lock and keeps it pending)
   before the next poll, else that poll raises IllegalStateError naming them.
 
+Iteration (``async for``) hands a poll's records out one at a time: the ones
+it moved past count as processed, the one it handed out last is in the
+application's hand, and when the application leaves the loop part-way
+through a batch the records never handed out go back to the buffer
+(returned first by the next poll, released by ``close``). The bookkeeping is
+:class:`~kpax.consumer.share.acks.HandOut`; the sync face reports where its
+own iterator stopped through :meth:`AsyncShareConsumer.iterated`.
+
 ``commit()`` sends what is acknowledged now and returns ``{TopicPartition:
 None or the error}``; ``commit_async()`` does the same in the background,
 its result going to the acknowledgement commit callback, which gets every
 acknowledgement result (``callback(offsets_by_partition, error_or_None)``)
-inside ``poll``/``commit``/``close``, on the caller's side. ``close``
-accepts (implicit mode), releases whatever was acquired but not returned,
-closes the share sessions (the brokers release what is left) and leaves.
+inside ``poll``/``commit``/``close``, on the caller's side. ``close``, as
+Java's, accepts nothing the application did not finish: implicit mode
+accepts only what an iterator moved past, and releases the record in hand,
+the last poll's records (a poll or a commit accepts them, not a close) and
+whatever was acquired but not handed out; explicit mode sends the
+acknowledgements made and releases the rest. Then it closes the share
+sessions (the brokers release what is left) and leaves.
 
 Imports: kpax.cluster, kpax.config, kpax.proto, kpax.structs, kpax.consumer.record,
 kpax.consumer.share.*.
@@ -30,15 +42,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import operator
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from kpax.cluster.cluster import Cluster
 from kpax.config import resolve
 from kpax.consumer.record import ShareConsumerRecord
-from kpax.consumer.share.acks import AcknowledgeType, parse_ack_type
-from kpax.consumer.share.fetcher import AckResults, ShareBuffer, ShareFetcher
+from kpax.consumer.share.acks import AcknowledgeType, HandOut, parse_ack_type
+from kpax.consumer.share.fetcher import AckResults, Chunk, ShareBuffer, ShareFetcher
 from kpax.consumer.share.membership import ShareMembership
 from kpax.consumer.share.options import SHARE_CONSUMER_OPTIONS, ShareSettings
 from kpax.proto.errors import (
@@ -57,9 +70,25 @@ __all__ = ["AckCallback", "AsyncShareConsumer"]
 #: offsets}) were committed (``error`` None) or failed with ``error``.
 AckCallback = Callable[[dict[TopicPartition, set[int]], BaseException | None], Any]
 
-_ACCEPT = int(AcknowledgeType.ACCEPT)
 _RELEASE = int(AcknowledgeType.RELEASE)
 _RENEW = int(AcknowledgeType.RENEW)
+
+
+def _shown(value: object) -> str:
+    """``value`` for an error message: its type and a short repr."""
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 60 else text[:57] + '...'}"
+
+
+def _int_arg(name: str, value: object) -> int:
+    """``value`` of ``acknowledge``'s argument ``name`` as an int: TypeError naming
+    the argument for anything else (a bool too: False is not partition 0)."""
+    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+        raise TypeError(
+            f"acknowledge(topic, partition, offset, type): {name} must be an int, "
+            f"got {_shown(value)}"
+        )
+    return operator.index(value)  # type: ignore[arg-type]
 
 
 class AsyncShareConsumer:
@@ -77,8 +106,10 @@ class AsyncShareConsumer:
         self.fetcher: ShareFetcher | None = None
         self._explicit = settings.explicit
         self._max_records = settings.max_poll_records
-        #: Implicit mode: the slices the last poll returned (accepted by the next call).
-        self._last: list[tuple[int, TopicPartition, list[int]]] = []
+        #: What the last poll returned and how much of it the application moved past.
+        self._hand: HandOut[Chunk] = HandOut()
+        #: ``async for``: the iterator over the last poll's records and their number.
+        self._cursor: tuple[Iterator[ShareConsumerRecord], int] | None = None
         #: Explicit mode: records returned and not yet acknowledged -> their broker.
         self._pending: dict[tuple[TopicPartition, int], int] = {}
         #: Explicit mode: records renewed, still to be acknowledged -> their broker.
@@ -149,9 +180,12 @@ class AsyncShareConsumer:
         self.buffer.ready.set()
 
     async def close(self, timeout: float = 30.0) -> None:
-        """Accept (implicit mode) what the last poll returned, release what was acquired
-        and not returned, close the share sessions and leave the group, within
-        ``timeout`` seconds."""
+        """Accept only what the application finished with (implicit mode: the records
+        an iterator moved past; explicit mode: what it acknowledged), release the
+        rest (the record in hand, the last poll's records, whatever was acquired
+        and not handed out), close the share sessions and leave the group, within
+        ``timeout`` seconds. Call :meth:`commit` first to accept the last poll's
+        records (implicit mode)."""
         if self._closed:
             return
         self._closed = True
@@ -164,8 +198,11 @@ class AsyncShareConsumer:
         assert fetcher is not None and self.membership is not None
         try:
             fetcher.stop()  # what is queued below goes with the sessions' close
-            if not self._explicit:
-                self._accept_last()
+            self._take_cursor(closing=True)
+            if self._explicit:
+                self._hand.take()  # the unacknowledged ones are in _pending
+            else:
+                self._queue(self._hand.settle(self._hand.moved))
             self._release_buffered()
             for (tp, offset), node in [*self._pending.items(), *self._renewed.items()]:
                 fetcher.acknowledge(node, tp, {offset: _RELEASE})
@@ -202,9 +239,11 @@ class AsyncShareConsumer:
 
     async def unsubscribe(self) -> None:
         """Leave the share group (what the last poll returned is accepted first in
-        implicit mode, and acknowledgements are sent)."""
+        implicit mode, what was acquired and not handed out is released, and
+        acknowledgements are sent)."""
         self._check()
         assert self.membership is not None
+        self._take_cursor()
         self._release_buffered()
         await self.commit()
         await self.membership.unsubscribe()
@@ -274,21 +313,49 @@ class AsyncShareConsumer:
                 node, tp = chunk.node, chunk.tp
                 for rec in chunk.records[start:end]:
                     pending[(tp, rec.offset)] = node
-        else:
-            self._last = [
-                (chunk.node, chunk.tp, [r.offset for r in chunk.records[start:end]])
-                for chunk, start, end in slices
-            ]
+        self._hand.handed(slices)
         return out
 
-    def _accept_last(self) -> None:
-        last, self._last = self._last, []
+    def _queue(self, acks: Iterable[tuple[int, Any, dict[int, int]]]) -> None:
         fetcher = self.fetcher
         assert fetcher is not None
-        for node, tp, offsets in last:
-            fetcher.acknowledge(node, tp, dict.fromkeys(offsets, _ACCEPT))
+        for node, tp, offsets in acks:
+            fetcher.acknowledge(node, tp, offsets)
+
+    def _accept_last(self) -> None:
+        """Implicit mode: accept every record the last poll handed out."""
+        self._queue(self._hand.settle())
+
+    def iterated(self, handed: int) -> None:
+        """An iterator handed the application only the first ``handed`` records the last
+        poll returned (the last of them is still in its hand): the rest go back to
+        the buffer, returned first by the next poll (the sync face's iterator
+        reports here where it stopped)."""
+        rest = self._hand.iterated(handed)
+        if not rest:
+            return
+        if self._explicit:
+            for chunk, start, end in rest:
+                for rec in chunk.records[start:end]:
+                    self._pending.pop((chunk.tp, rec.offset), None)
+        self.buffer.put_back(rest)
+
+    def _take_cursor(self, closing: bool = False) -> None:
+        """``async for`` left its batch (the next poll, a commit, close): tell
+        :meth:`iterated` where it stopped, and end that batch for the iterator."""
+        cursor, self._cursor = self._cursor, None
+        if cursor is None:
+            return
+        it, count = cursor
+        left = operator.length_hint(it)
+        if left:
+            deque(it, maxlen=0)  # a suspended ``async for`` must not hand them out now
+        elif not closing:
+            return  # all handed out: the poll or commit accepts them all
+        self.iterated(count - left)
 
     def _settle_last_poll(self) -> None:
+        self._take_cursor()
         if not self._explicit:
             self._accept_last()
             return
@@ -301,13 +368,19 @@ class AsyncShareConsumer:
                 f"returned are not acknowledged ({shown}{more}); call acknowledge(record, type) "
                 "for each before polling again"
             )
+        self._hand.take()
 
     def __aiter__(self) -> AsyncIterator[ShareConsumerRecord]:
         return self._iterate()
 
     async def _iterate(self) -> AsyncIterator[ShareConsumerRecord]:
         while not self._closed:
-            for rec in await self.poll(1.0):
+            records = await self.poll(1.0)
+            if not records:
+                continue
+            it = iter(records)
+            self._cursor = (it, len(records))
+            for rec in it:  # one by one: see _take_cursor
                 yield rec
 
     # ------------------------------------------------------------ acknowledging
@@ -337,13 +410,22 @@ class AsyncShareConsumer:
         state is changed: the sync face checks on the caller's thread)."""
         kind = parse_ack_type(type)
         if isinstance(record, str):
-            if not isinstance(partition, int) or offset is None:
-                raise ValueError("acknowledge(topic, partition, offset, type) needs all three")
-            tp, off = TopicPartition(record, partition), offset
-        else:
+            tp = TopicPartition(record, _int_arg("partition", partition))
+            off = _int_arg("offset", offset)
+        elif isinstance(record, ShareConsumerRecord):
+            if offset is not None:
+                raise TypeError(
+                    f"acknowledge(record, type) takes no offset (got offset={offset!r}); "
+                    "by coordinates: acknowledge(topic, partition, offset, type)"
+                )
             if partition is not None:  # acknowledge(record, AcknowledgeType.X), as in Java
                 kind = parse_ack_type(partition)
             tp, off = TopicPartition(record.topic, record.partition), record.offset
+        else:
+            raise TypeError(
+                "acknowledge() takes a record a poll returned (a ShareConsumerRecord) or a "
+                f"topic name, partition and offset; got record={_shown(record)}"
+            )
         if not self._explicit:
             raise IllegalStateError(
                 "acknowledge() needs share_acknowledgement_mode='explicit'; in implicit mode "
@@ -418,9 +500,11 @@ class AsyncShareConsumer:
         self, timeout: float | None = None, *, run_callbacks: bool = True
     ) -> dict[TopicPartition, KafkaError | None]:
         """Send every acknowledgement made so far (implicit mode: accept what the last
-        poll returned first) and wait for the brokers' answers: ``{TopicPartition:
+        poll returned first; in an ``async for`` loop, what it has handed out, the
+        record in hand included) and wait for the brokers' answers: ``{TopicPartition:
         None or the error}``."""
         self._check()
+        self._take_cursor()
         if not self._explicit:
             self._accept_last()
         fetcher = self.fetcher
@@ -443,6 +527,7 @@ class AsyncShareConsumer:
         """Send every acknowledgement made so far without waiting; the results reach
         the acknowledgement commit callback (and the returned future)."""
         self._check()
+        self._take_cursor()
         if not self._explicit:
             self._accept_last()
         assert self.fetcher is not None

@@ -172,6 +172,19 @@ class ShareBuffer:
             self.ready.clear()
         return out, None
 
+    def put_back(self, slices: list[tuple[Chunk, int, int]]) -> None:
+        """Records :meth:`take` gave but the application was never handed (an iterator
+        stopped part-way through a poll's records): back at the front, in order,
+        returned first by the next take. ``slices`` are the last ones taken."""
+        items = self.items
+        for chunk, start, _ in reversed(slices):
+            if not (items and items[0] is chunk):  # taken to its end: it was removed
+                items.appendleft(chunk)
+                self.per_node[chunk.node] = self.per_node.get(chunk.node, 0) + 1
+            chunk.pos = start
+        if slices:
+            self.ready.set()
+
     def _chunk_done(self, node: int) -> None:
         n = self.per_node.get(node, 0) - 1
         self.per_node[node] = max(n, 0)

@@ -45,7 +45,8 @@ SHARE_CONSUMER_OPTIONS: dict[str, Option] = {
     "share_acknowledgement_mode": Option(
         "implicit",
         one_of("implicit", "explicit"),
-        '`"implicit"`: the next poll, commit or close accepts what a poll returned; '
+        '`"implicit"`: the next poll or commit accepts what a poll returned (close '
+        "accepts only what a `for` loop moved past and releases the rest); "
         '`"explicit"`: `acknowledge` every record before the next poll',
     ),
     "share_acquire_mode": Option(

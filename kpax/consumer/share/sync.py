@@ -10,6 +10,13 @@ RENEW (its lock is running out). The
 acknowledgement commit callback runs on the caller's thread, inside
 ``poll``, ``commit`` and ``close``, as in the Java client.
 
+Iteration (``for rec in consumer``) hands each poll's records out one by one
+from a list iterator on the caller's thread (no per-record work added); where
+it stopped (how many it handed out) travels with the next call in the same
+hop, to :meth:`AsyncShareConsumer.iterated`: the records it moved past count
+as processed, the last one handed out is in the application's hand, and the
+ones never handed out go back to the buffer.
+
 Not for polling from several threads at once (neither is Java's).
 
 Imports: kpax.consumer.share.*, kpax.consumer.record, kpax.sync_face, kpax.structs,
@@ -19,6 +26,8 @@ kpax.proto.errors.
 from __future__ import annotations
 
 import logging
+import operator
+from collections import deque
 from collections.abc import Coroutine, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
@@ -62,6 +71,8 @@ class ShareConsumer(SyncFace):
         #: Acknowledgements made on the caller's thread, not yet handed to the loop.
         self._acks: list[tuple[TopicPartition, int, AcknowledgeType]] = []
         self._acked: set[tuple[TopicPartition, int]] = set()
+        #: ``for rec in consumer``: the iterator over the last poll's records, their number.
+        self._cursor: tuple[Iterator[ShareConsumerRecord], int] | None = None
         self._start(
             core.start(), margin + 30, "share consumer start", lambda: core.close(5.0), 10.0
         )
@@ -79,20 +90,42 @@ class ShareConsumer(SyncFace):
 
         return self._run(run())
 
-    def _with_acks(self, coro: Coroutine[Any, Any, T]) -> Coroutine[Any, Any, T]:
-        """``coro``, run on the loop after the acknowledgements made so far are applied."""
+    def _with_acks(
+        self, coro: Coroutine[Any, Any, T], *, closing: bool = False
+    ) -> Coroutine[Any, Any, T]:
+        """``coro``, run on the loop after the core learnt where this face's iterator
+        stopped and the acknowledgements made so far are applied."""
         acks, self._acks = self._acks, []
         self._acked.clear()
-        if not acks:
+        handed = self._take_cursor(closing)
+        if not acks and handed is None:
             return coro
         core = self._core
 
         async def run() -> T:
+            if handed is not None:
+                core.iterated(handed)
             for tp, off, kind in acks:
                 core.apply_acknowledge(tp, off, kind)
             return await coro
 
         return run()
+
+    def _take_cursor(self, closing: bool) -> int | None:
+        """How many of the last poll's records this face's iterator handed out, if
+        the core needs to know (it stopped part-way, or the consumer closes: the
+        last one handed out is in the application's hand); that batch ends for
+        the iterator."""
+        cursor, self._cursor = self._cursor, None
+        if cursor is None:
+            return None
+        it, count = cursor
+        left = operator.length_hint(it)
+        if left:
+            deque(it, maxlen=0)  # a suspended ``for`` must not hand them out now
+        elif not closing:
+            return None  # all handed out: the next poll or commit accepts them all
+        return count - left
 
     def _run_callbacks(self) -> None:
         callback = self._callback
@@ -136,7 +169,12 @@ class ShareConsumer(SyncFace):
 
     def __iter__(self) -> Iterator[ShareConsumerRecord]:
         while not self._closed:
-            yield from self.poll(1.0)
+            records = self.poll(1.0)
+            if not records:
+                continue
+            it = iter(records)
+            self._cursor = (it, len(records))
+            yield from it  # one by one: see _take_cursor
 
     def acknowledge(
         self,
@@ -174,8 +212,10 @@ class ShareConsumer(SyncFace):
         self._sync(collect)
 
     def commit(self, timeout: float | None = None) -> dict[TopicPartition, KafkaError | None]:
-        """Send the acknowledgements made so far and wait for the answers:
-        ``{TopicPartition: None or the error}``."""
+        """Send the acknowledgements made so far (implicit mode: accept what the last
+        poll returned first; in a ``for`` loop, what it has handed out, the record in
+        hand included) and wait for the answers: ``{TopicPartition: None or the
+        error}``."""
         try:
             return self._run(
                 self._with_acks(self._core.commit(timeout, run_callbacks=False)), timeout
@@ -192,11 +232,17 @@ class ShareConsumer(SyncFace):
         self._run(self._with_acks(run()))
 
     def close(self, timeout: float = 30.0) -> None:
-        """Accept (implicit mode) what the last poll returned, release the rest, close
-        the share sessions and leave the group, within ``timeout`` seconds."""
+        """Accept only what the application finished with (implicit mode: the records
+        the iterator moved past; explicit mode: what it acknowledged), release the
+        rest (the record in hand, the last poll's records, whatever was acquired and
+        not handed out), close the share sessions and leave the group, within
+        ``timeout`` seconds. Call :meth:`commit` first to accept the last poll's
+        records (implicit mode)."""
         try:
             self._close_once(
-                self._with_acks(self._core.close(timeout)), timeout + 2.0, "share consumer close"
+                self._with_acks(self._core.close(timeout), closing=True),
+                timeout + 2.0,
+                "share consumer close",
             )
         finally:
             self._run_callbacks()

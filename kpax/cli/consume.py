@@ -23,7 +23,7 @@ from typing import Any
 
 import kpax
 from kpax.cli import common, formats
-from kpax.cli.errors import CommandError, UsageError
+from kpax.cli.errors import CommandError, UsageError, interrupted_status
 from kpax.cli.output import Progress, note, rate_summary
 from kpax.cli.settings import Settings
 from kpax.cli.timespec import Spec, parse_spec
@@ -170,6 +170,7 @@ class _Session:
         started = time.monotonic()
         next_commit = started + _COMMIT_EVERY
         status = 0
+        interrupted = False
         try:
             while not self.finished():
                 if group:
@@ -195,8 +196,9 @@ class _Session:
                     self.tail = False
                     self.end = None
                     return self.loop(group)
-        except KeyboardInterrupt:
-            status = 130
+        except KeyboardInterrupt as exc:
+            status = interrupted_status(exc)
+            interrupted = True
         except BrokenPipeError:
             _silence_stdout()
             status = 0
@@ -208,7 +210,7 @@ class _Session:
                 _silence_stdout()
             if group:
                 self._commit(final=True)
-        if status == 130:
+        if interrupted:
             note(f"kpax consume: interrupted after {self.count:,} records")
         elif self.summary:
             where = f"from {topic!r}"

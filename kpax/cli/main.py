@@ -3,7 +3,8 @@
 Role: build the argparse tree (global connection options and every
 subcommand, with examples in each help), run the subcommand, and turn
 failures into one line on stderr: exit 2 for usage errors (bad flags, time
-formats, config files), 1 for Kafka/connection/data errors, 130 for Ctrl-C.
+formats, config files), 1 for Kafka/connection/data errors, 130 for Ctrl-C
+(SIGINT), 143 for ``kill`` (SIGTERM).
 ``--debug`` shows tracebacks and kpax's logs.
 
 Imports: kpax.cli.* (subcommand modules lazily), kpax.errors, the standard library.
@@ -20,7 +21,7 @@ import sys
 import textwrap
 from collections.abc import Sequence
 
-from kpax.cli.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, CliError
+from kpax.cli.errors import EXIT_ERROR, EXIT_USAGE, CliError, Interrupted, interrupted_status
 from kpax.cli.settings import DEFAULT_TIMEOUT, MAX_TIMEOUT, check_timeout
 
 _FMT = argparse.RawDescriptionHelpFormatter
@@ -50,7 +51,8 @@ examples:
 Commands that move committed offsets or delete (rollback, topics delete,
 groups delete) print their plan and change nothing unless given --execute.
 
-exit status: 0 ok, 1 Kafka/connection/data error, 2 usage error, 130 interrupted.
+exit status: 0 ok, 1 Kafka/connection/data error, 2 usage error, 130 interrupted
+(Ctrl-C), 143 terminated (kill, SIGTERM).
 """
 
 PRODUCE_HELP = """\
@@ -500,7 +502,7 @@ def _one_line(exc: BaseException) -> str:
 
 
 def _terminate(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
+    raise Interrupted(signum)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -543,9 +545,9 @@ def _run(args: argparse.Namespace, prog: str) -> int:
 
     try:
         return _dispatch(args)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         sys.stderr.write(f"{prog}: interrupted\n")
-        return EXIT_INTERRUPTED
+        return interrupted_status(exc)
     except CliError as exc:
         if args.debug:
             raise

@@ -7,7 +7,7 @@ producer then gets ``--timeout`` seconds (from the Ctrl-C, if any) to deliver
 what it was given (``close(timeout)``; a second Ctrl-C stops the wait), and
 only then are records counted: acknowledged, failed (the first error said),
 and of unknown outcome (not acknowledged in time, so possibly written).
-Anything but all acknowledged exits 1 (130 after Ctrl-C).
+Anything but all acknowledged exits 1 (130 after Ctrl-C, 143 after SIGTERM).
 
 Imports: the public kpax API, kpax.cli.*, the standard library.
 """
@@ -24,7 +24,7 @@ from typing import IO, Any
 
 import kpax
 from kpax.cli import common, formats
-from kpax.cli.errors import EXIT_INTERRUPTED, CommandError, UsageError
+from kpax.cli.errors import CommandError, Interrupted, UsageError, interrupted_status
 from kpax.cli.output import Progress, note, rate_summary
 from kpax.cli.settings import Settings
 from kpax.errors import MessageTooLargeError
@@ -108,27 +108,31 @@ class _Interrupt:
     (a read on an open pipe would block). While records are handed to the
     producer it is only noted and raised by :meth:`check` after the call: an
     interrupt inside ``send``/``send_many`` could leave records buffered (so
-    sent) without a future, never counted. ``at`` is when the first came.
+    sent) without a future, never counted. ``at`` is when the first came, and
+    the first signal's number sets the exit status (130 for SIGINT, 143 for
+    SIGTERM).
     """
 
     def __init__(self) -> None:
         self.armed = True
         self.pending = False
         self.at: float | None = None
+        self.signum: int = signal.SIGINT
         self._saved: dict[int, Any] = {}
 
     def __call__(self, signum: int, frame: object) -> None:
         if self.at is None:
             self.at = time.monotonic()
+            self.signum = signum
         if self.armed:
-            raise KeyboardInterrupt
+            raise Interrupted(self.signum)
         self.pending = True
 
     def check(self) -> None:
         """Raise the interrupt noted while records were handed over, if any."""
         if self.pending:
             self.pending = False
-            raise KeyboardInterrupt
+            raise Interrupted(self.signum)
 
     def reading(self) -> None:
         """Input is read next: a signal from now on raises at once (one noted
@@ -393,8 +397,8 @@ def _report(  # noqa: PLR0917
     stopped: BaseException | None,
     start: float,
 ) -> int:
-    """The summary (exit 0), or the outcome in the interrupt note (130) or the
-    error (1): acknowledged of handed over, failed, unknown."""
+    """The summary (exit 0), or the outcome in the interrupt note (130, 143 after
+    SIGTERM) or the error (1): acknowledged of handed over, failed, unknown."""
     topic = args.topic
     acked, unknown, waited = outcome_
     for msg in bad[:5]:
@@ -413,7 +417,7 @@ def _report(  # noqa: PLR0917
         )
     if isinstance(stopped, KeyboardInterrupt):
         note(f"kpax produce: interrupted: {outcome}")
-        return EXIT_INTERRUPTED
+        return interrupted_status(stopped)
     if stopped is not None:
         # one line: what stopped the run, then what became of the records before it
         raise CommandError(f"{stopped}; {outcome}")

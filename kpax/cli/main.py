@@ -77,8 +77,10 @@ CONSUME_HELP = """\
 Read records of TOPIC to stdout. Without --group: the chosen partitions (all
 by default) from --from; with --group: join the group, start at its committed
 offsets (--from earliest|latest where it has none) and commit what was
-printed. Stops at the end offsets seen at the start (or --to), after --count
-records, or never with --follow.
+printed; the member waits for the group to assign it partitions as long as
+that takes (a crashed member holds its own until its session times out),
+saying so on stderr after 5 s. Stops at the end offsets seen at the start
+(or --to), after --count records, or never with --follow.
 
 SPEC (--from/--to): earliest, latest, OFFSET, -N (N before the end), or a
 TIME: ISO-8601 (2024-05-01T12:00:00Z), relative (-1h, -30m, -10s, -2d), @epoch_ms.

@@ -117,14 +117,18 @@ examples:
 
 ROLLBACK_HELP = """\
 Move the committed offsets of GROUP on TOPIC to --to (earliest, latest,
-OFFSET, -N, or a TIME), clamped to the log. Without --execute it only prints
-the plan (partition, current, new, delta) and changes nothing, as
-kafka-consumer-groups --reset-offsets without --execute. Refused while the
-group has active members.
+OFFSET, or a TIME such as -2h), or by --shift-by N records from the
+committed offsets (from --to's offsets if both are given), clamped to the
+log. Without --execute it only prints the plan (partition, current, new,
+delta; and which partitions move forward, skipping records the group has not
+read) and changes nothing, as kafka-consumer-groups --reset-offsets without
+--execute. Refused while the group has active members.
 
 examples:
   kpax rollback --group billing orders --to -2h
   kpax rollback --group billing orders --to -2h --execute
+  kpax rollback --group billing orders --shift-by -100 --execute
+  kpax rollback --group billing orders --to latest --shift-by -5   # 5 before the end
   kpax rollback --group billing orders --to 2024-05-01T00:00:00Z --execute -o json
   kpax rollback --group billing orders --to earliest --partition 0 --execute
 """
@@ -390,7 +394,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("rollback", ROLLBACK_HELP)
     p.add_argument("topic")
     p.add_argument("--group", "-g", required=True)
-    p.add_argument("--to", required=True, metavar="SPEC")
+    p.add_argument(
+        "--to", metavar="SPEC", help="earliest, latest, OFFSET or a TIME (-2h, ISO-8601, @ms)"
+    )
+    p.add_argument(
+        "--shift-by",
+        type=int,
+        metavar="N",
+        help="move N records (negative: back) from the committed offsets, or from --to's",
+    )
     _partition_list(p)
     _execute(p, "move the offsets")
     _output(p)

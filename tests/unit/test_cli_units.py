@@ -678,3 +678,21 @@ def test_config_given_a_directory_says_so(
     monkeypatch.setenv("KPAX_CONFIG", str(tmp_path / "conf.d"))
     err = _one_line_usage_error(["meta"], capsys)
     assert "(from KPAX_CONFIG) is a directory, not a file" in err, err
+
+
+def test_rollback_to_minus_n_is_refused_naming_shift_by(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`rollback --to -5` used to mean 5 before the end, moving a group that lags
+    by millions forward by millions; kafka-consumer-groups users mean a shift
+    back (--shift-by -5). Refused before connecting, naming both spellings."""
+    for extra in ((), ("--execute",)):
+        err = _one_line_usage_error(
+            ["-b", "127.0.0.1:1", "rollback", "--group", "g", "t", "--to", "-5", *extra], capsys
+        )
+        assert "--to -5" in err and "--shift-by -5" in err, err
+        assert "--to latest --shift-by -5" in err, err
+    err = _one_line_usage_error(["-b", "127.0.0.1:1", "rollback", "--group", "g", "t"], capsys)
+    assert "--to" in err and "--shift-by" in err, err
+    args = build_parser().parse_args(["rollback", "-g", "g", "t", "--shift-by", "-5"])
+    assert args.shift_by == -5 and args.to is None

@@ -62,7 +62,9 @@ msgpack stream of such maps (msgpack), or a single --value. JSON bytes that
 are not text are written {"base64": "..."}. At the end of the input (or on
 Ctrl-C) the records read get --timeout seconds to be acknowledged; the
 summary on stderr counts them after that: acknowledged, failed, and of
-unknown outcome (possibly written: check before sending them again).
+unknown outcome (possibly written: check before sending them again). A
+record too large for the producer (max_request_size) or the topic
+(max.message.bytes) is not written and counts as failed; the run goes on.
 
 examples:
   seq 100000 | kpax produce orders

@@ -3,8 +3,13 @@
 Role: without ``--group``, assign the chosen partitions and seek to
 ``--from``; with ``--group``, join it (``--from earliest|latest`` applies
 where the group has no committed offset) and commit what was printed on
-exit (and every few seconds). Without ``--follow`` the run ends at the end
-offsets seen at the start (or ``--to``); ``--count`` stops after N records.
+exit (and every few seconds). A group member waits for the group to give it
+partitions for as long as that takes, as kafka-console-consumer does (a
+member that crashed holds its partitions until its session times out; other
+members may hold them all), saying so on stderr once a wait passes
+``_WAIT_NOTE`` seconds; ``--timeout`` does not bound that wait. Without
+``--follow`` the run ends at the end offsets seen at the start (or
+``--to``); ``--count`` stops after N records.
 Ctrl-C and a closed pipe stop cleanly: output flushed, offsets committed,
 group left. ``tail`` prints the last ``-n`` records (by timestamp across the
 chosen partitions), then exits or follows.
@@ -23,7 +28,7 @@ from typing import Any
 
 import kpax
 from kpax.cli import common, formats
-from kpax.cli.errors import CommandError, UsageError
+from kpax.cli.errors import CommandError, UsageError, interrupted_status
 from kpax.cli.output import Progress, note, rate_summary
 from kpax.cli.settings import Settings
 from kpax.cli.timespec import Spec, parse_spec
@@ -33,6 +38,8 @@ _PART = attrgetter("partition")
 _OFF = attrgetter("offset")
 _VALUE = attrgetter("value")
 _COMMIT_EVERY = 5.0
+#: Seconds a group member goes without partitions before it says it waits.
+_WAIT_NOTE = 5.0
 
 
 def _separator(text: str) -> bytes:
@@ -95,14 +102,7 @@ def run(args: argparse.Namespace, settings: Settings, *, tail: bool = False) -> 
     with kpax.Consumer(**conf) as consumer:
         session.consumer = consumer
         if group:
-            consumer.subscribe([args.topic])
-            assigned = consumer.wait_for_assignment(settings.timeout)
-            if end is not None and not any(tp.topic == args.topic for tp in assigned):
-                note(
-                    f"kpax consume: group {group!r} assigned no partition of {args.topic!r} "
-                    "to this member (other members hold them all)"
-                )
-                return 0
+            consumer.subscribe([args.topic])  # the loop waits for the assignment
         else:
             assert begin is not None
             consumer.assign(tps)
@@ -170,10 +170,27 @@ class _Session:
         started = time.monotonic()
         next_commit = started + _COMMIT_EVERY
         status = 0
+        interrupted = False
+        unassigned_since: float | None = None  # group: since when this member has none
+        told_waiting = False
         try:
             while not self.finished():
                 if group:
                     self.owned = {tp for tp in c.assignment() if tp.topic == topic}
+                    if self.owned:
+                        unassigned_since, told_waiting = None, False
+                    elif unassigned_since is None:
+                        unassigned_since = time.monotonic()
+                    elif not told_waiting and time.monotonic() - unassigned_since > _WAIT_NOTE:
+                        told_waiting = True  # once per wait
+                        if not self.args.quiet:
+                            progress.done()
+                            note(
+                                f"kpax consume: waiting for group {group!r} to assign partitions "
+                                f"of {topic!r} to this member (Ctrl-C to stop): other members "
+                                "hold them, or one that stopped without leaving the group, "
+                                "until its session times out"
+                            )
                     if end is not None:
                         self.done |= {tp for tp in self.owned if end.get(tp, 0) <= 0}
                     if self.finished():
@@ -195,8 +212,9 @@ class _Session:
                     self.tail = False
                     self.end = None
                     return self.loop(group)
-        except KeyboardInterrupt:
-            status = 130
+        except KeyboardInterrupt as exc:
+            status = interrupted_status(exc)
+            interrupted = True
         except BrokenPipeError:
             _silence_stdout()
             status = 0
@@ -208,7 +226,7 @@ class _Session:
                 _silence_stdout()
             if group:
                 self._commit(final=True)
-        if status == 130:
+        if interrupted:
             note(f"kpax consume: interrupted after {self.count:,} records")
         elif self.summary:
             where = f"from {topic!r}"

@@ -3,7 +3,8 @@
 Role: build the argparse tree (global connection options and every
 subcommand, with examples in each help), run the subcommand, and turn
 failures into one line on stderr: exit 2 for usage errors (bad flags, time
-formats, config files), 1 for Kafka/connection/data errors, 130 for Ctrl-C.
+formats, config files), 1 for Kafka/connection/data errors, 130 for Ctrl-C
+(SIGINT), 143 for ``kill`` (SIGTERM).
 ``--debug`` shows tracebacks and kpax's logs.
 
 Imports: kpax.cli.* (subcommand modules lazily), kpax.errors, the standard library.
@@ -20,7 +21,7 @@ import sys
 import textwrap
 from collections.abc import Sequence
 
-from kpax.cli.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, CliError
+from kpax.cli.errors import EXIT_ERROR, EXIT_USAGE, CliError, Interrupted, interrupted_status
 from kpax.cli.settings import DEFAULT_TIMEOUT, MAX_TIMEOUT, check_timeout
 
 _FMT = argparse.RawDescriptionHelpFormatter
@@ -50,7 +51,8 @@ examples:
 Commands that move committed offsets or delete (rollback, topics delete,
 groups delete) print their plan and change nothing unless given --execute.
 
-exit status: 0 ok, 1 Kafka/connection/data error, 2 usage error, 130 interrupted.
+exit status: 0 ok, 1 Kafka/connection/data error, 2 usage error, 130 interrupted
+(Ctrl-C), 143 terminated (kill, SIGTERM).
 """
 
 PRODUCE_HELP = """\
@@ -60,7 +62,9 @@ msgpack stream of such maps (msgpack), or a single --value. JSON bytes that
 are not text are written {"base64": "..."}. At the end of the input (or on
 Ctrl-C) the records read get --timeout seconds to be acknowledged; the
 summary on stderr counts them after that: acknowledged, failed, and of
-unknown outcome (possibly written: check before sending them again).
+unknown outcome (possibly written: check before sending them again). A
+record too large for the producer (max_request_size) or the topic
+(max.message.bytes) is not written and counts as failed; the run goes on.
 
 examples:
   seq 100000 | kpax produce orders
@@ -75,8 +79,10 @@ CONSUME_HELP = """\
 Read records of TOPIC to stdout. Without --group: the chosen partitions (all
 by default) from --from; with --group: join the group, start at its committed
 offsets (--from earliest|latest where it has none) and commit what was
-printed. Stops at the end offsets seen at the start (or --to), after --count
-records, or never with --follow.
+printed; the member waits for the group to assign it partitions as long as
+that takes (a crashed member holds its own until its session times out),
+saying so on stderr after 5 s. Stops at the end offsets seen at the start
+(or --to), after --count records, or never with --follow.
 
 SPEC (--from/--to): earliest, latest, OFFSET, -N (N before the end), or a
 TIME: ISO-8601 (2024-05-01T12:00:00Z), relative (-1h, -30m, -10s, -2d), @epoch_ms.
@@ -113,14 +119,18 @@ examples:
 
 ROLLBACK_HELP = """\
 Move the committed offsets of GROUP on TOPIC to --to (earliest, latest,
-OFFSET, -N, or a TIME), clamped to the log. Without --execute it only prints
-the plan (partition, current, new, delta) and changes nothing, as
-kafka-consumer-groups --reset-offsets without --execute. Refused while the
-group has active members.
+OFFSET, or a TIME such as -2h), or by --shift-by N records from the
+committed offsets (from --to's offsets if both are given), clamped to the
+log. Without --execute it only prints the plan (partition, current, new,
+delta; and which partitions move forward, skipping records the group has not
+read) and changes nothing, as kafka-consumer-groups --reset-offsets without
+--execute. Refused while the group has active members.
 
 examples:
   kpax rollback --group billing orders --to -2h
   kpax rollback --group billing orders --to -2h --execute
+  kpax rollback --group billing orders --shift-by -100 --execute
+  kpax rollback --group billing orders --to latest --shift-by -5   # 5 before the end
   kpax rollback --group billing orders --to 2024-05-01T00:00:00Z --execute -o json
   kpax rollback --group billing orders --to earliest --partition 0 --execute
 """
@@ -386,7 +396,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("rollback", ROLLBACK_HELP)
     p.add_argument("topic")
     p.add_argument("--group", "-g", required=True)
-    p.add_argument("--to", required=True, metavar="SPEC")
+    p.add_argument(
+        "--to", metavar="SPEC", help="earliest, latest, OFFSET or a TIME (-2h, ISO-8601, @ms)"
+    )
+    p.add_argument(
+        "--shift-by",
+        type=int,
+        metavar="N",
+        help="move N records (negative: back) from the committed offsets, or from --to's",
+    )
     _partition_list(p)
     _execute(p, "move the offsets")
     _output(p)
@@ -500,7 +518,7 @@ def _one_line(exc: BaseException) -> str:
 
 
 def _terminate(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
+    raise Interrupted(signum)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -543,9 +561,9 @@ def _run(args: argparse.Namespace, prog: str) -> int:
 
     try:
         return _dispatch(args)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         sys.stderr.write(f"{prog}: interrupted\n")
-        return EXIT_INTERRUPTED
+        return interrupted_status(exc)
     except CliError as exc:
         if args.debug:
             raise

@@ -2,12 +2,14 @@
 
 Role: read input in the chosen format (raw lines, JSON lines, msgpack), send
 each record with kpax.Producer, close it, and report records, bytes and rate
-on stderr. The end of the input, a bad record or Ctrl-C stops reading; the
-producer then gets ``--timeout`` seconds (from the Ctrl-C, if any) to deliver
-what it was given (``close(timeout)``; a second Ctrl-C stops the wait), and
-only then are records counted: acknowledged, failed (the first error said),
-and of unknown outcome (not acknowledged in time, so possibly written).
-Anything but all acknowledged exits 1 (130 after Ctrl-C).
+on stderr. The end of the input, a malformed record or Ctrl-C stops reading
+(a record too large for the producer or the topic does not: it fails, and
+the run goes on); the producer then gets ``--timeout`` seconds (from the
+Ctrl-C, if any) to deliver what it was given (``close(timeout)``; a second
+Ctrl-C stops the wait), and only then are records counted: acknowledged,
+failed (the first error said), and of unknown outcome (not acknowledged in
+time, so possibly written).
+Anything but all acknowledged exits 1 (130 after Ctrl-C, 143 after SIGTERM).
 
 Imports: the public kpax API, kpax.cli.*, the standard library.
 """
@@ -24,7 +26,7 @@ from typing import IO, Any
 
 import kpax
 from kpax.cli import common, formats
-from kpax.cli.errors import EXIT_INTERRUPTED, CommandError, UsageError
+from kpax.cli.errors import CommandError, Interrupted, UsageError, interrupted_status
 from kpax.cli.output import Progress, note, rate_summary
 from kpax.cli.settings import Settings
 from kpax.errors import MessageTooLargeError
@@ -53,6 +55,13 @@ class _Delivery:
     def add(self, fut: kpax.RecordFuture | kpax.BulkFuture) -> None:
         self.pending.append(fut)
         self.pending_records += fut.count if isinstance(fut, kpax.BulkFuture) else 1
+
+    def refused(self, where: str, exc: MessageTooLargeError) -> None:
+        """A record the producer refused to send (larger than ``max_request_size``):
+        failed, as one the broker refuses (larger than the topic's max.message.bytes)."""
+        self.failed += 1
+        if self.first_error is None:
+            self.first_error = _Refused(f"{where}: {exc}")
 
     def prune(self, everything: bool = False) -> None:
         """Drop done futures from the front (all done ones with ``everything``):
@@ -94,6 +103,10 @@ class _Delivery:
         return count - self.failed - self.unsent - unknown, unknown
 
 
+class _Refused(Exception):
+    """Why the producer refused a record (which one, and the producer's error)."""
+
+
 #: Failures after which a record may still have been written: the producer
 #: closed before an acknowledgement came (records it had sent), or a timeout
 #: (delivery_timeout_ms, or buffer memory full in the middle of a ``send_many``).
@@ -108,27 +121,31 @@ class _Interrupt:
     (a read on an open pipe would block). While records are handed to the
     producer it is only noted and raised by :meth:`check` after the call: an
     interrupt inside ``send``/``send_many`` could leave records buffered (so
-    sent) without a future, never counted. ``at`` is when the first came.
+    sent) without a future, never counted. ``at`` is when the first came, and
+    the first signal's number sets the exit status (130 for SIGINT, 143 for
+    SIGTERM).
     """
 
     def __init__(self) -> None:
         self.armed = True
         self.pending = False
         self.at: float | None = None
+        self.signum: int = signal.SIGINT
         self._saved: dict[int, Any] = {}
 
     def __call__(self, signum: int, frame: object) -> None:
         if self.at is None:
             self.at = time.monotonic()
+            self.signum = signum
         if self.armed:
-            raise KeyboardInterrupt
+            raise Interrupted(self.signum)
         self.pending = True
 
     def check(self) -> None:
         """Raise the interrupt noted while records were handed over, if any."""
         if self.pending:
             self.pending = False
-            raise KeyboardInterrupt
+            raise Interrupted(self.signum)
 
     def reading(self) -> None:
         """Input is read next: a signal from now on raises at once (one noted
@@ -215,15 +232,17 @@ def _send_raw(  # noqa: PLR0917
             values = lines
             keys = None if fixed_key is None else [fixed_key] * len(lines)
         try:
-            fut = send_many(topic, values, keys, partition=part, headers=headers)
+            track.add(send_many(topic, values, keys, partition=part, headers=headers))
+        except MessageTooLargeError:
+            # a line over max_request_size: nothing of the block was sent
+            _send_around_too_large(producer, args, values, keys, track, run.count + 1)
         except kpax.KafkaTimeoutError:
             # buffer memory stayed full: part of the block may be buffered (and
             # sent) without a future; count all of it as of unknown outcome
-            run.count += len(values)
             track.unknown += len(values)
             raise
-        track.add(fut)
-        run.count += len(values)
+        finally:
+            run.count += len(values)
         if keys is not None and key_sep is not None:  # separators are not sent
             size = sum(map(len, values)) + sum(len(k) for k in keys if k is not None)
         elif fixed_key is not None:
@@ -232,6 +251,45 @@ def _send_raw(  # noqa: PLR0917
         track.prune()
         progress.update(run.count)
         intr.check()
+
+
+def _send_around_too_large(  # noqa: PLR0917
+    producer: kpax.Producer,
+    args: argparse.Namespace,
+    values: list[bytes],
+    keys: list[bytes | None] | None,
+    track: _Delivery,
+    first_line: int,
+) -> None:
+    """Send a block of lines ``send_many`` refused whole because a line in it is
+    over ``max_request_size``: in halves, left to right (so in line order), down
+    to the lines that are too large, each counted failed and not written, as a
+    line over the topic's max.message.bytes is (the broker refuses it, the rest
+    is written). Only a block with such a line comes here: no cost otherwise."""
+    topic, part, headers = args.topic, args.partition, args.fixed_headers
+    todo = [(0, len(values))]
+    while todo:
+        lo, hi = todo.pop()
+        ks = None if keys is None else keys[lo:hi]
+        try:
+            if hi - lo == 1:
+                k = None if ks is None else ks[0]
+                track.add(producer.send(topic, values[lo], k, partition=part, headers=headers))
+            else:
+                track.add(
+                    producer.send_many(topic, values[lo:hi], ks, partition=part, headers=headers)
+                )
+        except MessageTooLargeError as exc:
+            if hi - lo == 1:
+                track.refused(f"line {first_line + lo}", exc)
+            else:
+                mid = (lo + hi) // 2
+                todo += [(mid, hi), (lo, mid)]  # the first half next
+        except kpax.KafkaTimeoutError:
+            # buffer memory stayed full: as for a whole block in _send_raw, this
+            # part and the rest are of unknown outcome
+            track.unknown += hi - lo + sum(h - lo_ for lo_, h in todo)
+            raise
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
@@ -349,8 +407,10 @@ def _send_records(  # noqa: PLR0917
     intr: _Interrupt,
 ) -> None:
     """JSON / msgpack records (or one ``--value``), one ``send`` each. A record
-    the producer refuses (a bad partition or timestamp, too large) is bad input:
-    skipped with ``--skip-bad``, else the run stops at it."""
+    the producer refuses as malformed (a bad partition or timestamp) is bad
+    input: skipped with ``--skip-bad``, else the run stops at it. One over
+    ``max_request_size`` is failed and the run goes on, as for raw lines and
+    for records the broker refuses as too large."""
     topic = args.topic
     send = producer.send
     it = iter(records)
@@ -368,7 +428,12 @@ def _send_records(  # noqa: PLR0917
             fut = send(
                 topic, rec.value, key, partition=part, timestamp=rec.timestamp, headers=rec.headers
             )
-        except (TypeError, ValueError, MessageTooLargeError) as exc:
+        except MessageTooLargeError as exc:
+            track.refused(rec.where or "record", exc)
+            run.count += 1
+            intr.check()
+            continue
+        except (TypeError, ValueError) as exc:
             msg = f"{rec.where or 'record'}: {exc}"
             if not args.skip_bad:
                 raise formats.BadInput(msg) from None
@@ -393,8 +458,8 @@ def _report(  # noqa: PLR0917
     stopped: BaseException | None,
     start: float,
 ) -> int:
-    """The summary (exit 0), or the outcome in the interrupt note (130) or the
-    error (1): acknowledged of handed over, failed, unknown."""
+    """The summary (exit 0), or the outcome in the interrupt note (130, 143 after
+    SIGTERM) or the error (1): acknowledged of handed over, failed, unknown."""
     topic = args.topic
     acked, unknown, waited = outcome_
     for msg in bad[:5]:
@@ -413,7 +478,7 @@ def _report(  # noqa: PLR0917
         )
     if isinstance(stopped, KeyboardInterrupt):
         note(f"kpax produce: interrupted: {outcome}")
-        return EXIT_INTERRUPTED
+        return interrupted_status(stopped)
     if stopped is not None:
         # one line: what stopped the run, then what became of the records before it
         raise CommandError(f"{stopped}; {outcome}")

@@ -81,13 +81,33 @@ def config_candidates() -> list[Path]:
     return [Path("kpax.toml"), Path(base) / "kpax" / "config.toml"]
 
 
-def find_config(explicit: str | None) -> Path | None:
-    """The config file to read: an explicit one must exist (UsageError if not)."""
+#: Who takes a ``key=value`` given to ``--config`` by mistake: the commands that
+#: set topic or group configs take ``--set``; the others take client options.
+_SETTING_HINT = {
+    ("topics", "create"): ("a topic config", "--set"),
+    ("topics", "alter-config"): ("a topic config", "--set"),
+    ("groups", "config"): ("a group config", "--set"),
+}
+
+
+def find_config(explicit: str | None, command: tuple[str, str] = ("", "")) -> Path | None:
+    """The config file to read: an explicit one must be a file (UsageError if
+    not; a ``key=value`` there is a setting given to the wrong option, and the
+    error names the right one for ``command``, a (command, action) pair)."""
     path = explicit or os.environ.get("KPAX_CONFIG")
     if path:
         p = Path(path).expanduser()
         if not p.is_file():
             src = "--config" if explicit else "KPAX_CONFIG"
+            if p.is_dir():
+                raise UsageError(f"config file {str(p)!r} (from {src}) is a directory, not a file")
+            key, eq, _ = path.partition("=")
+            if explicit and eq and key.strip() and not p.exists():
+                what, option = _SETTING_HINT.get(command, ("a client option", "-X"))
+                raise UsageError(
+                    f"--config {path!r} is not a config file (no such file) but a "
+                    f"setting: to set {what}, write {option} {path}"
+                )
             raise UsageError(f"config file {str(p)!r} (from {src}) not found")
         return p
     for p in config_candidates():
@@ -210,7 +230,10 @@ class Settings:
 
 def client_config(args: Any) -> Settings:
     """The settings from the parsed global options (see the module docstring)."""
-    conf = load_profile(find_config(args.config), args.profile or os.environ.get("KPAX_PROFILE"))
+    command = (getattr(args, "command", None) or "", getattr(args, "action", None) or "")
+    conf = load_profile(
+        find_config(args.config, command), args.profile or os.environ.get("KPAX_PROFILE")
+    )
     env_brokers = os.environ.get("KPAX_BROKERS")
     if args.bootstrap_server:
         conf["bootstrap_servers"] = args.bootstrap_server

@@ -28,7 +28,7 @@ from typing import Any
 
 import kpax
 from kpax.cli import formats
-from kpax.cli.errors import UsageError
+from kpax.cli.errors import UsageError, interrupted_status
 from kpax.cli.output import Progress, note, rate_summary
 from kpax.cli.settings import Settings
 
@@ -64,6 +64,7 @@ def run(args: argparse.Namespace, settings: Settings, writer: formats.Writer) ->
     progress = Progress("consuming", limit, enabled=None if not args.quiet else False)
     started = last_record = time.monotonic()
     status = 0
+    interrupted = False
     with kpax.ShareConsumer(**conf) as consumer:
         consumer.subscribe([args.topic])
         try:
@@ -85,8 +86,9 @@ def run(args: argparse.Namespace, settings: Settings, writer: formats.Writer) ->
                 if summary:
                     nbytes += sum(len(r.value) for r in recs if r.value)
                 progress.update(count)
-        except KeyboardInterrupt:
-            status = 130
+        except KeyboardInterrupt as exc:
+            status = interrupted_status(exc)
+            interrupted = True
         except BrokenPipeError:
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
@@ -96,7 +98,7 @@ def run(args: argparse.Namespace, settings: Settings, writer: formats.Writer) ->
                 sys.stdout.flush()
             except BrokenPipeError:
                 pass
-    if status == 130:
+    if interrupted:
         note(f"kpax consume: interrupted after {count:,} records")
     elif summary:
         where = f"from {args.topic!r} in share group {group!r}"

@@ -256,11 +256,13 @@ def test_bad_json_and_msgpack_items(kafka: KafkaCluster, k: Any, topic: Any) -> 
     ]
     stdin = b"".join(json.dumps(d).encode() + b"\n" for d in lines)
     one_line_error(k("produce", t, "--format", "json", stdin=stdin), 1, "line 2", "no partition 2")
-    r = ok(k("produce", t, "--format", "json", "--skip-bad", stdin=stdin))
-    assert "produced 2 records" in r.err and "Traceback" not in r.err, r.err
+    r = k("produce", t, "--format", "json", "--skip-bad", stdin=stdin)
+    assert r.rc == 1 and "Traceback" not in r.err, r.err
     for where in ("line 2:", "line 3:", "line 4:", "line 5:", "line 6:"):
         assert f"skipped {where}" in r.err, r.err
-    assert "skipped 1 more bad records" in r.err  # line 7, too large
+    # line 7, too large, is not malformed: not written, failed, as a record the
+    # broker refuses as too large (test_too_large_records_fail_and_the_rest_is_written)
+    assert "2 of 3 records acknowledged" in r.err and "1 failed: line 7: MESSAGE_TOO_LARGE" in r.err
     got = ok(k("consume", t, "--format", "json")).lines()
     assert sorted(d["value"] for d in got) == ["ok1", "ok1", "ok2"]
     assert {d["timestamp"] for d in got if d["value"] == "ok1"} == {1_700_000_000_000}
@@ -291,6 +293,31 @@ def test_bad_json_and_msgpack_items(kafka: KafkaCluster, k: Any, topic: Any) -> 
     )
     one_line_error(k("produce", t2, "--format", "msgpack", stdin=bad), 1, "msgpack item 1")
     assert ok(k("consume", t2)).out == b"m0\nm1\nm0\nm2\n"  # m0: before the cut item
+
+
+@pytest.mark.parametrize("fmt", ["raw", "json"])
+def test_too_large_records_fail_and_the_rest_is_written(
+    kafka: KafkaCluster, k: Any, topic: Any, fmt: str
+) -> None:
+    """One rule for a record too large for the producer (over max_request_size:
+    refused before it is sent) and one too large for the topic (over its
+    max.message.bytes: refused by the broker): neither is written, every other
+    record is, in order, and the run ends with exit 1 and a summary that counts
+    both as failed and names the first."""
+    t = topic(1, config={"max.message.bytes": "5000"})
+    small = [b"r%d" % i for i in range(1000)]
+    over_producer, over_topic = b"p" * 30_000, b"t" * 10_000  # max_request_size 20,000
+    values = [*small[:300], over_producer, *small[300:600], over_topic, *small[600:]]
+    if fmt == "raw":
+        stdin = b"".join(v + b"\n" for v in values)
+    else:
+        stdin = b"".join(json.dumps({"value": v.decode()}).encode() + b"\n" for v in values)
+    r = k("produce", t, "--format", fmt, "-X", "max_request_size=20000", stdin=stdin)
+    assert r.rc == 1 and "Traceback" not in r.err, r.err
+    assert len(r.err.strip().splitlines()) == 1, r.err
+    assert "1,000 of 1,002 records acknowledged" in r.err and "2 failed: line 301: " in r.err
+    assert "max_request_size=20000" in r.err, r.err
+    assert ok(k("consume", t)).out == b"".join(v + b"\n" for v in small)
 
 
 def test_times_before_1970_far_future_and_relative(kafka: KafkaCluster, k: Any, topic: Any) -> None:

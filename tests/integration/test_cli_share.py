@@ -3,6 +3,8 @@ record acknowledged (accept, release or reject), misuse refused in one line."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
 from typing import Any
 
 import pytest
@@ -10,7 +12,7 @@ import pytest
 import kpax
 from kpax.testing.base import KafkaCluster
 from tests.integration.share_helpers import new_topic, produce, share_group
-from tests.integration.test_cli import ok, one_line_error, run_kpax
+from tests.integration.test_cli import cli_env, kpax_cmd, ok, one_line_error, run_kpax
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka4, pytest.mark.timeout(180)]
 
@@ -63,3 +65,24 @@ def test_misuse_is_one_line(kafka: KafkaCluster, setup: Any) -> None:
     ]:
         r = run_kpax(kafka.bootstrap, "consume", topic, "-G", group, *args)
         one_line_error(r, 2, needle)
+
+
+def test_sigterm_exits_143(kafka: KafkaCluster, setup: Any) -> None:
+    """kill (SIGTERM) stops a share-group member as Ctrl-C does, with 128 + 15."""
+    topic, group = setup
+    proc = subprocess.Popen(
+        kpax_cmd("consume", topic, "-G", group, "--follow"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=cli_env(kafka.bootstrap),
+    )
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        assert proc.stdout.readline().startswith(b"v")  # a member, records flowing
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(timeout=30)
+        err = proc.stderr.read().decode()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert rc == 143 and "interrupted after" in err and "Traceback" not in err, (rc, err)

@@ -632,3 +632,67 @@ def test_config_files_by_format_and_x_options(
     assert s.extra == {"linger_ms": 20, "enable_idempotence": False, "group_instance_id": "i-1"}
     with pytest.raises(UsageError, match=r"-X: unknown setting\(s\) 'linger.mss'.*'linger.ms'"):
         settings.client_config(_args(bootstrap_server="h:1", extra=["linger.mss=1"]))
+
+
+def _one_line_usage_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    assert main(argv) == 2, argv
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    return err
+
+
+def _no_kpax_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    for var in ("KPAX_BROKERS", "KPAX_CONFIG", "KPAX_PROFILE"):
+        monkeypatch.delenv(var, raising=False)
+
+
+def test_config_given_a_setting_names_the_option_that_takes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--config key=value` is a setting, not a file: the one-line error names the
+    option that takes it (--set for topic and group configs, -X for client options)."""
+    _no_kpax_env(tmp_path, monkeypatch)
+    for argv, hint in (
+        (["--config", "retention.ms=1000", "topics", "create", "t"], "--set retention.ms=1000"),
+        (["topics", "alter-config", "t", "--config", "retention.ms=1"], "--set retention.ms=1"),
+        (["groups", "config", "g", "--config", "a.b=c"], "--set a.b=c"),
+        (["consume", "t", "--config", "session.timeout.ms=6000"], "-X session.timeout.ms=6000"),
+        (["-b", "h:1", "meta", "--config=client.id=me"], "-X client.id=me"),
+    ):
+        err = _one_line_usage_error(argv, capsys)
+        assert hint in err and "not a config file" in err and "not found" not in err, err
+    (tmp_path / "a=b").write_text('bootstrap = "h:9"\n')  # a file of that name is read
+    assert settings.client_config(_args(config="a=b")).bootstrap == "h:9"
+    err = _one_line_usage_error(["--config", "nope.toml", "meta"], capsys)
+    assert "'nope.toml' (from --config) not found" in err, err
+
+
+def test_config_given_a_directory_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _no_kpax_env(tmp_path, monkeypatch)
+    (tmp_path / "conf.d").mkdir()
+    err = _one_line_usage_error(["--config", "conf.d", "meta"], capsys)
+    assert "'conf.d' (from --config) is a directory, not a file" in err, err
+    monkeypatch.setenv("KPAX_CONFIG", str(tmp_path / "conf.d"))
+    err = _one_line_usage_error(["meta"], capsys)
+    assert "(from KPAX_CONFIG) is a directory, not a file" in err, err
+
+
+def test_rollback_to_minus_n_is_refused_naming_shift_by(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`rollback --to -5` used to mean 5 before the end, moving a group that lags
+    by millions forward by millions; kafka-consumer-groups users mean a shift
+    back (--shift-by -5). Refused before connecting, naming both spellings."""
+    for extra in ((), ("--execute",)):
+        err = _one_line_usage_error(
+            ["-b", "127.0.0.1:1", "rollback", "--group", "g", "t", "--to", "-5", *extra], capsys
+        )
+        assert "--to -5" in err and "--shift-by -5" in err, err
+        assert "--to latest --shift-by -5" in err, err
+    err = _one_line_usage_error(["-b", "127.0.0.1:1", "rollback", "--group", "g", "t"], capsys)
+    assert "--to" in err and "--shift-by" in err, err
+    args = build_parser().parse_args(["rollback", "-g", "g", "t", "--shift-by", "-5"])
+    assert args.shift_by == -5 and args.to is None

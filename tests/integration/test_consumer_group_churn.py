@@ -1,9 +1,10 @@
 """A cooperative-sticky group under churn, against a real broker: members join
 and leave while the others process records and commit after each batch. A
 commit the coordinator refuses during a rebalance must not leave processed
-records uncommitted for good: once every record is processed and the churn is
+records uncommitted for good: after each round of records, once every record
+is processed (members still joining and leaving) and again once the churn is
 over, the group's committed offsets reach the end offsets within a bounded
-time (no partition stuck behind), and the duplicates stay few.
+time (no partition stuck behind). The duplicates are printed (``-s``).
 
 The application loop is the one the Java client's contract asks for: after a
 CommitFailedError the member's partitions are lost and their records come
@@ -72,7 +73,7 @@ def _count(run: Run, name: str) -> None:
 class Churn:
     """A cooperative-sticky group of ``steady`` members that process records and
     commit after each batch, and ``churners`` threads whose members join and
-    leave the group (each lives 0.5-2 s) until :meth:`stop`."""
+    leave the group (each lives 0.5-2 s) until :meth:`stop_churn`."""
 
     def __init__(self, bootstrap: str, topic: str, *, steady: int, churners: int) -> None:
         self.bootstrap, self.topic = bootstrap, topic

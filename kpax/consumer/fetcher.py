@@ -133,6 +133,8 @@ class Fetcher:
         self._refreshing = False
         #: Topic ids a Fetch answered about that no fetched topic had (said once each).
         self._unknown_ids: set[Any] = set()
+        #: The metadata snapshot whose topic ids the partitions were last checked against.
+        self._ids_seen: Any = None
         self._closed = False
         self.fetches = 0
 
@@ -210,18 +212,21 @@ class Fetcher:
         #: topic -> (its old id, its partitions found re-created by this pass)
         recreated: dict[str, tuple[uuid.UUID, list[PartitionState]]] = {}
         topics = snapshot.topics
+        new_metadata = snapshot is not self._ids_seen  # topic ids checked once per snapshot
+        self._ids_seen = snapshot
         for st in self.states.values():
             if not st.assigned:
                 continue
-            info = topics.get(st.tp.topic)
-            tid = info.topic_id if info is not None else None
-            if tid is not st.topic_id and tid is not None:  # (identity: mostly the same)
-                old = st.topic_id
-                if old is not None and old != tid:  # deleted and re-created: another topic
-                    recreated.setdefault(st.tp.topic, (old, []))[1].append(st)
-                    self.buffer.settle_reading(st)
-                    self.positions.topic_recreated(st, tid)
-                st.topic_id = tid
+            if new_metadata or st.topic_id is None:
+                info = topics.get(st.tp.topic)
+                tid = info.topic_id if info is not None else None
+                if tid is not None and tid != st.topic_id:
+                    old = st.topic_id
+                    if old is not None:  # deleted and re-created: another topic now
+                        recreated.setdefault(st.tp.topic, (old, []))[1].append(st)
+                        self.buffer.settle_reading(st)
+                        self.positions.topic_recreated(st, tid)
+                    st.topic_id = tid
             if st.error is not None:
                 continue
             if st.reset_to is not None or st.fetch_position is None:
@@ -234,6 +239,7 @@ class Fetcher:
                 continue
             if st.paused or st.buffered >= max_chunks:
                 continue
+            info = topics.get(st.tp.topic)
             p = info.partitions.get(st.tp.partition) if info is not None else None
             if p is None or p.leader < 0 or p.leader not in snapshot.brokers:
                 missing_leader.add(st.tp.topic)

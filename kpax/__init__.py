@@ -40,6 +40,7 @@ if TYPE_CHECKING:
         Consumer,
         ConsumerRebalanceListener,
         ConsumerRecord,
+        RebalanceInProgressCommitError,
         ShareConsumerRecord,
     )
     from kpax.consumer.share import AcknowledgeType, ShareConsumer
@@ -91,6 +92,7 @@ __all__ = [
     "Consumer",
     "ConsumerRebalanceListener",
     "ConsumerRecord",
+    "RebalanceInProgressCommitError",
     "ShareConsumer",
     "ShareConsumerRecord",
     "AcknowledgeType",
@@ -150,6 +152,7 @@ _LAZY: dict[str, str] = {
             "Consumer",
             "ConsumerRebalanceListener",
             "ConsumerRecord",
+            "RebalanceInProgressCommitError",
             "ShareConsumerRecord",
         ),
         "kpax.consumer",

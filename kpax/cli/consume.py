@@ -281,7 +281,7 @@ class _Session:
         offsets = {tp: off + 1 for tp, off in self.last.items()}
         try:
             c.commit(offsets)
-        except kpax.CommitFailedError as exc:
+        except (kpax.CommitFailedError, kpax.RebalanceInProgressCommitError) as exc:
             if final:
                 note(f"kpax consume: could not commit offsets of group {self.args.group!r}: {exc}")
         except kpax.KafkaError as exc:

@@ -8,7 +8,12 @@ kpax.structs and the modules of this package.
 """
 
 from kpax.consumer.client import AsyncConsumer
-from kpax.consumer.errors import CommitFailedError, LogTruncationError, NoOffsetForPartitionError
+from kpax.consumer.errors import (
+    CommitFailedError,
+    LogTruncationError,
+    NoOffsetForPartitionError,
+    RebalanceInProgressCommitError,
+)
 from kpax.consumer.listener import ConsumerRebalanceListener
 from kpax.consumer.record import ConsumerRecord, ShareConsumerRecord
 from kpax.consumer.sync import Consumer
@@ -21,5 +26,6 @@ __all__ = [
     "ConsumerRecord",
     "LogTruncationError",
     "NoOffsetForPartitionError",
+    "RebalanceInProgressCommitError",
     "ShareConsumerRecord",
 ]

@@ -67,6 +67,11 @@ __all__ = ["ClassicGroup"]
 
 
 class ClassicGroup(GroupBase):
+    fenced_note = (
+        "its partitions are lost (not committed: whoever gets them next, this member "
+        "too, starts from the committed offsets) and it rejoins"
+    )
+
     def __init__(self, cluster: Cluster, settings: ConsumerSettings, member: Membership) -> None:
         super().__init__(cluster, settings, member)
         self.assignors: list[Assignor] = [
@@ -81,6 +86,9 @@ class ClassicGroup(GroupBase):
         #: (this member's subscription; the leader's: the whole group's).
         self._assigned_counts: dict[str, int] = {}
         self._watched: set[str] = set()
+        #: A JoinGroup/SyncGroup round is under way (commits answered meanwhile
+        #: leave the generation alone: the round decides it).
+        self._joining = False
 
     # ------------------------------------------------------------ public
 
@@ -173,14 +181,36 @@ class ClassicGroup(GroupBase):
                 self.need_join = True
                 self._wake.set()
 
-    def on_generation_error(self, code: int) -> None:
-        if code_in(code, CLASSIC_MEMBER_FENCED_ERRORS):
+    def on_generation_error(self, code: int, sent_with: tuple[int, str] | None = None) -> bool:
+        """ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID about this member's current
+        generation: it is out of the group, as Java resets it: the generation is
+        dropped (and the member id on UNKNOWN_MEMBER_ID), the partitions are lost
+        at the next join (``on_partitions_lost``, no commit: another member may
+        own them) and the member rejoins. REBALANCE_IN_PROGRESS: rejoin, keeping
+        the generation and the partitions. A commit answered while this member
+        is joining, or that carried an older generation than its current one,
+        changes nothing: the join decides what it owns."""
+        if sent_with is not None and (
+            self._joining or sent_with != (self.generation, self.member_id)
+        ):
+            return False
+        fenced = code_in(code, CLASSIC_MEMBER_FENCED_ERRORS)
+        if fenced:
+            if sent_with is not None:
+                log.info(
+                    "group %s: a commit found generation %d gone (%s): this member's "
+                    "partitions are lost; rejoining",
+                    self.group_id,
+                    self.generation,
+                    error_for_code(code).__name__,
+                )
             self.stable.clear()
             self.generation = -1
             if code_in(code, UnknownMemberIdError):
                 self.member_id = ""
         self.need_join = True
         self._wake.set()
+        return fenced
 
     # ------------------------------------------------------------ membership loop
 
@@ -230,8 +260,20 @@ class ClassicGroup(GroupBase):
             with contextlib.suppress(KafkaError):
                 await self.cluster.refresh(all_topics=True)
             self.subscription = self._matched()
-        if not self.cooperative:
-            await self.revoke(self.member.assigned_partitions())
+        owned = self.member.assigned_partitions()
+        if owned and self.generation < 0:
+            # Out of the group (a commit found the generation gone): another member
+            # may own these now, so they are lost, never committed (as Java does).
+            await self.revoke(owned, lost=True)
+        elif not self.cooperative:
+            await self.revoke(owned)
+        self._joining = True
+        try:
+            await self._join_and_sync()
+        finally:
+            self._joining = False
+
+    async def _join_and_sync(self) -> None:
         rebalance_timeout = self.settings.max_poll_interval_ms
         join_timeout = rebalance_timeout / 1000 + 5.0
         while True:
@@ -277,6 +319,7 @@ class ClassicGroup(GroupBase):
         if sresp.error_code:
             await self._join_error(sresp.error_code, "SyncGroup", None)
         self.generation = generation
+        self._joining = False
         self.rebalances += 1
         target = set(decode_assignment(sresp.assignment).partitions) if sresp.assignment else set()
         owned = self.member.assigned_partitions()
@@ -292,6 +335,12 @@ class ClassicGroup(GroupBase):
             len(revoked),
         )
         self._start_heartbeat()
+        kept = owned & target
+        if kept:
+            # Kept across the rebalance: their positions are this member's to commit
+            # in the new generation, even where they equal what it last committed
+            # (a commit refused during the rebalance, or one a zombie overwrote).
+            self.member.forget_committed(kept)
         if revoked:
             await self.revoke(revoked)
             if self.cooperative:

@@ -225,6 +225,15 @@ class AsyncConsumer:
             if st is not None:
                 st.committed = om.offset
 
+    def forget_committed(self, tps: set[TopicPartition]) -> None:
+        """The next commit sends the positions of ``tps`` even if unchanged since
+        the committed offset this member last knew (the group code calls this for
+        partitions kept across a rebalance)."""
+        for tp in tps:
+            st = self.states.get(tp)
+            if st is not None:
+                st.committed = None
+
     async def call_listener(self, method: str, tps: set[TopicPartition]) -> None:
         listener = self.listener
         if listener is None:

@@ -48,6 +48,7 @@ import contextlib
 import gc
 import logging
 import time
+import uuid
 from collections.abc import Awaitable
 from functools import partial
 from itertools import repeat
@@ -130,6 +131,10 @@ class Fetcher:
         self._task: asyncio.Task[None] | None = None
         self._aux: set[asyncio.Task[None]] = set()
         self._refreshing = False
+        #: Topic ids a Fetch answered about that no fetched topic had (said once each).
+        self._unknown_ids: set[Any] = set()
+        #: The metadata snapshot whose topic ids the partitions were last checked against.
+        self._ids_seen: Any = None
         self._closed = False
         self.fetches = 0
 
@@ -164,7 +169,7 @@ class Fetcher:
 
     def forget(self, tp: TopicPartition) -> None:
         """``tp`` left the assignment."""
-        self.positions.resetting.discard(tp)
+        self.positions.forget(tp)
 
     # ------------------------------------------------------------ main loop
 
@@ -204,8 +209,25 @@ class Fetcher:
         missing_leader: set[str] = set()
         max_chunks = self.max_chunks
         resetting = self.positions.resetting
+        #: topic -> (its old id, its partitions found re-created by this pass)
+        recreated: dict[str, tuple[uuid.UUID, list[PartitionState]]] = {}
+        topics = snapshot.topics
+        new_metadata = snapshot is not self._ids_seen  # topic ids checked once per snapshot
+        self._ids_seen = snapshot
         for st in self.states.values():
-            if not st.assigned or st.error is not None:
+            if not st.assigned:
+                continue
+            if new_metadata or st.topic_id is None:
+                info = topics.get(st.tp.topic)
+                tid = info.topic_id if info is not None else None
+                if tid is not None and tid != st.topic_id:
+                    old = st.topic_id
+                    if old is not None:  # deleted and re-created: another topic now
+                        recreated.setdefault(st.tp.topic, (old, []))[1].append(st)
+                        self.buffer.settle_reading(st)
+                        self.positions.topic_recreated(st, tid)
+                    st.topic_id = tid
+            if st.error is not None:
                 continue
             if st.reset_to is not None or st.fetch_position is None:
                 if st.tp not in resetting:
@@ -217,12 +239,22 @@ class Fetcher:
                 continue
             if st.paused or st.buffered >= max_chunks:
                 continue
-            info = snapshot.topics.get(st.tp.topic)
+            info = topics.get(st.tp.topic)
             p = info.partitions.get(st.tp.partition) if info is not None else None
             if p is None or p.leader < 0 or p.leader not in snapshot.brokers:
                 missing_leader.add(st.tp.topic)
                 continue
             by_node.setdefault(p.leader, []).append(st)
+        for topic, (old_id, parts) in recreated.items():
+            log.warning(
+                "topic %r was deleted and re-created (topic id %s, was %s): partitions %s "
+                "start over from %s",
+                topic,
+                topics[topic].topic_id,
+                old_id,
+                sorted(st.tp.partition for st in parts),
+                self.positions.restart_from(),
+            )
         if need_reset:
             for st in need_reset:
                 resetting.add(st.tp)
@@ -311,8 +343,8 @@ class Fetcher:
                 return
             session.reset()
             raise error_for_code(resp.error_code)(f"Fetch from {broker.describe()}")
-        session.completed(resp.session_id, wanted)
-        pending = self._handle_response(resp, sent, ids, broker.describe())
+        session.completed(resp.session_id, wanted, ids)
+        pending = self._handle_response(resp, sent, ids, broker.describe(), session)
         if pending and EARLY_DISPATCH:
             # Fetch positions are known from the batch headers already: send the next
             # request now, so the broker prepares it while these records are decoded.
@@ -329,6 +361,7 @@ class Fetcher:
         sent: dict[TopicPartition, tuple[PartitionState, int, int]],
         ids: dict[Any, str],
         where: str,
+        session: FetchSession | None = None,
     ) -> list[tuple[Any, ...]]:
         """Handle errors and metadata of each partition; return what is to decode.
 
@@ -341,6 +374,7 @@ class Fetcher:
         for t in resp.responses:
             name = ids.get(t.topic_id) if t.topic_id is not None and t.topic_id.int else t.topic
             if name is None:
+                self._unknown_topic_id(t.topic_id, sent, where, session, refresh)
                 continue
             for p in t.partitions:
                 tp = TopicPartition(name, p.partition_index)
@@ -399,6 +433,34 @@ class Fetcher:
         if refresh:
             self._spawn(self.cluster.refresh(refresh))
         return pending
+
+    def _unknown_topic_id(
+        self,
+        topic_id: Any,
+        sent: dict[TopicPartition, tuple[PartitionState, int, int]],
+        where: str,
+        session: FetchSession | None,
+        refresh: set[str],
+    ) -> None:
+        """A Fetch answer about a topic id the request did not name: the broker's
+        fetch session and this consumer disagree about a topic (deleted,
+        re-created). Said once per id; the session starts over (a full request
+        next) and the fetched topics' metadata is refreshed."""
+        if session is not None:
+            session.reset()
+        topics = {tp.topic for tp in sent}
+        refresh.update(topics)
+        if topic_id in self._unknown_ids:
+            return
+        self._unknown_ids.add(topic_id)
+        log.warning(
+            "Fetch from %s answered about topic id %s, which no topic this consumer fetches "
+            "has now (a topic deleted or re-created?): refreshing the metadata of %s and "
+            "starting a new fetch session",
+            where,
+            topic_id,
+            sorted(topics),
+        )
 
     def _partition_error(  # noqa: PLR0917
         self,

@@ -28,10 +28,11 @@ from typing import Any, Protocol, TypeVar
 from kpax.broker.broker import Broker
 from kpax.cluster.cluster import GROUP, Cluster
 from kpax.cluster.request_path import RequestPath, RetryPolicy, ToCoordinator
-from kpax.consumer.errors import CommitFailedError
+from kpax.consumer.errors import CommitFailedError, RebalanceInProgressCommitError
 from kpax.consumer.options import ConsumerSettings
 from kpax.consumer.pattern import Pattern
 from kpax.metrics import Metrics
+from kpax.proto.error_codes import RebalanceInProgressError
 from kpax.proto.error_families import COORDINATOR_ERRORS, STALE_GENERATION_ERRORS, code_in
 from kpax.proto.errors import BrokerResponseError, KafkaError, KafkaTimeoutError, error_for_code
 from kpax.proto.messages import OffsetCommitRequest, OffsetFetchRequest
@@ -65,6 +66,8 @@ class Membership(Protocol):
 
     def on_committed(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None: ...
 
+    def forget_committed(self, tps: set[TopicPartition]) -> None: ...
+
     async def call_listener(self, method: str, tps: set[TopicPartition]) -> None: ...
 
     def fail(self, exc: BaseException) -> None: ...
@@ -74,6 +77,9 @@ class Membership(Protocol):
 
 
 class GroupBase:
+    #: What a member whose commit was fenced does (for CommitFailedError's message).
+    fenced_note = "the member rejoins"
+
     def __init__(self, cluster: Cluster, settings: ConsumerSettings, member: Membership) -> None:
         if settings.group_id is None:
             raise ValueError("a consumer group needs a group_id")
@@ -282,13 +288,20 @@ class GroupBase:
                     continue
                 err = error_for_code(code)
                 if issubclass(err, STALE_GENERATION_ERRORS):
-                    self.on_generation_error(code)
-                    raise CommitFailedError(
-                        f"commit of {where} for group {self.group_id!r} failed: "
-                        f"{err.__name__} (generation {generation}, member "
-                        f"{member_id!r}); the group rebalanced (or this member was evicted "
-                        "for exceeding max_poll_interval_ms) and the partition may belong "
-                        "to another member now"
+                    if self.on_generation_error(code, (generation, member_id)):
+                        raise CommitFailedError(
+                            f"commit of {where} for group {self.group_id!r} failed: "
+                            f"{err.__name__} (generation {generation}, member "
+                            f"{member_id!r}); the group went on without this member (or it "
+                            "was evicted for exceeding max_poll_interval_ms) and the partition "
+                            f"may belong to another member now; {self.fenced_note}"
+                        )
+                    raise RebalanceInProgressCommitError(
+                        f"commit of {where} for group {self.group_id!r} not applied: "
+                        f"{err.__name__} (generation {generation}): the group is "
+                        "rebalancing; this member keeps its partitions. Retrying now cannot "
+                        "help: retry after poll() -- the next poll completes the rebalance, "
+                        "then commit again"
                     )
                 if not err.retriable:
                     raise err(f"OffsetCommit of {where} for group {self.group_id!r}")
@@ -320,9 +333,14 @@ class GroupBase:
                 f"{what} for group {self.group_id!r} timed out: {exc.message}"
             ) from exc
 
-    def on_generation_error(self, code: int) -> None:
-        """A commit or heartbeat found the generation gone (subclasses rejoin)."""
+    def on_generation_error(self, code: int, sent_with: tuple[int, str] | None = None) -> bool:
+        """A commit (``sent_with``: the generation and member id it carried) or a
+        heartbeat found the generation gone (subclasses rejoin). True: the commit
+        failed for good (the member is out of that generation: CommitFailedError);
+        False: the group is rebalancing and the member may commit again after its
+        next poll (RebalanceInProgressCommitError)."""
         self.rejoin_soon()
+        return not code_in(code, RebalanceInProgressError)
 
     async def fetch_committed(
         self, tps: list[TopicPartition]

@@ -40,6 +40,7 @@ from kpax.cluster.cluster import Cluster
 from kpax.consumer.group import GroupBase, Membership
 from kpax.consumer.options import ConsumerSettings
 from kpax.consumer.pattern import Pattern, is_internal, regex_text
+from kpax.proto.error_codes import RebalanceInProgressError
 from kpax.proto.error_families import (
     CONSUMER_MEMBER_FENCED_ERRORS,
     COORDINATOR_ERRORS,
@@ -100,8 +101,11 @@ class ConsumerGroup(GroupBase):
             self.start()
             self._task = self.spawn(self._run())
 
-    def on_generation_error(self, code: int) -> None:
+    def on_generation_error(self, code: int, sent_with: tuple[int, str] | None = None) -> bool:
+        """A commit found the member epoch stale or fenced: the next heartbeat
+        (sent now) learns where the member stands."""
         self._wake.set()
+        return not code_in(code, RebalanceInProgressError)
 
     async def _run(self) -> None:
         backoff = Backoff(*self._backoff)

@@ -12,16 +12,20 @@ is in doubt (FENCED/UNKNOWN_LEADER_EPOCH, leader moves) is validated with
 OffsetForLeaderEpoch; log truncation below it (KIP-320, also found from a
 Fetch response's diverging epoch) moves it back to the divergence point, with
 "none" a LogTruncationError. An offset out of range with "none" fails the
-partition with an error naming its valid range. ``fail`` stops a partition
+partition with an error naming its valid range. A topic deleted and re-created
+under the same name (another topic id in the metadata: the fetcher finds it)
+has its positions found again as for a new assignment
+(:meth:`Positions.topic_recreated`). ``fail`` stops a partition
 with an error the buffer delivers (the fetcher uses it too).
 
 Imports: kpax.cluster.cluster, kpax.consumer.{buffer, errors, offsets, options, state},
-kpax.proto.errors, kpax.structs.
+kpax.proto.errors, kpax.structs, the standard library.
 """
 
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Awaitable, Callable
 
 from kpax.cluster.cluster import Cluster
@@ -66,6 +70,36 @@ class Positions:
         #: Partitions with a reset or a validation under way (the fetcher marks
         #: them when it starts one, so that it does not start another).
         self.resetting: set[TopicPartition] = set()
+        #: Why a partition's position is being found again, when it is not the
+        #: usual reason (for the error auto_offset_reset="none" raises).
+        self._why: dict[TopicPartition, str] = {}
+
+    def forget(self, tp: TopicPartition) -> None:
+        """``tp`` left the assignment."""
+        self.resetting.discard(tp)
+        self._why.pop(tp, None)
+
+    def restart_from(self) -> str:
+        """Where a position found anew starts (for log lines)."""
+        policy = f"auto_offset_reset={self.reset_policy!r}"
+        if self.committed_lookup is not None:
+            return f"the group's committed offset, else {policy}"
+        return policy
+
+    def topic_recreated(self, st: PartitionState, topic_id: uuid.UUID) -> None:
+        """``st``'s topic was deleted and re-created (``topic_id`` is the new one's):
+        its position belongs to the old topic, so it is found again as for a newly
+        assigned partition -- the group's committed offset, else ``auto_offset_reset``
+        ("none": a NoOffsetForPartitionError saying why). Records fetched from the old
+        topic and not yet taken are dropped."""
+        st.seek(0)  # a new gen: whatever was fetched for the old topic is dropped
+        st.position = st.fetch_position = None
+        st.position_epoch = st.fetch_epoch = -1
+        st.reset_to = "committed" if self.committed_lookup is not None else self.reset_policy
+        st.committed = None
+        st.validate = False
+        st.high_watermark = st.last_stable_offset = st.log_start_offset = -1
+        self._why[st.tp] = f"topic {st.tp.topic!r} was deleted and re-created (id {topic_id})"
 
     async def reset(self, parts: list[PartitionState]) -> None:
         """Give ``parts`` a position: the committed offset or the reset policy's."""
@@ -104,6 +138,9 @@ class Positions:
                     cur = self.states.get(tp)
                     if cur is not None and cur.gen == gens[tp] and cur.assigned:
                         cur.seek(offset, -1)
+            for st in parts:
+                if st.position is not None:
+                    self._why.pop(st.tp, None)
         finally:
             for st in parts:
                 self.resetting.discard(st.tp)
@@ -114,9 +151,10 @@ class Positions:
         elif how == "latest":
             out[st.tp] = LATEST
         else:
+            why = self._why.pop(st.tp, None)
             exc = NoOffsetForPartitionError(
                 f"no committed offset and no valid position for partition {st.tp} "
-                "(auto_offset_reset='none'): seek() first"
+                f"(auto_offset_reset='none'{'; ' + why if why else ''}): seek() first"
             )
             self.fail(st, exc)
 

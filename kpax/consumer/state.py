@@ -7,10 +7,12 @@ application's thread: ``position``) and the group code (commits read
 fetched for an older position is dropped wherever it is (in flight or
 buffered). Plain attribute writes of ints are atomic under the GIL; no locks.
 
-Imports: kpax.structs.
+Imports: kpax.structs, the standard library.
 """
 
 from __future__ import annotations
+
+import uuid
 
 from kpax.structs import TopicPartition
 
@@ -34,6 +36,7 @@ class PartitionState:
         "puts",
         "reset_to",
         "takes",
+        "topic_id",
         "tp",
         "validate",
     )
@@ -68,6 +71,10 @@ class PartitionState:
         self.high_watermark = -1
         self.last_stable_offset = -1
         self.log_start_offset = -1
+        #: The id of the topic the position belongs to (None: not seen yet). Another
+        #: id in the metadata means the topic was deleted and re-created: the
+        #: position is found again (loop thread only; see Fetcher._dispatch).
+        self.topic_id: uuid.UUID | None = None
 
     def seek(self, offset: int, epoch: int = -1) -> None:
         """Move both positions (drops fetched data of the old position)."""

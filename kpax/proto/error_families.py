@@ -205,9 +205,12 @@ STALE_GENERATION_ERRORS: ErrorFamily = (
     StaleMemberEpochError,  # 113
 )
 """An OffsetCommit refused because the member's generation (classic) or member
-epoch (KIP-848) is not the group's current one: the commit is not applied
-(``CommitFailedError``, the partitions may belong to another member now); the
-member rejoins."""
+epoch (KIP-848) is not the group's current one: the commit is not applied. A
+member out of the group (the generation it is in now gone) raises
+``CommitFailedError`` and rejoins, its partitions lost (another member may own
+them now); REBALANCE_IN_PROGRESS, or a generation that moved on while the
+member was joining, is a ``RebalanceInProgressCommitError`` (commit again after
+the next poll)."""
 
 # ---------------------------------------------------------------- producer
 

@@ -30,11 +30,12 @@ What the application has *processed* (what automatic commits may send, see
 :meth:`FetchBuffer.processed_position`) lags the position: records handed out
 are processed only once the application asks for more (Java's rule: calling
 ``poll()`` again means the previous batch is done; an iteration is done with a
-record when it asks for the next one). A take notes, per partition it hands
-records of, the position before them (``PartitionState.in_hand``, once per
-chunk) and remembers the partition; the next take forgets those notes (only
-for the partitions the previous take touched). During an iteration the record
-in hand is found from the chunk being read, at commit time, so handing out a
+record when it asks for the next one). Takes are numbered; a take notes, per
+partition it hands records of, the position before them and its own number
+(``PartitionState.in_hand``, ``in_hand_take``: once per chunk), and the note
+holds only while that take is the last one -- the next take forgets every
+note by counting, touching no partition. During an iteration the record in
+hand is found from the chunk being read, at commit time, so handing out a
 record costs nothing more.
 
 Also runs rebalance-listener calls that must happen on the application's
@@ -110,9 +111,9 @@ class FetchBuffer:
         self._failed: dict[PartitionState, BaseException] = {}
         #: The chunk an iteration is handing out, and its iterator.
         self._reading: tuple[Chunk, Iterator[ConsumerRecord]] | None = None
-        #: Partitions the last take handed records of (their ``in_hand`` set);
-        #: the next take clears their ``in_hand`` (taking thread only).
-        self._handed: list[PartitionState] = []
+        #: The number of the last take (take or take_chunk): a partition's
+        #: ``in_hand`` holds while its ``in_hand_take`` is this (taking thread writes).
+        self._take_no = 0
 
     # ------------------------------------------------------------ loop side
 
@@ -187,7 +188,7 @@ class FetchBuffer:
                 last = chunk.records[done - 1]
                 state.in_hand = last.offset
                 state.in_hand_epoch = last.leader_epoch
-                self._handed.append(state)
+                state.in_hand_take = self._take_no
             if not left:
                 return
             rest = chunk.records[done:]
@@ -225,6 +226,7 @@ class FetchBuffer:
         in hand. Safe to call from any thread (reads the position first, so a
         take racing with it can only make the answer earlier)."""
         pos, epoch = state.position, state.position_epoch
+        take_no = self._take_no
         reading = self._reading
         if reading is not None:
             chunk, it = reading
@@ -234,16 +236,17 @@ class FetchBuffer:
                 if done > 0:
                     rec = recs[done - 1]
                     return rec.offset, rec.leader_epoch
-        held = state.in_hand
-        if held is not None:
-            return held, state.in_hand_epoch
+        if state.in_hand_take == take_no:
+            held = state.in_hand
+            if held is not None:
+                return held, state.in_hand_epoch
         if pos is None:
             return None
         return pos, epoch
 
     def holds(self, state: PartitionState) -> bool:
         """Has the application records of ``state`` it has not moved past?"""
-        return state.in_hand is not None
+        return state.in_hand_take == self._take_no
 
     def settle_reading(self, state: PartitionState) -> None:
         """End the reading of ``state``'s chunk at the records already handed out,
@@ -261,6 +264,7 @@ class FetchBuffer:
         if done and chunk.gen == state.gen:  # the record in hand: not processed yet
             state.in_hand = recs[done - 1].offset
             state.in_hand_epoch = recs[done - 1].leader_epoch
+            state.in_hand_take = self._take_no
         pos = self.read_position(state)
         if pos is not None:
             state.position, state.position_epoch = pos
@@ -286,9 +290,8 @@ class FetchBuffer:
         partition stays failed; runs queued listener calls. The records of the
         previous take count as processed from now on.
         """
-        handed = self._handed
-        if handed:
-            self._moved_on(handed)
+        # The application asks for more: what earlier takes handed out is processed.
+        take_no = self._take_no = self._take_no + 1
         if self._failed:
             self._raise_failed()
         items = self._items
@@ -322,11 +325,11 @@ class FetchBuffer:
                     else:
                         end = min(len(recs), start + want)
                         out.extend(recs[start:end])
-                    if end > start:  # in hand until the next take (set before the position)
-                        if state.in_hand is None:
-                            state.in_hand = state.position
-                            state.in_hand_epoch = state.position_epoch
-                        handed.append(state)
+                    if end > start and state.in_hand_take != take_no:
+                        # in hand until the next take (noted before the position moves)
+                        state.in_hand = state.position
+                        state.in_hand_epoch = state.position_epoch
+                        state.in_hand_take = take_no
                     if end >= len(recs):
                         items.popleft()
                         state.position = item.next_offset
@@ -344,13 +347,6 @@ class FetchBuffer:
         if out and self._consumed is not None:
             self._consumed.record(len(out))
         return out
-
-    @staticmethod
-    def _moved_on(handed: list[PartitionState]) -> None:
-        """The application asks for more: what it was handed is processed."""
-        for state in handed:
-            state.in_hand = None
-        handed.clear()
 
     def _take_other(self, item: Any) -> None:
         """Act on a queued item that is not records: run a listener call, or raise
@@ -372,9 +368,8 @@ class FetchBuffer:
         None if the buffer is empty. Errors and listener calls queued before it
         are acted on first, as :meth:`take` does. The records of the previous
         take count as processed from now on."""
-        handed = self._handed
-        if handed:
-            self._moved_on(handed)
+        # The application asks for more: what earlier takes handed out is processed.
+        take_no = self._take_no = self._take_no + 1
         if self._failed:
             self._raise_failed()
         items = self._items
@@ -391,11 +386,11 @@ class FetchBuffer:
                 live = item.gen == state.gen and state.assigned
                 recs = item.records[item.pos :] if item.pos else item.records
                 if live:
-                    if recs:  # in hand until the next take (set before the position)
-                        if state.in_hand is None:
-                            state.in_hand = state.position
-                            state.in_hand_epoch = state.position_epoch
-                        handed.append(state)
+                    if recs and state.in_hand_take != take_no:
+                        # in hand until the next take (noted before the position moves)
+                        state.in_hand = state.position
+                        state.in_hand_epoch = state.position_epoch
+                        state.in_hand_take = take_no
                     state.position = item.next_offset
                     state.position_epoch = item.next_epoch
             self.on_drained(state)

@@ -29,6 +29,7 @@ class PartitionState:
         "high_watermark",
         "in_hand",
         "in_hand_epoch",
+        "in_hand_take",
         "last_stable_offset",
         "log_start_offset",
         "paused",
@@ -59,11 +60,12 @@ class PartitionState:
         self.puts = 0
         self.takes = 0
         #: The offset of the first record the application holds and may not have
-        #: processed yet (and its leader epoch), or None: records handed out by
-        #: the last take, until the application asks for more (see
-        #: :meth:`kpax.consumer.buffer.FetchBuffer.processed_position`).
+        #: processed yet (and its leader epoch): records handed out by the take
+        #: numbered ``in_hand_take``, valid while that is the buffer's last take
+        #: (see :meth:`kpax.consumer.buffer.FetchBuffer.processed_position`).
         self.in_hand: int | None = None
         self.in_hand_epoch = -1
+        self.in_hand_take = -1
         #: The group's committed offset as this member last knew it (looked up or
         #: committed by it): a commit of an unchanged position is skipped, so a
         #: member never writes back a stale offset another member moved on from.

@@ -8,19 +8,21 @@ header (v0, or v1 for a flexible version; always v0 for ApiVersions) in front
 of an encoded response body. :class:`FrameBuffer` cuts a byte stream into
 frames, refusing a size no request has.
 
-Imports: kpax.proto (api, errors, header, messages, primitives) and the standard library.
+Imports: kpax.proto (api, errors, header, messages and their schema table,
+primitives) and the standard library.
 """
 
 from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from kpax.proto.api import Request, Response
 from kpax.proto.errors import ProtocolError
 from kpax.proto.header import response_header_version
 from kpax.proto.messages import REQUESTS
+from kpax.proto.messages._generated._schema import SCHEMA
 from kpax.proto.primitives import read_tags
 
 __all__ = ["FrameBuffer", "RequestHeader", "decode_request", "encode_response"]
@@ -92,8 +94,47 @@ def decode_request(frame: bytes | memoryview) -> tuple[RequestHeader, Request]:
     return header, request
 
 
+#: (attribute, first version, last version, first and last nullable version, a struct?)
+_Field = tuple[str, int, int, int, int, bool]
+_LAYOUTS: dict[str, list[_Field]] = {}
+
+
+def _layout(qualname: str) -> list[_Field]:
+    out = _LAYOUTS.get(qualname)
+    if out is None:
+        out = []
+        for spec in SCHEMA.get(qualname, ()):
+            versions = cast("tuple[int, int]", spec[2])
+            nullable = cast("tuple[int, int] | None", spec[3]) or (1, 0)
+            out.append((str(spec[0]), *versions, *nullable, spec[6] is not None))
+        _LAYOUTS[qualname] = out
+    return out
+
+
+def fit_to_version(obj: Any, version: int) -> None:
+    """Reset, in place, the fields ``version`` does not have (and nulls it does not
+    allow) to their defaults, so handlers may fill every field of the newest
+    version and answer an older one: the generated encoders refuse a value a
+    version cannot carry."""
+    fresh: Any = None
+    for attr, lo, hi, nlo, nhi, struct_ in _layout(type(obj).__qualname__):
+        value = getattr(obj, attr)
+        if not lo <= version <= hi or (value is None and not nlo <= version <= nhi):
+            if fresh is None:
+                fresh = type(obj)()
+            setattr(obj, attr, getattr(fresh, attr))
+        elif struct_ and value is not None:
+            if isinstance(value, list):
+                for item in value:
+                    fit_to_version(item, version)
+            else:
+                fit_to_version(value, version)
+
+
 def encode_response(header: RequestHeader, response: Response | Any, version: int) -> bytes:
-    """The response frame (size prefix excluded) answering ``header``."""
+    """The response frame (size prefix excluded) answering ``header``; fields the
+    version lacks are dropped first (:func:`fit_to_version`)."""
+    fit_to_version(response, version)
     buf = bytearray(_I32.pack(header.correlation_id))
     if response_header_version(header.api_key, version) >= 1:
         buf.append(0)  # empty tagged fields

@@ -145,18 +145,21 @@ def end_txn(ctx: Ctx, req: EndTxnRequest) -> Any:
     error = ctx.coordinator_error(TRANSACTION, req.transactional_id)
     if error:
         return EndTxnResponse(error_code=error)
+    v2 = v >= 5 and ctx.cluster.txns.v2
     try:
         pid, epoch = ctx.cluster.txns.end_txn(
             req.transactional_id,
             req.producer_id,
             req.producer_epoch,
             commit=req.committed,
-            v2=v >= 5 and ctx.cluster.txns.v2,
+            v2=v2,
             fenced=_fenced(v, 2),
             now=ctx.now_ms,
         )
     except ApiError as exc:
         return EndTxnResponse(error_code=exc.code)
+    if not v2:  # transactions v1: the epoch stays; the answer names none
+        return EndTxnResponse()
     return EndTxnResponse(producer_id=pid, producer_epoch=epoch)
 
 

@@ -260,3 +260,27 @@ def test_api_versions_newer_than_known_gets_v0_unsupported():
     _cid, resp = decode_response(answer.frame, ApiVersionsRequest.API_KEY, 0)
     assert resp.error_code == ec.UnsupportedVersionError.code
     assert {k.api_key for k in resp.api_keys} >= {0, 1, 3, 18}
+
+
+def test_an_answer_made_ready_by_another_connection_goes_at_once():
+    c = FakeCluster(1)
+    tid = c.create_topic("t").topic_id
+    consumer, producer = c.connect(1), c.connect(1)
+    consumer.receive(encode_request(fetch(tid, 0, max_wait=10_000), 17, 1, "c"), 0)
+    assert consumer.data_to_send() == b""
+    batch = encode_batch([Record(b"x", timestamp=0)])
+    req = ProduceRequest(
+        acks=1,
+        timeout_ms=1000,
+        topic_data=[
+            ProduceRequest.TopicProduceData(
+                name="t",
+                partition_data=[ProduceRequest.PartitionProduceData(index=0, records=batch)],
+            )
+        ],
+    )
+    producer.receive(encode_request(req, 11, 1, "p"), 5)
+    assert producer.data_to_send()
+    out = consumer.data_to_send()  # no tick: the produce woke the long poll
+    resp = decode_response(out[4:], FetchRequest.API_KEY, 17)[1]
+    assert resp.responses[0].partitions[0].high_watermark == 1

@@ -141,6 +141,9 @@ class FakeCluster:
         #: api key -> (min, max) version advertised in ApiVersions.
         self.api_ranges = {k: (a.min_version, a.max_version) for k, a in APIS.items()}
         self.connections: dict[int, FakeConnection] = {}
+        #: connections with an answer that became ready outside their own pump
+        self._ready: set[int] = set()
+        self._pumping = False
         self._next_conn = 1
         self._next_producer_id = 1000
 
@@ -156,6 +159,26 @@ class FakeCluster:
         self.connections[conn.conn_id] = conn
         self._next_conn += 1
         return conn
+
+    def mark_ready(self, conn_id: int) -> None:
+        """A pending answer of this connection is ready (see :meth:`pump_ready`)."""
+        self._ready.add(conn_id)
+
+    def pump_ready(self) -> None:
+        """Let the connections whose pending answers became ready send them and go
+        on with the requests behind them (in connection order: deterministic)."""
+        if self._pumping:
+            return
+        self._pumping = True
+        try:
+            while self._ready:
+                conn_id = min(self._ready)
+                self._ready.discard(conn_id)
+                conn = self.connections.get(conn_id)
+                if conn is not None:
+                    conn.pump(self.now_ms)
+        finally:
+            self._pumping = False
 
     def disconnected(self, conn_id: int) -> None:
         """A connection closed (by either side): forget what waits on it."""
@@ -242,6 +265,7 @@ class FakeCluster:
         self._run_waiters()
         for conn in list(self.connections.values()):
             conn.pump(self.now_ms)
+        self.pump_ready()
 
     def next_deadline(self) -> int | None:
         """When :meth:`tick` has something to do next (ms), or None."""
@@ -279,6 +303,7 @@ class FakeCluster:
     def changed(self) -> None:
         """State changed outside a request (a fault, a move): re-check what waits."""
         self._run_waiters()
+        self.pump_ready()
 
     # ------------------------------------------------------------ ids
 

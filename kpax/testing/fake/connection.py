@@ -65,6 +65,7 @@ class FakeConnection:
             self.close(f"bad request: {exc}")
             return
         self.pump(now_ms)
+        self.cluster.pump_ready()
 
     def pump(self, now_ms: int) -> None:
         """Send what is due and handle the requests waiting behind it."""

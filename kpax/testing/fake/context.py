@@ -71,12 +71,22 @@ class Answer:
 class Deferred:
     """Completes a pending :class:`Answer` with a response object."""
 
-    __slots__ = ("answer", "close_after", "header", "version")
+    __slots__ = ("answer", "close_after", "conn_id", "header", "notify", "version")
 
-    def __init__(self, answer: Answer, header: RequestHeader, version: int) -> None:
+    def __init__(
+        self,
+        answer: Answer,
+        header: RequestHeader,
+        version: int,
+        conn_id: int = 0,
+        notify: Callable[[int], None] | None = None,
+    ) -> None:
         self.answer = answer
         self.header = header
         self.version = version
+        self.conn_id = conn_id
+        #: Told the connection id once the answer is ready (the cluster pumps it).
+        self.notify = notify
         #: An injected "drop after": the connection closes instead of answering.
         self.close_after = False
 
@@ -89,8 +99,10 @@ class Deferred:
             return
         if self.close_after:
             self.answer.set_close()
-            return
-        self.answer.set(encode_response(self.header, response, self.version))
+        else:
+            self.answer.set(encode_response(self.header, response, self.version))
+        if self.notify is not None:
+            self.notify(self.conn_id)
 
 
 class _DeferredMarker:
@@ -143,7 +155,7 @@ class Ctx:
     def defer(self) -> Deferred:
         """Answer later: the handler returns :data:`DEFERRED` and resolves this."""
         assert self._answer is not None
-        d = Deferred(self._answer, self.header, self.version)
+        d = Deferred(self._answer, self.header, self.version, self.conn_id, self.cluster.mark_ready)
         self.deferred = d
         return d
 

@@ -88,6 +88,11 @@ BROKER_DEFAULTS: dict[str, str] = {
     "transaction.version": "2",
     "max.incremental.fetch.session.cache.slots": "1000",
     "offsets.topic.num.partitions": "50",
+    # shown by DescribeConfigs only
+    "log.retention.hours": "168",
+    "log.segment.bytes": "1073741824",
+    "min.insync.replicas": "1",
+    "compression.type": "producer",
 }
 
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")

@@ -284,3 +284,44 @@ def test_an_answer_made_ready_by_another_connection_goes_at_once():
     out = consumer.data_to_send()  # no tick: the produce woke the long poll
     resp = decode_response(out[4:], FetchRequest.API_KEY, 17)[1]
     assert resp.responses[0].partitions[0].high_watermark == 1
+
+
+def test_kip848_revocation_comes_before_assignment():
+    from kpax.proto.messages import ConsumerGroupHeartbeatRequest as CH
+
+    c = FakeCluster(1)
+    tid = c.create_topic("t", 4).topic_id
+
+    def hb(member: str, epoch: int, owned: list[int] | None, *, join: bool = False) -> Any:
+        req = CH(
+            group_id="g",
+            member_id=member,
+            member_epoch=epoch,
+            rebalance_timeout_ms=5000,
+            subscribed_topic_names=["t"] if join else None,
+            topic_partitions=None
+            if owned is None
+            else [CH.TopicPartitions(topic_id=tid, partitions=owned)],
+        )
+        return call(c, req, 1)
+
+    def parts(resp: Any) -> list[int] | None:
+        if resp.assignment is None:
+            return None
+        return sorted(p for t in resp.assignment.topic_partitions for p in t.partitions)
+
+    a = hb("A", 0, [], join=True)
+    assert (a.member_epoch, parts(a)) == (1, [0, 1, 2, 3])
+    b = hb("B", 0, [], join=True)
+    assert (b.member_epoch, parts(b)) == (2, [])  # its partitions are still A's
+    a = hb("A", 1, None)
+    assert a.member_epoch == 1 and len(parts(a) or []) == 2  # revoke two, epoch kept
+    kept = parts(a)
+    b = hb("B", 2, None)
+    assert parts(b) is None  # nothing released yet
+    a = hb("A", 1, kept)  # A no longer owns the other two
+    assert a.member_epoch == 2
+    b = hb("B", 2, None)
+    assert sorted(parts(b) or []) == sorted({0, 1, 2, 3} - set(kept or []))
+    stale = hb("A", 7, None)
+    assert stale.error_code == ec.FencedMemberEpochError.code

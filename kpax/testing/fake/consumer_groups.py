@@ -136,9 +136,9 @@ class ConsumerGroups:
         ids = set().union(*(self._resolve(m) for m in group.members.values()))
         return {state.by_id[t].name for t in ids if t in state.by_id}
 
-    def _refresh(self, group: ConsumerGroup) -> None:
-        """Bump the group epoch when the subscribed topics changed; recompute the
-        target when the group epoch is ahead of it."""
+    def _refresh(self, group: ConsumerGroup, bump: bool = False) -> None:
+        """Bump the group epoch (once) when asked or when the subscribed topics
+        changed; recompute the target when the group epoch is ahead of it."""
         state = self.cluster.state
         subs = {mid: self._resolve(m) for mid, m in group.members.items()}
         metadata = {
@@ -146,6 +146,8 @@ class ConsumerGroups:
         }
         if metadata != group.metadata:
             group.metadata = metadata
+            bump = True
+        if bump:
             group.epoch += 1
         if group.epoch > group.assignment_epoch:
             assign = ASSIGNORS.get(group.assignor, ASSIGNORS["uniform"])
@@ -177,6 +179,7 @@ class ConsumerGroups:
             except re.error as exc:
                 raise ApiError(codes.INVALID_REGULAR_EXPRESSION, str(exc)) from None
         member_id = req.member_id
+        joined = False
         if epoch == 0:
             if not member_id:
                 if ctx.version >= 1:
@@ -191,7 +194,7 @@ class ConsumerGroups:
                 if req.subscribed_topic_names is None and regex is None:
                     raise ApiError(codes.INVALID_REQUEST, "a join names its subscription")
                 m = group.members[member_id] = CMember(member_id, ctx.client_id)
-                group.epoch += 1
+                joined = True
             m.last_sent = None
         else:
             m = group.members.get(member_id) if group is not None else None
@@ -208,12 +211,12 @@ class ConsumerGroups:
                 raise ApiError(
                     codes.FENCED_MEMBER_EPOCH, f"epoch {epoch}, the member's is {m.epoch}"
                 )
-        self._update(group, m, req, regex)
+        changed = self._update(group, m, req, regex)
         m.deadline = now + self.cluster.state.conf_int("group.consumer.session.timeout.ms")
         owned = _pairs(req.topic_partitions)
         if owned is not None:
             m.revoking = _parts(_count(m.revoking) & owned)
-        self._refresh(group)
+        self._refresh(group, bump=joined or changed)
         before = (m.epoch, _count(m.assigned))
         self._reconcile(group, m, now)
         full = epoch == 0 or req.topic_partitions is not None or m.last_sent is None
@@ -243,7 +246,9 @@ class ConsumerGroups:
         m: CMember,
         req: ConsumerGroupHeartbeatRequest,
         regex: str | None,
-    ) -> None:
+    ) -> bool:
+        """Take the heartbeat's fields; whether the subscription changed."""
+        changed = False
         if req.rebalance_timeout_ms > 0:
             m.rebalance_timeout = req.rebalance_timeout_ms
         if req.instance_id is not None:
@@ -257,12 +262,13 @@ class ConsumerGroups:
             m.topics = list(req.subscribed_topic_names)
             if regex is None:
                 m.regex = None
-            group.epoch += 1
+            changed = True
         if regex is not None and regex != m.regex:
             m.regex = regex
             if req.subscribed_topic_names is None:
                 m.topics = None
-            group.epoch += 1
+            changed = True
+        return changed
 
     def _reconcile(self, group: ConsumerGroup, m: CMember, now: int) -> None:
         target = _count(group.target.get(m.member_id, {}))

@@ -1,7 +1,9 @@
 """Handlers: ApiVersions, Metadata, FindCoordinator, DescribeCluster.
 
 Role: what a client asks before anything else. ApiVersions advertises the
-versions the fake serves (``FakeCluster.api_ranges``) and, from v3, the
+versions the fake serves (``FakeCluster.api_ranges``; Produce, TxnOffsetCommit
+and EndTxn below their transactions-v2 versions while ``transaction.version`` is
+below 2, as Kafka advertises them) and, from v3, the
 finalized features ``transaction.version`` (broker config, 2 by default) and
 ``group.version`` 1 (KIP-848). A version newer than the fake knows gets the v0
 answer with UNSUPPORTED_VERSION, as Kafka sends. Metadata lists the live
@@ -26,10 +28,13 @@ from kpax.proto.messages import (
     ApiVersionsResponse,
     DescribeClusterRequest,
     DescribeClusterResponse,
+    EndTxnRequest,
     FindCoordinatorRequest,
     FindCoordinatorResponse,
     MetadataRequest,
     MetadataResponse,
+    ProduceRequest,
+    TxnOffsetCommitRequest,
 )
 from kpax.testing.fake import codes
 from kpax.testing.fake.codes import ApiError
@@ -60,12 +65,26 @@ def unsupported_api_versions(header: RequestHeader, ranges: dict[int, tuple[int,
     return encode_response(header, response, 0)
 
 
+#: The last versions before transactions v2, advertised while ``transaction.version``
+#: is below 2 (as Kafka does: a client then never speaks v2 to a v1 coordinator).
+_BEFORE_TV2 = {
+    ProduceRequest.API_KEY: 11,
+    TxnOffsetCommitRequest.API_KEY: 4,
+    EndTxnRequest.API_KEY: 4,
+}
+
+
 def api_versions(ctx: Ctx, req: ApiVersionsRequest) -> Any:
     state = ctx.cluster.state
     tv = state.conf_int("transaction.version")
+    ranges = dict(ctx.cluster.api_ranges)
+    if tv < 2:
+        for key, hi in _BEFORE_TV2.items():
+            lo, top = ranges[key]
+            ranges[key] = (lo, min(top, hi))
     return AVR(
         error_code=ctx.forced() or codes.NONE,
-        api_keys=_api_keys(ctx.cluster.api_ranges),
+        api_keys=_api_keys(ranges),
         supported_features=[
             AVR.SupportedFeatureKey(name="transaction.version", min_version=0, max_version=2),
             AVR.SupportedFeatureKey(name="group.version", min_version=0, max_version=1),

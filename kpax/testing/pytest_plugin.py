@@ -17,6 +17,7 @@ Fixtures:
   One broker by default; more with ``@pytest.mark.parametrize("fake_kafka", [3],
   indirect=True)`` (a broker count, or a dict of ``FakeKafka`` keyword
   arguments) or the marker ``@pytest.mark.fake_kafka(brokers=3, config={...})``.
+  A request the fake failed to handle (a bug of the fake) fails the test.
 - ``topic`` (function): ``topic(partitions=1, *, replication_factor=1,
   config=None, cluster=None) -> str`` creates a topic with a random name on
   *cluster* (default: the ``kafka`` fixture) and waits until every partition has
@@ -144,6 +145,9 @@ def fake_kafka(request: pytest.FixtureRequest) -> Iterator[FakeKafka]:
         kwargs.update(param)
     with FakeKafka(**kwargs) as fake:
         yield fake
+        errors = fake.call(lambda cluster: list(cluster.errors))
+    if errors:
+        pytest.fail("the fake Kafka failed to handle requests:\n" + "\n".join(errors))
 
 
 @pytest.fixture(scope="module")

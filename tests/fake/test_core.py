@@ -325,3 +325,22 @@ def test_kip848_revocation_comes_before_assignment():
     assert sorted(parts(b) or []) == sorted({0, 1, 2, 3} - set(kept or []))
     stale = hb("A", 7, None)
     assert stale.error_code == ec.FencedMemberEpochError.code
+
+
+def test_a_handler_failure_closes_the_connection_and_is_kept(monkeypatch):
+    import dataclasses
+
+    from kpax.testing.fake import cluster as cluster_module
+
+    def broken(ctx: Any, req: Any) -> Any:
+        raise RuntimeError("boom")
+
+    key = MetadataRequest.API_KEY
+    monkeypatch.setitem(
+        cluster_module.APIS, key, dataclasses.replace(cluster_module.APIS[key], handler=broken)
+    )
+    c = FakeCluster(1)
+    conn = c.connect(1)
+    conn.receive(encode_request(MetadataRequest(topics=None), 12, 1, "x"), 0)
+    assert conn.closed
+    assert c.errors == ["Metadata v12: RuntimeError('boom')"]

@@ -164,3 +164,18 @@ def test_asyncio_consumer_group(fake_kafka):
 
     assert sorted(asyncio.run(main())) == sorted(b"v%d" % i for i in range(10))
     assert fake_kafka.committed("ag") == {("ac", 0): 5, ("ac", 1): 5}
+
+
+def test_static_member_rejoins_without_a_rebalance(fake_kafka):
+    fake_kafka.create_topic("st", 2)
+    opts = {"group_id": "sg", "group_instance_id": "i-1", "session_timeout_ms": 6000}
+    with kpax.Consumer(fake_kafka.bootstrap, **opts) as c:
+        c.subscribe(["st"])
+        eventually(lambda: c.poll(timeout=0.1) is not None and len(c.assignment()) == 2, 10)
+    group = fake_kafka.call(lambda cl: cl.groups.groups["sg"])
+    generation = group.generation
+    assert list(group.static) == ["i-1"]  # a static member's close does not leave the group
+    with kpax.Consumer(fake_kafka.bootstrap, **opts) as c:
+        c.subscribe(["st"])
+        eventually(lambda: c.poll(timeout=0.1) is not None and len(c.assignment()) == 2, 10)
+    assert fake_kafka.call(lambda cl: cl.groups.groups["sg"].generation) == generation

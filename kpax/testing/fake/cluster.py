@@ -28,6 +28,7 @@ the handler modules), kpax.proto (messages) and the standard library.
 
 from __future__ import annotations
 
+import logging
 import random
 import uuid
 from collections.abc import Callable, Iterable
@@ -65,6 +66,8 @@ from kpax.testing.fake.state import BrokerInfo, ClusterState, Partition, Topic
 from kpax.testing.fake.txn import Transactions
 
 __all__ = ["Api", "FakeCluster"]
+
+log = logging.getLogger("kpax.testing.fake")
 
 Handler = Callable[[Ctx, Any], Any]
 
@@ -138,6 +141,8 @@ class FakeCluster:
         self.txns = Transactions(self)
         self.fetch_sessions = FetchSessions(self)
         self.waiters: list[Waiter] = []
+        #: Handler failures (bugs of the fake): the fixture fails a test that saw one.
+        self.errors: list[str] = []
         #: api key -> (min, max) version advertised in ApiVersions.
         self.api_ranges = {k: (a.min_version, a.max_version) for k, a in APIS.items()}
         self.connections: dict[int, FakeConnection] = {}
@@ -230,7 +235,15 @@ class FakeCluster:
         else:
             if fault is not None and not api.per_item:
                 ctx.fault = None
-            response = api.handler(ctx, request)
+            try:
+                response = api.handler(ctx, request)
+            except Exception as exc:  # a bug of the fake: kept for the test, connection closed
+                self.errors.append(f"{header.api_name} v{header.version}: {exc!r}")
+                log.exception(
+                    "fake broker %d: %s v%d failed", node_id, header.api_name, header.version
+                )
+                answer.set_close()
+                return answer
         if response is DEFERRED:
             assert ctx.deferred is not None
             if fault is not None and fault.drop == "after":

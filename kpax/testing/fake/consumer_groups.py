@@ -164,6 +164,8 @@ class ConsumerGroups:
         classic = self.cluster.groups.groups.get(gid)
         if classic is not None and classic.members:
             raise ApiError(codes.GROUP_ID_NOT_FOUND, f"group {gid} is a classic group")
+        if classic is not None:  # an empty classic group becomes a KIP-848 one, as on Kafka
+            self.cluster.groups.delete(gid)
         group = self.groups.get(gid)
         epoch = req.member_epoch
         if epoch < 0:

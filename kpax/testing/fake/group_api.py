@@ -46,8 +46,12 @@ GROUP = 0
 def join_group(ctx: Ctx, req: JoinGroupRequest) -> Any:
     v = ctx.version
     error = ctx.coordinator_error(GROUP, req.group_id)
-    if not error and req.group_id in ctx.cluster.consumer_groups.groups:
-        error = codes.INCONSISTENT_GROUP_PROTOCOL
+    modern = ctx.cluster.consumer_groups.groups.get(req.group_id)
+    if not error and modern is not None:
+        if modern.members:
+            error = codes.INCONSISTENT_GROUP_PROTOCOL
+        else:  # an empty KIP-848 group becomes a classic one, as on Kafka
+            ctx.cluster.consumer_groups.delete(req.group_id)
     if error:
         return JoinGroupResponse(error_code=error, member_id=req.member_id)
     try:

@@ -344,3 +344,43 @@ def test_a_handler_failure_closes_the_connection_and_is_kept(monkeypatch):
     conn.receive(encode_request(MetadataRequest(topics=None), 12, 1, "x"), 0)
     assert conn.closed
     assert c.errors == ["Metadata v12: RuntimeError('boom')"]
+
+
+def test_share_sessions_and_locks_in_virtual_time():
+    from kpax.proto.messages import ShareFetchRequest as SF
+
+    c = FakeCluster(1)
+    tid = c.create_topic("t").topic_id
+    c.group_configs["g"] = {
+        "share.auto.offset.reset": "earliest",
+        "share.record.lock.duration.ms": "1000",
+    }
+    produce(c, "t", [b"a", b"b"])
+
+    def fetch_share(member: str, epoch: int, now: int, acks: list[Any] | None = None) -> Any:
+        part = SF.FetchPartition(partition_index=0, acknowledgement_batches=acks or [])
+        req = SF(
+            group_id="g",
+            member_id=member,
+            share_session_epoch=epoch,
+            max_records=10,
+            topics=[SF.FetchTopic(topic_id=tid, partitions=[part])],
+        )
+        return call(c, req, 2, now=now)
+
+    first = fetch_share("m1", 0, 0).responses[0].partitions[0]
+    assert [(a.first_offset, a.last_offset, a.delivery_count) for a in first.acquired_records] == [
+        (0, 1, 1)
+    ]
+    assert fetch_share("m2", 0, 10).responses == []  # both held by m1
+    assert fetch_share("m1", 5, 20).error_code == ec.InvalidShareSessionEpochError.code
+    assert fetch_share("m3", 1, 20).error_code == ec.ShareSessionNotFoundError.code
+    c.tick(1000)  # m1's lock ends
+    again = fetch_share("m2", 1, 1000).responses[0].partitions[0]
+    assert [(a.first_offset, a.delivery_count) for a in again.acquired_records] == [(0, 2)]
+    late = SF.AcknowledgementBatch(first_offset=0, last_offset=1, acknowledge_types=[1])
+    stale = fetch_share("m1", 1, 1001, [late]).responses[0].partitions[0]
+    assert stale.acknowledge_error_code == ec.InvalidRecordStateError.code  # not m1's any more
+    ok = fetch_share("m2", 2, 1002, [late]).responses
+    assert ok[0].partitions[0].acknowledge_error_code == 0
+    assert c.share_partitions.start_offsets("g") == {("t", 0): 2}

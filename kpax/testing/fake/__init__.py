@@ -21,7 +21,8 @@ sessions and long polls), :mod:`.partition_offsets` (ListOffsets,
 OffsetForLeaderEpoch, DeleteRecords), :mod:`.admin` (topics and configs),
 :mod:`.commits` (committed offsets), :mod:`.groups` + :mod:`.group_api`
 (classic groups), :mod:`.consumer_groups` + :mod:`.assignors` (KIP-848),
-:mod:`.txn` + :mod:`.txn_api` (idempotent and transactional producers); the
+:mod:`.txn` + :mod:`.txn_api` (idempotent and transactional producers),
+:mod:`.share_groups` + :mod:`.share_fetch` (KIP-932 share groups); the
 state in :mod:`.state`, :mod:`.log` and :mod:`.producers`; faults in
 :mod:`.faults`. docs/testing.md has the user's guide.
 

@@ -6,9 +6,10 @@ the fake applies them at once, so a topic is usable as soon as CreateTopics
 answers). Configs of topics (the names in
 :data:`~kpax.testing.fake.state.TOPIC_DEFAULTS`: an unknown name is
 INVALID_CONFIG) and brokers (the cluster-wide broker config, any resource name
-of a broker: the fake keeps one for all); DescribeConfigs tells a topic
-override (source 1) from a default (source 5) and a broker config given at
-start (4) or altered (2) from a default.
+of a broker: the fake keeps one for all) and groups (``share.*`` and
+``consumer.*`` group configs, e.g. ``share.auto.offset.reset``); DescribeConfigs
+tells a topic override (source 1) or group config (8) from a default (source 5)
+and a broker config given at start (4) or altered (2) from a default.
 
 Imports: kpax.testing.fake.{codes,context,state}, kpax.proto.messages and the
 standard library.
@@ -36,14 +37,15 @@ from kpax.proto.messages import (
 from kpax.testing.fake import codes
 from kpax.testing.fake.codes import ApiError
 from kpax.testing.fake.context import Ctx
-from kpax.testing.fake.state import BROKER_DEFAULTS, TOPIC_DEFAULTS
+from kpax.testing.fake.state import BROKER_DEFAULTS, GROUP_DEFAULTS, TOPIC_DEFAULTS
 
 __all__ = ["HANDLERS"]
 
 CTR = CreateTopicsResponse
 DCR = DescribeConfigsResponse
-TOPIC, BROKER = 2, 4
+TOPIC, BROKER, GROUP = 2, 4, 32
 SOURCE_TOPIC, SOURCE_DYNAMIC_BROKER, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 2, 4, 5
+SOURCE_GROUP = 8
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 _BOOLEAN, _STRING, _INT, _LONG, _DOUBLE, _LIST = 1, 2, 3, 5, 6, 7
 
@@ -180,6 +182,11 @@ def describe_configs(ctx: Ctx, req: DescribeConfigsRequest) -> Any:
                     values[name] = (value, SOURCE_STATIC_BROKER)
                 else:
                     values[name] = (value, SOURCE_DYNAMIC_BROKER)
+        elif res.resource_type == GROUP:
+            overrides = ctx.cluster.group_configs.get(res.resource_name, {})
+            for name in GROUP_DEFAULTS:
+                value = ctx.cluster.group_config(res.resource_name, name)
+                values[name] = (value, SOURCE_GROUP if name in overrides else SOURCE_DEFAULT)
         else:
             r.error_code = codes.INVALID_REQUEST
             r.error_message = f"resource type {res.resource_type} is not served by the fake"
@@ -222,6 +229,9 @@ def _alter(
         known, target = TOPIC_DEFAULTS, dict(topic.configs)
     elif resource_type == BROKER:
         known, target = BROKER_DEFAULTS, dict(state.config)
+    elif resource_type == GROUP:
+        known = dict.fromkeys(GROUP_DEFAULTS, "")
+        target = dict(ctx.cluster.group_configs.get(name, {}))
     else:
         raise ApiError(codes.INVALID_REQUEST, f"resource type {resource_type} is not served")
     if replace:
@@ -245,12 +255,33 @@ def _alter(
             target[key] = ",".join(items)
         else:
             raise ApiError(codes.INVALID_REQUEST, f"unknown config operation {op}")
+    if resource_type == GROUP:
+        for key, value in target.items():
+            _check_group_config(ctx, key, value)
     if validate_only:
         return
     if resource_type == TOPIC:
         state.topics[name].configs = target
+    elif resource_type == GROUP:
+        ctx.cluster.group_configs[name] = target
     else:
         state.config = target
+
+
+def _check_group_config(ctx: Ctx, key: str, value: str) -> None:
+    state = ctx.cluster.state
+    if key == "share.auto.offset.reset":
+        ok = value in ("earliest", "latest")
+    elif key == "share.isolation.level":
+        ok = value in ("read_committed", "read_uncommitted")
+    elif key == "share.record.lock.duration.ms":
+        lo = state.conf_int("group.share.min.record.lock.duration.ms")
+        hi = state.conf_int("group.share.max.record.lock.duration.ms")
+        ok = value.isdigit() and lo <= int(value) <= hi
+    else:
+        ok = value.isdigit() and int(value) > 0
+    if not ok:
+        raise ApiError(codes.INVALID_CONFIG, f"group config {key}={value!r} is not valid")
 
 
 def incremental_alter_configs(ctx: Ctx, req: IncrementalAlterConfigsRequest) -> Any:

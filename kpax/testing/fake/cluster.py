@@ -46,6 +46,8 @@ from kpax.testing.fake import (
     metadata,
     partition_offsets,
     produce,
+    share_fetch,
+    share_groups,
     txn_api,
 )
 from kpax.testing.fake.commits import CommittedOffsets
@@ -62,7 +64,9 @@ from kpax.testing.fake.frames import (
     peek_header,
 )
 from kpax.testing.fake.groups import ClassicGroups
-from kpax.testing.fake.state import BrokerInfo, ClusterState, Partition, Topic
+from kpax.testing.fake.share_fetch import SharePartitions
+from kpax.testing.fake.share_groups import ShareGroups
+from kpax.testing.fake.state import GROUP_DEFAULTS, BrokerInfo, ClusterState, Partition, Topic
 from kpax.testing.fake.txn import Transactions
 
 __all__ = ["Api", "FakeCluster"]
@@ -97,6 +101,8 @@ def _table() -> dict[int, Api]:
         group_api,
         consumer_groups,
         txn_api,
+        share_groups,
+        share_fetch,
     ):
         for key, (fn, lo, hi, per_item) in module.HANDLERS.items():
             cls = REQUESTS[key]
@@ -139,6 +145,10 @@ class FakeCluster:
         self.groups = ClassicGroups(self)
         self.consumer_groups = ConsumerGroups(self)
         self.txns = Transactions(self)
+        self.share_groups = ShareGroups(self)
+        self.share_partitions = SharePartitions(self)
+        #: group id -> group configs set (IncrementalAlterConfigs on a GROUP resource)
+        self.group_configs: dict[str, dict[str, str]] = {}
         self.fetch_sessions = FetchSessions(self)
         self.waiters: list[Waiter] = []
         #: Handler failures (bugs of the fake): the fixture fails a test that saw one.
@@ -275,6 +285,8 @@ class FakeCluster:
         self.groups.tick(self.now_ms)
         self.consumer_groups.tick(self.now_ms)
         self.txns.tick(self.now_ms)
+        self.share_groups.tick(self.now_ms)
+        self.share_partitions.tick(self.now_ms)
         self._run_waiters()
         for conn in list(self.connections.values()):
             conn.pump(self.now_ms)
@@ -287,6 +299,8 @@ class FakeCluster:
             self.groups.next_deadline(),
             self.consumer_groups.next_deadline(),
             self.txns.next_deadline(),
+            self.share_groups.next_deadline(),
+            self.share_partitions.next_deadline(),
         ):
             if t is not None:
                 times.append(t)
@@ -317,6 +331,15 @@ class FakeCluster:
         """State changed outside a request (a fault, a move): re-check what waits."""
         self._run_waiters()
         self.pump_ready()
+
+    def group_config(self, group_id: str, name: str) -> str:
+        """A group config: set for the group, else its default (the broker's
+        ``group.<name>`` where :data:`GROUP_DEFAULTS` has none)."""
+        value = self.group_configs.get(group_id, {}).get(name)
+        if value is not None:
+            return value
+        default = GROUP_DEFAULTS[name]
+        return default if default is not None else self.state.conf(f"group.{name}")
 
     # ------------------------------------------------------------ ids
 

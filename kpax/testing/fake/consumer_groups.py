@@ -162,8 +162,8 @@ class ConsumerGroups:
         if not gid:
             raise ApiError(codes.INVALID_REQUEST, "an empty group id")
         classic = self.cluster.groups.groups.get(gid)
-        if classic is not None and classic.members:
-            raise ApiError(codes.GROUP_ID_NOT_FOUND, f"group {gid} is a classic group")
+        if (classic is not None and classic.members) or gid in self.cluster.share_groups.groups:
+            raise ApiError(codes.GROUP_ID_NOT_FOUND, f"group {gid} is not a consumer group")
         if classic is not None:  # an empty classic group becomes a KIP-848 one, as on Kafka
             self.cluster.groups.delete(gid)
         group = self.groups.get(gid)

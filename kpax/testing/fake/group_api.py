@@ -3,9 +3,10 @@
 Role: JoinGroup (v0-v9), SyncGroup (v0-v5), Heartbeat (v0-v4), LeaveGroup
 (v0-v5), DescribeGroups (v0-v6), ListGroups (v0-v5), DeleteGroups (v0-v2) over
 :class:`~kpax.testing.fake.groups.ClassicGroups` (the state machine) and the
-KIP-848 groups of :mod:`kpax.testing.fake.consumer_groups` (listed, described
-as groups of another type, deleted). A group request to a broker that does not
-coordinate the group gets NOT_COORDINATOR; a classic join to a KIP-848 group
+KIP-848 groups of :mod:`kpax.testing.fake.consumer_groups` and the share
+groups of :mod:`kpax.testing.fake.share_groups` (listed, deleted). A group
+request to a broker that does not coordinate the group gets NOT_COORDINATOR; a
+classic join to a KIP-848 group with members, or to a share group,
 INCONSISTENT_GROUP_PROTOCOL.
 
 Imports: kpax.testing.fake.{codes,context,groups}, kpax.proto.messages.
@@ -47,6 +48,8 @@ def join_group(ctx: Ctx, req: JoinGroupRequest) -> Any:
     v = ctx.version
     error = ctx.coordinator_error(GROUP, req.group_id)
     modern = ctx.cluster.consumer_groups.groups.get(req.group_id)
+    if not error and req.group_id in ctx.cluster.share_groups.groups:
+        error = codes.INCONSISTENT_GROUP_PROTOCOL
     if not error and modern is not None:
         if modern.members:
             error = codes.INCONSISTENT_GROUP_PROTOCOL
@@ -185,6 +188,10 @@ def list_groups(ctx: Ctx, req: ListGroupsRequest) -> Any:
         listed[gid] = LGR.ListedGroup(
             group_id=gid, protocol_type="consumer", group_state=cg.state_name, group_type="consumer"
         )
+    for gid, sg in cluster.share_groups.groups.items():
+        listed[gid] = LGR.ListedGroup(
+            group_id=gid, protocol_type="share", group_state=sg.state_name, group_type="share"
+        )
     for gid in cluster.offsets.group_ids():
         if gid not in listed:
             listed[gid] = LGR.ListedGroup(
@@ -205,17 +212,25 @@ def delete_groups(ctx: Ctx, req: DeleteGroupsRequest) -> Any:
     results = []
     for gid in req.groups_names:
         error = ctx.forced() or ctx.coordinator_error(GROUP, gid)
-        classic = cluster.groups.groups.get(gid)
-        modern = cluster.consumer_groups.groups.get(gid)
+        found = [
+            g
+            for g in (
+                cluster.groups.groups.get(gid),
+                cluster.consumer_groups.groups.get(gid),
+                cluster.share_groups.groups.get(gid),
+            )
+            if g is not None
+        ]
         if error:
             pass
-        elif (classic is not None and classic.members) or (modern is not None and modern.members):
+        elif any(g.members for g in found):
             error = codes.NON_EMPTY_GROUP
-        elif classic is None and modern is None and not cluster.offsets.has_group(gid):
+        elif not found and not cluster.offsets.has_group(gid):
             error = codes.GROUP_ID_NOT_FOUND
         else:
             cluster.groups.delete(gid)
             cluster.consumer_groups.delete(gid)
+            cluster.share_groups.delete(gid)
             cluster.offsets.delete_group(gid)
         results.append(DeleteGroupsResponse.DeletableGroupResult(group_id=gid, error_code=error))
     return DeleteGroupsResponse(results=results)

@@ -32,6 +32,7 @@ from kpax.testing.fake.log import PartitionLog
 
 __all__ = [
     "BROKER_DEFAULTS",
+    "GROUP_DEFAULTS",
     "TOPIC_DEFAULTS",
     "BrokerInfo",
     "ClusterState",
@@ -84,6 +85,13 @@ BROKER_DEFAULTS: dict[str, str] = {
     "group.consumer.heartbeat.interval.ms": "500",
     "group.consumer.session.timeout.ms": "45000",
     "group.consumer.assignors": "uniform,range",
+    "group.share.heartbeat.interval.ms": "500",
+    "group.share.session.timeout.ms": "45000",
+    "group.share.record.lock.duration.ms": "30000",
+    "group.share.min.record.lock.duration.ms": "1000",
+    "group.share.max.record.lock.duration.ms": "3600000",
+    "group.share.delivery.count.limit": "5",
+    "group.share.partition.max.record.locks": "2000",
     "transaction.max.timeout.ms": "900000",
     "transaction.version": "2",
     "max.incremental.fetch.session.cache.slots": "1000",
@@ -93,6 +101,19 @@ BROKER_DEFAULTS: dict[str, str] = {
     "log.segment.bytes": "1073741824",
     "min.insync.replicas": "1",
     "compression.type": "producer",
+}
+
+#: Group configs (resource type GROUP): those without a value here default to the
+#: broker config ``group.<name>``.
+GROUP_DEFAULTS: dict[str, str | None] = {
+    "consumer.session.timeout.ms": None,
+    "consumer.heartbeat.interval.ms": None,
+    "share.session.timeout.ms": None,
+    "share.heartbeat.interval.ms": None,
+    "share.record.lock.duration.ms": None,
+    "share.delivery.count.limit": None,
+    "share.auto.offset.reset": "latest",
+    "share.isolation.level": "read_uncommitted",
 }
 
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")

@@ -156,8 +156,6 @@ def test_the_fake_kafka_is_built_on_the_protocol_layer_only() -> None:
     for module, targets in _graph().items():
         if module.startswith("kpax.testing.fake"):
             others = [
-                t
-                for t in targets
-                if _part(t) != "proto" and not t.startswith("kpax.testing.fake")
+                t for t in targets if _part(t) != "proto" and not t.startswith("kpax.testing.fake")
             ]
             assert not others, (module, others)

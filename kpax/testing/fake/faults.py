@@ -46,7 +46,8 @@ _PARTITION_FIELDS = ("partition_index", "partition", "index")
 @dataclass
 class Fault:
     """One injected fault (see the module docstring). ``seen`` counts the
-    requests it matched, ``hits`` those it acted on."""
+    requests it matched while active, ``hits`` those it acted on; a fault whose
+    ``times`` are used up is inactive."""
 
     api: str | None = None
     error: int | None = None

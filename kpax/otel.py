@@ -506,7 +506,7 @@ class _Wrapper:
     def __exit__(
         self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self.close()
+        self.client.__exit__(t, e, tb)  # the client's own (a consumer's commits on error)
 
 
 class _AsyncWrapper(_Wrapper):
@@ -516,8 +516,9 @@ class _AsyncWrapper(_Wrapper):
         await self.client.start()
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
+    async def __aexit__(self, *exc: Any) -> None:
+        self._tracing.end_processing(self.client)
+        await self.client.__aexit__(*exc)
 
 
 class TracedProducer(_Wrapper):
@@ -615,9 +616,9 @@ class TracedAsyncConsumer(_AsyncWrapper):
         records = _untraced(AsyncConsumer, "__aiter__", self.client)()
         return _TracedAsyncIterator(self._tracing, self.client, records)
 
-    async def close(self, timeout: float = 30.0) -> None:
+    async def close(self, *args: Any, **kwargs: Any) -> None:
         self._tracing.end_processing(self.client)
-        await _untraced(AsyncConsumer, "close", self.client)(timeout)
+        await _untraced(AsyncConsumer, "close", self.client)(*args, **kwargs)
 
 
 def _tracer(tracer_provider: trace.TracerProvider | None) -> Tracer:
@@ -681,9 +682,9 @@ def _patches(tracing: _Tracing) -> dict[tuple[type, str], Any]:
     def aiterate(self: AsyncConsumer) -> _TracedAsyncIterator:
         return _TracedAsyncIterator(tracing, self, orig[AsyncConsumer, "__aiter__"](self))
 
-    async def aclose(self: AsyncConsumer, timeout: float = 30.0) -> None:
+    async def aclose(self: AsyncConsumer, *args: Any, **kwargs: Any) -> None:
         tracing.end_processing(self)
-        await orig[AsyncConsumer, "close"](self, timeout)
+        await orig[AsyncConsumer, "close"](self, *args, **kwargs)
 
     for fn, original in (
         (poll, orig[Consumer, "poll"]),

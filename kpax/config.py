@@ -91,7 +91,12 @@ def resolve(kind: str, options: Mapping[str, Option], given: Mapping[str, Any]) 
 
     ``kind`` names the client in messages ("producer", "consumer", "admin").
     """
-    out: dict[str, Any] = {name: opt.default for name, opt in options.items()}
+    # A default takes the same check as a given value: every value of the
+    # result has one form (``bootstrap_servers`` a list, whether given or not).
+    out: dict[str, Any] = {
+        name: opt.default if opt.check is None or opt.default is None else opt.check(opt.default)
+        for name, opt in options.items()
+    }
     for name, raw in given.items():
         value = raw
         key = name.replace(".", "_").replace("-", "_")

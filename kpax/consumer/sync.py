@@ -29,7 +29,7 @@ from kpax.consumer.client import AsyncConsumer
 from kpax.consumer.pattern import subscribe_args
 from kpax.consumer.record import ConsumerRecord
 from kpax.consumer.state import PartitionState
-from kpax.proto.errors import KafkaTimeoutError
+from kpax.proto.errors import ConfigError, KafkaTimeoutError
 from kpax.structs import (
     ConsumerGroupMetadata,
     OffsetAndMetadata,
@@ -68,6 +68,14 @@ class Consumer(SyncFace):
         if bootstrap_servers is None and names and (":" in names[0] or "," in names[0]):
             bootstrap_servers = names.pop(0)
         core = self._core = AsyncConsumer(bootstrap_servers, **config)  # validates options first
+        if names and core.settings.group_id is None:
+            # kafka-python's KafkaConsumer("topic") without a group reads every
+            # partition unmanaged; kpax subscribes only as a group member.
+            raise ConfigError(
+                f"kpax.Consumer({', '.join(map(repr, names))}): topics to subscribe to need "
+                "a group_id (or give none and assign() partitions); a first argument is the "
+                "bootstrap list only when it holds ':' or ','"
+            )
         self._consumer_timeout = consumer_timeout_ms / 1000 if consumer_timeout_ms else None
         settings = core.settings
         margin = 5.0 + settings.request_timeout
@@ -87,7 +95,11 @@ class Consumer(SyncFace):
         self._buffer.on_drained = drained
         self._core.listener_runner = self._buffer.call_in_app
         if names:
-            self.subscribe(names)
+            try:
+                self.subscribe(names)
+            except BaseException:
+                self.close(5.0)
+                raise
 
     # ------------------------------------------------------------ plumbing
 

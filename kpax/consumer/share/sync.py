@@ -66,7 +66,11 @@ class ShareConsumer(SyncFace):
             core.start(), margin + 30, "share consumer start", lambda: core.close(5.0), 10.0
         )
         if names:
-            self.subscribe(names)
+            try:
+                self.subscribe(names)
+            except BaseException:
+                self.close(5.0)
+                raise
 
     @property
     def aio(self) -> AsyncShareConsumer:

@@ -58,7 +58,7 @@ import random
 import ssl
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from kpax._version import __version__
 from kpax.broker.options import ConnectionOptions
@@ -662,8 +662,9 @@ class BrokerConnection(asyncio.BufferedProtocol):
     # ------------------------------------------------------------ transport callbacks
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        # A stream transport, of whatever loop: uvloop's (and other loops')
+        # transports are not subclasses of asyncio.Transport.
+        self._transport = cast(asyncio.Transport, transport)
         if self._metrics is not None:
             self._counted = True
             self._metrics.created.record()

@@ -45,7 +45,7 @@ a wrong correlation id or a connection cut in the middle of a response is
 named in the error that every request in flight fails with, and in the error
 of any later request on the closed connection.
 
-Imports: kpax.proto, kpax.broker.*, kpax._version, the standard library.
+Imports: kpax.proto, kpax.broker.*, kpax.config, kpax._version, the standard library.
 """
 
 from __future__ import annotations
@@ -68,6 +68,7 @@ from kpax.broker.sasl import (
     SaslMechanism,
     ScramMechanism,
 )
+from kpax.config import reveal
 from kpax.proto.error_codes import (
     IllegalSaslStateError,
     RebootstrapRequiredError,
@@ -330,15 +331,15 @@ class BrokerConnection(asyncio.BufferedProtocol):
         opts = self.options
         name = opts.sasl_mechanism
         if name == "PLAIN":
-            return PlainMechanism(opts.sasl_username or "", opts.sasl_password or "")
+            return PlainMechanism(opts.sasl_username or "", reveal(opts.sasl_password) or "")
         if name.startswith("SCRAM-"):
-            return ScramMechanism(name, opts.sasl_username or "", opts.sasl_password or "")
+            return ScramMechanism(name, opts.sasl_username or "", reveal(opts.sasl_password) or "")
         raise AuthenticationError(f"SASL mechanism {name} needs a token (OAUTHBEARER)")
 
     async def _make_mechanism(self) -> SaslMechanism:
         provider = self.options.sasl_token_provider
         if self.options.sasl_mechanism == "OAUTHBEARER" and provider is not None:
-            token = provider()
+            token = reveal(provider)()
             if not isinstance(token, str):
                 token = await token
             return OAuthBearerMechanism(token)

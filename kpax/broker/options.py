@@ -19,8 +19,10 @@ from kpax.broker.sasl import SUPPORTED_MECHANISMS
 from kpax.broker.tls import build_ssl_context
 from kpax.config import (
     Option,
+    Secret,
     boolean,
     bootstrap_list,
+    hide,
     non_negative_int,
     one_of,
     optional_str,
@@ -65,7 +67,9 @@ COMMON_OPTIONS: dict[str, Option] = {
 
 @dataclass(frozen=True)
 class ConnectionOptions:
-    """What one broker connection needs to know."""
+    """What one broker connection needs to know. The password and the token
+    provider are kept as :class:`~kpax.config.Secret` (given plain, they are
+    wrapped): ``[hidden]`` in reprs and ``vars()``."""
 
     client_id: str = "kpax"
     request_timeout_ms: int = 30000
@@ -78,12 +82,16 @@ class ConnectionOptions:
     ssl_context: ssl.SSLContext | None = None
     sasl_mechanism: str = "PLAIN"
     sasl_username: str | None = None
-    sasl_password: str | None = None
-    sasl_token_provider: TokenProvider | None = None
+    sasl_password: Secret | str | None = None
+    sasl_token_provider: Secret | TokenProvider | None = None
     #: Largest response frame accepted (a larger size prefix is a protocol error).
     max_response_size: int = 512 * 1024 * 1024
     #: The client's connection metrics (kpax.metrics); None: not counted.
     metrics: ConnectionMetrics | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sasl_password", hide(self.sasl_password))
+        object.__setattr__(self, "sasl_token_provider", hide(self.sasl_token_provider))
 
     @property
     def uses_tls(self) -> bool:

@@ -67,6 +67,7 @@ from kpax.broker.sasl import (
     PlainMechanism,
     SaslMechanism,
     ScramMechanism,
+    oauth_token,
 )
 from kpax.config import reveal
 from kpax.proto.error_codes import (
@@ -339,10 +340,7 @@ class BrokerConnection(asyncio.BufferedProtocol):
     async def _make_mechanism(self) -> SaslMechanism:
         provider = self.options.sasl_token_provider
         if self.options.sasl_mechanism == "OAUTHBEARER" and provider is not None:
-            token = reveal(provider)()
-            if not isinstance(token, str):
-                token = await token
-            return OAuthBearerMechanism(token)
+            return OAuthBearerMechanism(*await oauth_token(reveal(provider)))
         return self._mechanism()
 
     async def _authenticate(self) -> None:

@@ -11,7 +11,7 @@ Imports: kpax.config, kpax.metrics, kpax.broker.tls, kpax.broker.sasl, kpax.prot
 from __future__ import annotations
 
 import ssl
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +31,22 @@ from kpax.config import (
 from kpax.metrics import ConnectionMetrics
 from kpax.proto.errors import ConfigError
 
-TokenProvider = Callable[[], "str | Awaitable[str]"]
+#: ``sasl_oauth_token_provider``: a function (or coroutine function) returning a
+#: token, or an object with a ``token()`` method, sync or async, and optionally
+#: ``extensions()`` (kafka-python's and aiokafka's ``AbstractTokenProvider``).
+TokenProvider = Any
+
+
+def token_provider(value: Any) -> Any:
+    """The check of ``sasl_oauth_token_provider`` (see :data:`TokenProvider`)."""
+    if callable(getattr(value, "token", None)) or callable(value):
+        return value
+    raise TypeError(
+        "must be a function returning an OAUTHBEARER token (a str, or an awaitable of one), "
+        "or an object with a token() method (kafka-python's or aiokafka's "
+        "AbstractTokenProvider)"
+    )
+
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
@@ -59,7 +74,7 @@ COMMON_OPTIONS: dict[str, Option] = {
     "sasl_mechanism": Option("PLAIN", one_of(*[m.lower() for m in SUPPORTED_MECHANISMS])),
     "sasl_plain_username": Option(None, optional_str),
     "sasl_plain_password": Option(None, optional_str),
-    "sasl_oauth_token_provider": Option(None),
+    "sasl_oauth_token_provider": Option(None, token_provider),
     #: kpax-specific: cap on requests pipelined on one connection.
     "connection_max_in_flight": Option(1024, positive_int),
 }

@@ -140,8 +140,6 @@ class TokenProvider:
     def token(self) -> str:
         return self._token
 
-    __call__ = token  # (kpax's own form)
-
 
 def test_no_secret_is_printed_in_a_clients_life(broker, client_cert, caplog, tmp_path):
     caplog.set_level(logging.DEBUG)

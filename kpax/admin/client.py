@@ -20,12 +20,18 @@ the operations live in one mixin per domain, each deriving from
 * kpax.admin.acls -- describe, create and delete ACLs
 * kpax.admin.users -- SCRAM credentials
 
+An admin client belongs to the event loop that started it (a call from
+another loop is an IllegalStateError: its cluster checks, kpax.event_loops).
+
 Imports: kpax.admin.base, kpax.admin.cluster, kpax.admin.topics, kpax.admin.configs,
 kpax.admin.offsets, kpax.admin.groups, kpax.admin.share_groups, kpax.admin.acls,
-kpax.admin.users.
+kpax.admin.users and the standard library.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
 
 from kpax.admin.acls import AclAdmin
 from kpax.admin.base import ADMIN_OPTIONS, AdminBase
@@ -53,6 +59,12 @@ class AsyncAdmin(
 ):
     """``kpax.aio.Admin``: ``async with AsyncAdmin("host:9092") as admin: ...``."""
 
+    _client_name = "kpax.aio.Admin"
+
+    def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, **config: Any) -> None:
+        super().__init__(bootstrap_servers, **config)
+        self.cluster.client_name = self._client_name
+
     @property
     def timeout(self) -> float:
         """``default_api_timeout_ms`` in seconds: the timeout of calls given none."""
@@ -69,6 +81,8 @@ class AsyncAdmin(
         return self
 
     async def close(self) -> None:
+        """Close the connections (on the event loop that started the client:
+        IllegalStateError from another loop)."""
         await self.cluster.close()
 
     def metrics(self) -> dict[str, float]:

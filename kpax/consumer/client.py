@@ -15,8 +15,11 @@ the fetcher runs ahead of it. ``seek*`` drop whatever was fetched ahead.
 Without ``group_id`` commits are refused; with ``group_id`` and ``assign``
 commits go to the group without a generation (like Java).
 
+A consumer belongs to the event loop that started it (a call from another
+loop is an IllegalStateError: kpax.event_loops).
+
 Imports: kpax.cluster, kpax.broker, kpax.config, kpax.metrics, kpax.proto, kpax.structs,
-kpax.consumer.*.
+kpax.consumer.*, kpax.event_loops.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from kpax.consumer.options import CONSUMER_OPTIONS, ConsumerSettings
 from kpax.consumer.pattern import subscribe_args
 from kpax.consumer.record import ConsumerRecord
 from kpax.consumer.state import PartitionState
+from kpax.event_loops import check_loop
 from kpax.metrics import NAN, ConnectionMetrics, Metrics, metrics_enabled, tagged
 from kpax.proto.errors import ClientClosedError, IllegalStateError, KafkaTimeoutError
 from kpax.structs import (
@@ -69,6 +73,8 @@ class AsyncConsumer:
     """``kpax.aio.Consumer("host:9092", group_id="g")``: ``subscribe`` or ``assign``,
     then ``await poll()`` / ``async for rec in consumer``. An async context manager."""
 
+    _client_name = "kpax.aio.Consumer"
+
     def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, **config: Any) -> None:
         if bootstrap_servers is not None:
             config["bootstrap_servers"] = bootstrap_servers
@@ -82,6 +88,7 @@ class AsyncConsumer:
         if m is not None:  # made here, once: the group records commits in it
             m.sensor("commit-latency")
         self.cluster = Cluster.from_config(self.config, self._conn_metrics)
+        self.cluster.client_name = self._client_name
         self.states: dict[TopicPartition, PartitionState] = {}
         self.buffer = FetchBuffer(m.sensor("records-consumed") if m is not None else None)
         self.fetcher: Fetcher | None = None
@@ -139,11 +146,15 @@ class AsyncConsumer:
             raise ClientClosedError("the consumer is closed")
         if not self._started:
             raise IllegalStateError("the consumer is not started: await consumer.start() first")
+        check_loop(self.cluster.loop, "a call", self._client_name)
 
     async def close(self, timeout: float = 30.0) -> None:
-        """Commit (auto-commit), leave the group, stop fetching; returns within ``timeout``."""
+        """Commit (auto-commit), leave the group, stop fetching; returns within ``timeout``.
+        On the event loop that started the consumer only (IllegalStateError from
+        another loop)."""
         if self._closed:
             return
+        check_loop(self.cluster.loop, "close()", self._client_name)
         self._closed = True
         deadline = time.monotonic() + timeout
         try:

@@ -20,7 +20,11 @@ the common record skips ``try_append``: :meth:`new_appender` gives each face a
 C appender doing the same in C, and everything else still goes through
 ``try_append``.
 
-Imports: kpax.producer.*, kpax.cluster, kpax.metrics, kpax.broker.options, kpax.proto, kpax.structs.
+Lifecycle: a producer belongs to the event loop that started it (a call
+from another loop is refused: kpax.event_loops).
+
+Imports: kpax.producer.*, kpax.cluster, kpax.metrics, kpax.broker.options, kpax.proto,
+kpax.structs, kpax.event_loops.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from kpax.cluster.cluster import Cluster
+from kpax.event_loops import check_loop
 from kpax.metrics import ConnectionMetrics, Metrics, metrics_enabled, tagged
 from kpax.producer.accumulator import RECORD_FRAME_MAX, Accumulator, record_weight
 from kpax.producer.batch import BulkFuture, Callback, ProducerBatch, RecordFuture
@@ -81,6 +86,8 @@ _MAX_TIMESTAMP = 2**63 - 1  # (the C send path's bound too: kpax.producer.planni
 class AsyncProducer:
     """``async with kpax.aio.Producer("host:9092") as p: await p.send("t", b"v")``."""
 
+    _client_name = "kpax.aio.Producer"
+
     def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, **config: Any) -> None:
         if bootstrap_servers is not None:
             config["bootstrap_servers"] = bootstrap_servers
@@ -89,6 +96,7 @@ class AsyncProducer:
         self._metrics = Metrics() if metrics_enabled() else None
         self._conn_metrics = ConnectionMetrics(self._metrics) if self._metrics else None
         self.cluster = Cluster.from_config(cfg, self._conn_metrics)
+        self.cluster.client_name = self._client_name
         #: The options, typed (read by the parts below instead of ``config``).
         settings = self.settings = ProducerSettings.from_config(cfg)
         custom = settings.partitioner
@@ -286,6 +294,7 @@ class AsyncProducer:
     async def flush(self, timeout: float | None = None) -> None:
         """Send everything buffered now and wait for the outcome (KafkaTimeoutError
         after ``timeout`` seconds)."""
+        check_loop(self._loop, "flush()", self._client_name)
         acc = self.accumulator
         with acc.lock:
             pending = list(acc.incomplete)
@@ -332,9 +341,11 @@ class AsyncProducer:
         """Send what is buffered (waiting at most ``timeout`` seconds; None: until
         each record is delivered or fails), then fail whatever is left with
         ClientClosedError and close the connections. ``timeout=0`` fails
-        buffered records at once."""
+        buffered records at once. On the event loop that started the producer
+        only (IllegalStateError from another loop)."""
         if self.closed:
             return
+        check_loop(self._loop, "close()", self._client_name)
         self.closed = True
         self._disable_appenders()
         acc = self.accumulator

@@ -7,11 +7,17 @@ The bodies are the asyncio tests of their home modules (produce and read
 back, a consumer group member, admin calls, transactions, a share consumer),
 each run here on a fresh loop of each kind; TLS and SASL connections get
 their own round trips. The sync faces run their I/O loop from the event loop
-policy, so the last test installs uvloop's policy for them."""
+policy, so one test installs uvloop's policy for them.
+
+A client belongs to the loop that started it: used or closed from another
+loop (a second ``asyncio.run``, another thread's loop) it raises
+IllegalStateError at once, where it used to hang (a producer's close never
+returned, a consumer's waited its whole timeout)."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -167,3 +173,78 @@ def test_sync_faces_under_the_uvloop_policy(kafka, topic):
             assert got == [b"v"]
     finally:
         asyncio.set_event_loop_policy(old)
+
+
+# ---------------------------------------------------------------- one client, one loop
+
+CLIENTS: dict[str, Callable[[str], Any]] = {
+    "producer": lambda b: kpax.aio.Producer(b, linger_ms=60000),
+    "consumer": kpax.aio.Consumer,
+    "admin": kpax.aio.Admin,
+    "share consumer": lambda b: kpax.aio.ShareConsumer(b, group_id="loops"),
+}
+
+
+async def _started(kind: str, bootstrap: str, topic: str) -> Any:
+    client = CLIENTS[kind](bootstrap)
+    await client.start()
+    if kind == "producer":
+        await client.send(topic, b"held")  # (buffered: linger_ms)
+    return client
+
+
+async def _call(kind: str, client: Any, topic: str) -> Any:
+    if kind == "producer":
+        return await client.flush(5)
+    if kind == "consumer":
+        return await client.poll(0.1)
+    if kind == "admin":
+        return await client.describe_cluster()
+    return await client.unsubscribe()
+
+
+def _refused_at_once(coro: Coroutine[Any, Any, Any], state: str) -> None:
+    async def main() -> None:
+        started = asyncio.get_running_loop().time()
+        with pytest.raises(kpax.IllegalStateError, match="from another event loop") as info:
+            await asyncio.wait_for(coro, 10)  # (a hang fails as a timeout)
+        assert asyncio.get_running_loop().time() - started < 2.0
+        assert state in str(info.value)
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("kind", list(CLIENTS))
+def test_a_client_used_from_a_second_asyncio_run_is_refused_at_once(kafka, topic, kind):
+    t = topic()
+    client = asyncio.run(_started(kind, kafka.bootstrap, t))  # its loop is closed after
+    _refused_at_once(_call(kind, client, t), "which is closed")
+    _refused_at_once(client.close(), "which is closed")
+
+
+@pytest.mark.parametrize("kind", list(CLIENTS))
+def test_a_client_closed_from_another_threads_loop_is_refused_then_closes_on_its_own(
+    kafka, topic, kind
+):
+    t = topic()
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        client = asyncio.run_coroutine_threadsafe(_started(kind, kafka.bootstrap, t), loop).result(
+            30
+        )
+        _refused_at_once(_call(kind, client, t), "running in another thread")
+        _refused_at_once(client.close(), "running in another thread")
+        # on its own loop it closes as usual (the producer delivers what it held)
+        asyncio.run_coroutine_threadsafe(client.close(), loop).result(30)
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()
+    if kind == "producer":
+        with kpax.Consumer(kafka.bootstrap, auto_offset_reset="earliest") as c:
+            c.assign([kpax.TopicPartition(t, 0)])
+            got: list[bytes] = []
+            eventually(lambda: got.extend(r.value for r in c.poll(0.2)) or got)
+        assert got == [b"held"]

@@ -21,8 +21,11 @@ inside ``poll``/``commit``/``close``, on the caller's side. ``close``
 accepts (implicit mode), releases whatever was acquired but not returned,
 closes the share sessions (the brokers release what is left) and leaves.
 
+A share consumer belongs to the event loop that started it (a call from
+another loop is an IllegalStateError: kpax.event_loops).
+
 Imports: kpax.cluster, kpax.config, kpax.proto, kpax.structs, kpax.consumer.record,
-kpax.consumer.share.*.
+kpax.consumer.share.*, kpax.event_loops.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from kpax.consumer.share.acks import AcknowledgeType, parse_ack_type
 from kpax.consumer.share.fetcher import AckResults, ShareBuffer, ShareFetcher
 from kpax.consumer.share.membership import ShareMembership
 from kpax.consumer.share.options import SHARE_CONSUMER_OPTIONS, ShareSettings
+from kpax.event_loops import check_loop
 from kpax.proto.errors import (
     ClientClosedError,
     IllegalStateError,
@@ -66,12 +70,15 @@ class AsyncShareConsumer:
     """``kpax.aio.ShareConsumer("host:9092", group_id="workers")``: ``subscribe``, then
     ``await poll()`` / ``async for rec in consumer``. An async context manager."""
 
+    _client_name = "kpax.aio.ShareConsumer"
+
     def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, **config: Any) -> None:
         if bootstrap_servers is not None:
             config["bootstrap_servers"] = bootstrap_servers
         self.config = resolve("share consumer", SHARE_CONSUMER_OPTIONS, config)
         self.settings = settings = ShareSettings.from_config(self.config)
         self.cluster = Cluster.from_config(self.config, allow_auto_topic_creation=False)
+        self.cluster.client_name = self._client_name
         self.buffer = ShareBuffer()
         self.membership: ShareMembership | None = None
         self.fetcher: ShareFetcher | None = None
@@ -133,6 +140,7 @@ class AsyncShareConsumer:
             raise IllegalStateError(
                 "the share consumer is not started: await consumer.start() first"
             )
+        check_loop(self.cluster.loop, "a call", self._client_name)
 
     def _member(self) -> tuple[str, frozenset[TopicPartition]]:
         m = self.membership
@@ -151,9 +159,11 @@ class AsyncShareConsumer:
     async def close(self, timeout: float = 30.0) -> None:
         """Accept (implicit mode) what the last poll returned, release what was acquired
         and not returned, close the share sessions and leave the group, within
-        ``timeout`` seconds."""
+        ``timeout`` seconds. On the event loop that started the consumer only
+        (IllegalStateError from another loop)."""
         if self._closed:
             return
+        check_loop(self.cluster.loop, "close()", self._client_name)
         self._closed = True
         if not self._started:
             await self.cluster.close()

@@ -13,7 +13,10 @@ later calls do nothing), the context manager, and :meth:`SyncFace._wait_until`
 timeout error: the producer's buffer-memory waits, the consumer's wait for
 an assignment). A face uses only its core's public API.
 
-Imports: kpax.loop_thread, kpax.proto.errors and the standard library.
+Lifecycle: a face is unusable in a child of fork() (kpax.forks: every public
+call raises ForkedClientError there).
+
+Imports: kpax.loop_thread, kpax.forks, kpax.proto.errors and the standard library.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from collections.abc import Callable, Coroutine
 from types import TracebackType
 from typing import Any, ClassVar, TypeVar
 
+from kpax.forks import forked_error
+from kpax.forks import track as track_fork
 from kpax.loop_thread import LoopThread
 from kpax.proto.errors import ClientClosedError
 
@@ -42,6 +47,10 @@ class SyncFace:
     _call_what: ClassVar[str] = "call"
     #: The message of ClientClosedError after close (``{what}``: the call's name).
     _closed_text: ClassVar[str] = "the client is closed"
+    #: The face's public name, in errors.
+    _client_name: ClassVar[str] = "kpax client"
+    #: Set on a face inherited through fork() (kpax.forks).
+    _forked: bool = False
 
     def __init__(
         self, thread_name: str, default_timeout: float, margin: float, *, track_idle: bool = False
@@ -53,6 +62,7 @@ class SyncFace:
         self._margin = margin
         self._closed = False
         self._thread = LoopThread(thread_name, track_idle=track_idle)
+        track_fork(self)
 
     def _start(
         self,
@@ -74,6 +84,8 @@ class SyncFace:
             raise
 
     def _closed_error(self, what: str) -> ClientClosedError:
+        if self._forked:
+            return forked_error(self, what)
         return ClientClosedError(self._closed_text.format(what=what))
 
     def _run(
@@ -139,6 +151,8 @@ class SyncFace:
         seconds) and stops the thread; later calls do nothing."""
         if self._closed:
             close.close()
+            if self._forked:
+                raise self._closed_error("close()")
             return
         submitted = False
         try:
@@ -156,6 +170,14 @@ class SyncFace:
 
     def close(self) -> None:
         raise NotImplementedError
+
+    # ------------------------------------------------------------ lifecycle
+
+    def _after_fork(self) -> None:
+        """In a child of fork() (kpax.forks): closed (a method bound before the
+        fork raises too), the parent's loop never touched."""
+        self._closed = True
+        self._thread.abandon()
 
     def __enter__(self: F) -> F:
         return self

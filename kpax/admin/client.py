@@ -21,11 +21,12 @@ the operations live in one mixin per domain, each deriving from
 * kpax.admin.users -- SCRAM credentials
 
 An admin client belongs to the event loop that started it (a call from
-another loop is an IllegalStateError: its cluster checks, kpax.event_loops).
+another loop is an IllegalStateError: its cluster checks, kpax.event_loops)
+and is unusable in a child of fork() (kpax.forks).
 
 Imports: kpax.admin.base, kpax.admin.cluster, kpax.admin.topics, kpax.admin.configs,
 kpax.admin.offsets, kpax.admin.groups, kpax.admin.share_groups, kpax.admin.acls,
-kpax.admin.users and the standard library.
+kpax.admin.users, kpax.forks and the standard library.
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ from kpax.admin.offsets import OFFSET_SPECS, OffsetAdmin
 from kpax.admin.share_groups import ShareGroupAdmin
 from kpax.admin.topics import TopicAdmin
 from kpax.admin.users import UserAdmin
+from kpax.forks import forked_error
+from kpax.forks import track as track_fork
 
 __all__ = ["ADMIN_OPTIONS", "OFFSET_SPECS", "AsyncAdmin"]
 
@@ -60,10 +63,13 @@ class AsyncAdmin(
     """``kpax.aio.Admin``: ``async with AsyncAdmin("host:9092") as admin: ...``."""
 
     _client_name = "kpax.aio.Admin"
+    #: Set on an admin client inherited through fork() (kpax.forks).
+    _forked = False
 
     def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, **config: Any) -> None:
         super().__init__(bootstrap_servers, **config)
         self.cluster.client_name = self._client_name
+        track_fork(self)
 
     @property
     def timeout(self) -> float:
@@ -84,6 +90,11 @@ class AsyncAdmin(
         """Close the connections (on the event loop that started the client:
         IllegalStateError from another loop)."""
         await self.cluster.close()
+
+    def _after_fork(self) -> None:
+        """In a child of fork() (kpax.forks): every call refuses (a method bound
+        before the fork included: its cluster is unusable)."""
+        self.cluster.unusable = forked_error(self, "a call")
 
     def metrics(self) -> dict[str, float]:
         """The Java admin client's metrics that apply, as ``{name: value}``

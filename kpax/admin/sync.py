@@ -48,6 +48,7 @@ class Admin(SyncFace):
 
     _call_what = "admin call"
     _closed_text = "the admin client is closed"
+    _client_name = "kpax.Admin"
 
     def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, **config: Any) -> None:
         core = self._core = AsyncAdmin(bootstrap_servers, **config)  # validates options first

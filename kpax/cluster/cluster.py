@@ -126,6 +126,9 @@ class Cluster:
         self.loop: asyncio.AbstractEventLoop | None = None
         #: The client's name in errors (the client sets it).
         self.client_name = "kpax.aio client"
+        #: Why this cluster must never be used again (set in a child of fork():
+        #: its connections are the parent's); raised by every call.
+        self.unusable: KafkaError | None = None
         self._background: set[asyncio.Future[None]] = set()
 
     @classmethod
@@ -161,6 +164,7 @@ class Cluster:
         """Bootstrap: fetch the first metadata from any bootstrap address. Once
         started, the cluster belongs to that event loop (:attr:`loop`): a call
         from another loop is an IllegalStateError (kpax.event_loops)."""
+        self._check_usable()
         if self._started:
             check_loop(self.loop, "a call", self.client_name)
             return
@@ -175,6 +179,7 @@ class Cluster:
             self._periodic = asyncio.ensure_future(self._refresh_periodically())
 
     async def close(self) -> None:
+        self._check_usable()
         check_loop(self.loop, "close()", self.client_name)
         self._closed = True
         for task in (self._periodic, self._refresh_task):
@@ -198,8 +203,13 @@ class Cluster:
         return self._all_brokers()
 
     def _check_open(self) -> None:
+        self._check_usable()
         if self._closed:
             raise ClientClosedError("the client is closed")
+
+    def _check_usable(self) -> None:
+        if self.unusable is not None:
+            raise type(self.unusable)(self.unusable.message)
 
     # ------------------------------------------------------------ brokers
 

@@ -16,10 +16,11 @@ Without ``group_id`` commits are refused; with ``group_id`` and ``assign``
 commits go to the group without a generation (like Java).
 
 A consumer belongs to the event loop that started it (a call from another
-loop is an IllegalStateError: kpax.event_loops).
+loop is an IllegalStateError: kpax.event_loops) and is unusable in a child
+of fork() (kpax.forks).
 
 Imports: kpax.cluster, kpax.broker, kpax.config, kpax.metrics, kpax.proto, kpax.structs,
-kpax.consumer.*, kpax.event_loops.
+kpax.consumer.*, kpax.forks, kpax.event_loops.
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ from kpax.consumer.pattern import subscribe_args
 from kpax.consumer.record import ConsumerRecord
 from kpax.consumer.state import PartitionState
 from kpax.event_loops import check_loop
+from kpax.forks import forked_error
+from kpax.forks import track as track_fork
 from kpax.metrics import NAN, ConnectionMetrics, Metrics, metrics_enabled, tagged
 from kpax.proto.errors import ClientClosedError, IllegalStateError, KafkaTimeoutError
 from kpax.structs import (
@@ -74,6 +77,8 @@ class AsyncConsumer:
     then ``await poll()`` / ``async for rec in consumer``. An async context manager."""
 
     _client_name = "kpax.aio.Consumer"
+    #: Set on a consumer inherited through fork() (kpax.forks).
+    _forked = False
 
     def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, **config: Any) -> None:
         if bootstrap_servers is not None:
@@ -105,6 +110,7 @@ class AsyncConsumer:
         self._fatal: BaseException | None = None
         self._max_records = settings.max_poll_records
         self._api_timeout = settings.api_timeout
+        track_fork(self)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -142,16 +148,25 @@ class AsyncConsumer:
         await self.close()
 
     def _check(self) -> None:
+        if self._forked:
+            raise forked_error(self, "a call")
         if self._closed:
             raise ClientClosedError("the consumer is closed")
         if not self._started:
             raise IllegalStateError("the consumer is not started: await consumer.start() first")
         check_loop(self.cluster.loop, "a call", self._client_name)
 
+    def _after_fork(self) -> None:
+        """In a child of fork() (kpax.forks): every call refuses (a method bound
+        before the fork included) and the cluster is unusable."""
+        self.cluster.unusable = forked_error(self, "a call")
+
     async def close(self, timeout: float = 30.0) -> None:
         """Commit (auto-commit), leave the group, stop fetching; returns within ``timeout``.
         On the event loop that started the consumer only (IllegalStateError from
         another loop)."""
+        if self._forked:
+            raise forked_error(self, "close()")
         if self._closed:
             return
         check_loop(self.cluster.loop, "close()", self._client_name)

@@ -54,6 +54,7 @@ class Consumer(SyncFace):
 
     _call_what = "consumer call"
     _closed_text = "the consumer is closed"
+    _client_name = "kpax.Consumer"
 
     def __init__(
         self,
@@ -171,6 +172,8 @@ class Consumer(SyncFace):
     def __iter__(self) -> Iterator[ConsumerRecord]:
         """Every record, blocking for more; ends after ``consumer_timeout_ms``
         without records (if set) or when the consumer is closed."""
+        if self._forked:
+            raise self._closed_error("iteration")
         buffer = self._buffer
         core = self._core
         idle = self._consumer_timeout

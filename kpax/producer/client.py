@@ -21,10 +21,11 @@ C appender doing the same in C, and everything else still goes through
 ``try_append``.
 
 Lifecycle: a producer belongs to the event loop that started it (a call
-from another loop is refused: kpax.event_loops).
+from another loop is refused: kpax.event_loops); it is unusable in a child
+of fork() (kpax.forks).
 
 Imports: kpax.producer.*, kpax.cluster, kpax.metrics, kpax.broker.options, kpax.proto,
-kpax.structs, kpax.event_loops.
+kpax.structs, kpax.forks, kpax.event_loops.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ from typing import Any, TypeVar
 
 from kpax.cluster.cluster import Cluster
 from kpax.event_loops import check_loop
+from kpax.forks import forked_error
+from kpax.forks import track as track_fork
 from kpax.metrics import ConnectionMetrics, Metrics, metrics_enabled, tagged
 from kpax.producer.accumulator import RECORD_FRAME_MAX, Accumulator, record_weight
 from kpax.producer.batch import BulkFuture, Callback, ProducerBatch, RecordFuture
@@ -87,6 +90,8 @@ class AsyncProducer:
     """``async with kpax.aio.Producer("host:9092") as p: await p.send("t", b"v")``."""
 
     _client_name = "kpax.aio.Producer"
+    #: Set on a producer inherited through fork() (kpax.forks).
+    _forked = False
 
     def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, **config: Any) -> None:
         if bootstrap_servers is not None:
@@ -187,6 +192,7 @@ class AsyncProducer:
             # (no Python coroutine frame per record); every other case returns
             # the coroutine of the Python ``send`` below, same arguments.
             self.__dict__["send"] = fast.asend
+        track_fork(self)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -200,6 +206,18 @@ class AsyncProducer:
         self._task.add_done_callback(self._sender_ended)
         self._started = True
         return self
+
+    def _after_fork(self) -> None:
+        """In a child of fork() (kpax.forks): closed for every path (a method bound
+        before the fork included), the C send path off, the cluster unusable."""
+        self.closed = True
+        self._disable_appenders()
+        self.cluster.unusable = forked_error(self, "a call")
+
+    def _closed_error(self, what: str) -> ClientClosedError:
+        if self._forked:
+            return forked_error(self, what)
+        return ClientClosedError(f"{what} on a closed producer")
 
     def new_appender(self, slow: Callable[..., Any] | None) -> Any:
         """A C appender for this producer's per-record path (``slow``: the Python
@@ -294,6 +312,8 @@ class AsyncProducer:
     async def flush(self, timeout: float | None = None) -> None:
         """Send everything buffered now and wait for the outcome (KafkaTimeoutError
         after ``timeout`` seconds)."""
+        if self._forked:
+            raise forked_error(self, "flush()")
         check_loop(self._loop, "flush()", self._client_name)
         acc = self.accumulator
         with acc.lock:
@@ -343,6 +363,8 @@ class AsyncProducer:
         ClientClosedError and close the connections. ``timeout=0`` fails
         buffered records at once. On the event loop that started the producer
         only (IllegalStateError from another loop)."""
+        if self._forked:
+            raise forked_error(self, "close()")
         if self.closed:
             return
         check_loop(self._loop, "close()", self._client_name)
@@ -497,7 +519,7 @@ class AsyncProducer:
         ``max_block_ms`` in all, then raise :meth:`memory_full_error`). ``n``: the
         topic's partition count (``num_partitions[topic]`` or :meth:`wait_topic`)."""
         if self.closed:
-            raise ClientClosedError("send() on a closed producer")
+            raise self._closed_error("send()")
         txn = self.txn
         if txn is not None and txn.state is not TxnState.IN_TRANSACTION:
             txn.check_send()
@@ -565,7 +587,7 @@ class AsyncProducer:
         nothing; :func:`kpax.producer.planning.plan_many`); :meth:`try_fill`
         appends the plan."""
         if self.closed:
-            raise ClientClosedError("send_many() on a closed producer")
+            raise self._closed_error("send_many()")
         txn = self.txn
         if txn is not None and txn.state is not TxnState.IN_TRANSACTION:
             txn.check_send()
@@ -584,7 +606,7 @@ class AsyncProducer:
         """Append the plan's records (thread-safe); False when buffer memory is full
         (call again: it resumes where it stopped)."""
         if self.closed:
-            raise ClientClosedError("send_many() on a closed producer")
+            raise self._closed_error("send_many()")
         append = self.accumulator.append_many
         columns = plan.columns
         while plan.next < len(columns):

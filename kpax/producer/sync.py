@@ -66,6 +66,7 @@ class Producer(SyncFace):
     """``kpax.Producer("host:9092", acks="all", linger_ms=5)``; a context manager."""
 
     _closed_text = "{what} on a closed producer"
+    _client_name = "kpax.Producer"
 
     def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, **config: Any) -> None:
         core = self._core = AsyncProducer(bootstrap_servers, **config)  # validates options first
@@ -179,6 +180,8 @@ class Producer(SyncFace):
         """Send everything buffered and wait for the outcome (KafkaTimeoutError
         after ``timeout`` seconds)."""
         if self._closed:
+            if self._forked:
+                raise self._closed_error("flush()")
             return
         self._run(self._core.flush(timeout), timeout, what="flush", unbounded=True)
 

@@ -22,10 +22,11 @@ accepts (implicit mode), releases whatever was acquired but not returned,
 closes the share sessions (the brokers release what is left) and leaves.
 
 A share consumer belongs to the event loop that started it (a call from
-another loop is an IllegalStateError: kpax.event_loops).
+another loop is an IllegalStateError: kpax.event_loops) and is unusable in a
+child of fork() (kpax.forks).
 
 Imports: kpax.cluster, kpax.config, kpax.proto, kpax.structs, kpax.consumer.record,
-kpax.consumer.share.*, kpax.event_loops.
+kpax.consumer.share.*, kpax.forks, kpax.event_loops.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ from kpax.consumer.share.fetcher import AckResults, ShareBuffer, ShareFetcher
 from kpax.consumer.share.membership import ShareMembership
 from kpax.consumer.share.options import SHARE_CONSUMER_OPTIONS, ShareSettings
 from kpax.event_loops import check_loop
+from kpax.forks import forked_error
+from kpax.forks import track as track_fork
 from kpax.proto.errors import (
     ClientClosedError,
     IllegalStateError,
@@ -71,6 +74,8 @@ class AsyncShareConsumer:
     ``await poll()`` / ``async for rec in consumer``. An async context manager."""
 
     _client_name = "kpax.aio.ShareConsumer"
+    #: Set on a share consumer inherited through fork() (kpax.forks).
+    _forked = False
 
     def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, **config: Any) -> None:
         if bootstrap_servers is not None:
@@ -98,6 +103,7 @@ class AsyncShareConsumer:
         self._fatal: BaseException | None = None
         self._started = False
         self._closed = False
+        track_fork(self)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -134,6 +140,8 @@ class AsyncShareConsumer:
         await self.close()
 
     def _check(self) -> None:
+        if self._forked:
+            raise forked_error(self, "a call")
         if self._closed:
             raise ClientClosedError("the share consumer is closed")
         if not self._started:
@@ -141,6 +149,11 @@ class AsyncShareConsumer:
                 "the share consumer is not started: await consumer.start() first"
             )
         check_loop(self.cluster.loop, "a call", self._client_name)
+
+    def _after_fork(self) -> None:
+        """In a child of fork() (kpax.forks): every call refuses (a method bound
+        before the fork included) and the cluster is unusable."""
+        self.cluster.unusable = forked_error(self, "a call")
 
     def _member(self) -> tuple[str, frozenset[TopicPartition]]:
         m = self.membership
@@ -161,6 +174,8 @@ class AsyncShareConsumer:
         and not returned, close the share sessions and leave the group, within
         ``timeout`` seconds. On the event loop that started the consumer only
         (IllegalStateError from another loop)."""
+        if self._forked:
+            raise forked_error(self, "close()")
         if self._closed:
             return
         check_loop(self.cluster.loop, "close()", self._client_name)

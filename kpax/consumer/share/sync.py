@@ -44,6 +44,7 @@ class ShareConsumer(SyncFace):
 
     _call_what = "share consumer call"
     _closed_text = "the share consumer is closed"
+    _client_name = "kpax.ShareConsumer"
 
     def __init__(
         self,
@@ -139,6 +140,8 @@ class ShareConsumer(SyncFace):
             self._run_callbacks()
 
     def __iter__(self) -> Iterator[ShareConsumerRecord]:
+        if self._forked:
+            raise self._closed_error("iteration")
         while not self._closed:
             yield from self.poll(1.0)
 

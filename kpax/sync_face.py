@@ -14,14 +14,20 @@ timeout error: the producer's buffer-memory waits, the consumer's wait for
 an assignment). A face uses only its core's public API.
 
 Lifecycle: a face is unusable in a child of fork() (kpax.forks: every public
-call raises ForkedClientError there).
+call raises ForkedClientError there). A face collected without ``close()``
+emits a ResourceWarning (as aiokafka's clients do) and closes in the
+background: its core's close runs on the I/O thread (the face's
+:meth:`SyncFace._unreferenced_close`), which then ends. Nothing on the I/O
+thread holds the face, so an unreferenced face is collected.
 
 Imports: kpax.loop_thread, kpax.forks, kpax.proto.errors and the standard library.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import time
+import warnings
 from collections.abc import Callable, Coroutine
 from types import TracebackType
 from typing import Any, ClassVar, TypeVar
@@ -47,7 +53,7 @@ class SyncFace:
     _call_what: ClassVar[str] = "call"
     #: The message of ClientClosedError after close (``{what}``: the call's name).
     _closed_text: ClassVar[str] = "the client is closed"
-    #: The face's public name, in errors.
+    #: The face's public name, in warnings and errors.
     _client_name: ClassVar[str] = "kpax client"
     #: Set on a face inherited through fork() (kpax.forks).
     _forked: bool = False
@@ -178,6 +184,36 @@ class SyncFace:
         fork raises too), the parent's loop never touched."""
         self._closed = True
         self._thread.abandon()
+
+    def _unreferenced_close(self) -> Coroutine[Any, Any, Any]:
+        """The core's close, for a face collected unclosed (run in the background)."""
+        raise NotImplementedError
+
+    def _closing_unreferenced(self, done: concurrent.futures.Future[Any]) -> None:
+        """A face collected unclosed is closing in the background (``done``:
+        the core's close); the producer's face counts what it delivers."""
+
+    def __del__(self) -> None:
+        if self.__dict__.get("_closed", True) or self._forked:
+            return
+        self._closed = True
+        try:
+            warnings.warn(
+                f"unclosed {self._client_name} (closing it in the background): close() it, "
+                "or use it in a `with` block",
+                ResourceWarning,
+                stacklevel=1,
+                source=self,
+            )
+        finally:
+            thread = self._thread
+            try:
+                done = thread.submit(self._unreferenced_close())
+            except Exception:  # (the interpreter is shutting down: nothing to run it)
+                return
+            # the thread ends once the core is closed
+            done.add_done_callback(lambda _: thread.stop(0))
+            self._closing_unreferenced(done)
 
     def __enter__(self: F) -> F:
         return self

@@ -21,8 +21,9 @@ the operations live in one mixin per domain, each deriving from
 * kpax.admin.users -- SCRAM credentials
 
 An admin client belongs to the event loop that started it (a call from
-another loop is an IllegalStateError: its cluster checks, kpax.event_loops)
-and is unusable in a child of fork() (kpax.forks).
+another loop is an IllegalStateError: its cluster checks, kpax.event_loops),
+is unusable in a child of fork() (kpax.forks) and warns (ResourceWarning)
+when collected unclosed.
 
 Imports: kpax.admin.base, kpax.admin.cluster, kpax.admin.topics, kpax.admin.configs,
 kpax.admin.offsets, kpax.admin.groups, kpax.admin.share_groups, kpax.admin.acls,
@@ -31,6 +32,7 @@ kpax.admin.users, kpax.forks and the standard library.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -69,6 +71,7 @@ class AsyncAdmin(
     def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, **config: Any) -> None:
         super().__init__(bootstrap_servers, **config)
         self.cluster.client_name = self._client_name
+        self._started = self._closed = False
         track_fork(self)
 
     @property
@@ -84,17 +87,29 @@ class AsyncAdmin(
             # connection that answered with bytes it could not decode stays open.
             await self.cluster.close()
             raise
+        self._started = True
         return self
 
     async def close(self) -> None:
         """Close the connections (on the event loop that started the client:
         IllegalStateError from another loop)."""
         await self.cluster.close()
+        self._closed = True
 
     def _after_fork(self) -> None:
         """In a child of fork() (kpax.forks): every call refuses (a method bound
         before the fork included: its cluster is unusable)."""
         self.cluster.unusable = forked_error(self, "a call")
+
+    def __del__(self) -> None:
+        if self.__dict__.get("_started") and not self._closed and not self._forked:
+            warnings.warn(
+                f"unclosed {self._client_name}: await close() (or use `async with`) "
+                "before its event loop ends",
+                ResourceWarning,
+                stacklevel=1,
+                source=self,
+            )
 
     def metrics(self) -> dict[str, float]:
         """The Java admin client's metrics that apply, as ``{name: value}``

@@ -16,8 +16,8 @@ Without ``group_id`` commits are refused; with ``group_id`` and ``assign``
 commits go to the group without a generation (like Java).
 
 A consumer belongs to the event loop that started it (a call from another
-loop is an IllegalStateError: kpax.event_loops) and is unusable in a child
-of fork() (kpax.forks).
+loop is an IllegalStateError: kpax.event_loops), is unusable in a child of
+fork() (kpax.forks), and warns (ResourceWarning) when collected unclosed.
 
 Imports: kpax.cluster, kpax.broker, kpax.config, kpax.metrics, kpax.proto, kpax.structs,
 kpax.consumer.*, kpax.forks, kpax.event_loops.
@@ -30,6 +30,7 @@ import contextlib
 import logging
 import re
 import time
+import warnings
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -160,6 +161,16 @@ class AsyncConsumer:
         """In a child of fork() (kpax.forks): every call refuses (a method bound
         before the fork included) and the cluster is unusable."""
         self.cluster.unusable = forked_error(self, "a call")
+
+    def __del__(self) -> None:
+        if self.__dict__.get("_started") and not self._closed and not self._forked:
+            warnings.warn(
+                f"unclosed {self._client_name}: await close() (or use `async with`) "
+                "before its event loop ends",
+                ResourceWarning,
+                stacklevel=1,
+                source=self,
+            )
 
     async def close(self, timeout: float = 30.0) -> None:
         """Commit (auto-commit), leave the group, stop fetching; returns within ``timeout``.

@@ -22,7 +22,7 @@ import concurrent.futures
 import logging
 import re
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from kpax.consumer.client import AsyncConsumer
@@ -136,6 +136,9 @@ class Consumer(SyncFace):
 
     def _close_failed(self, exc: Exception) -> None:
         log.warning("consumer close: %s", exc)
+
+    def _unreferenced_close(self) -> Coroutine[Any, Any, Any]:
+        return self._core.close()
 
     def metrics(self) -> dict[str, float]:
         """``{metric-name: value}``: see :meth:`AsyncConsumer.metrics` and

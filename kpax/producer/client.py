@@ -22,7 +22,9 @@ C appender doing the same in C, and everything else still goes through
 
 Lifecycle: a producer belongs to the event loop that started it (a call
 from another loop is refused: kpax.event_loops); it is unusable in a child
-of fork() (kpax.forks).
+of fork() (kpax.forks); at exit, one still open is closed if its loop still
+runs, else the records it holds are counted in a loud report
+(kpax.producer.exit_flush); one collected unclosed emits a ResourceWarning.
 
 Imports: kpax.producer.*, kpax.cluster, kpax.metrics, kpax.broker.options, kpax.proto,
 kpax.structs, kpax.forks, kpax.event_loops.
@@ -33,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -41,6 +44,7 @@ from kpax.event_loops import check_loop
 from kpax.forks import forked_error
 from kpax.forks import track as track_fork
 from kpax.metrics import ConnectionMetrics, Metrics, metrics_enabled, tagged
+from kpax.producer import exit_flush
 from kpax.producer.accumulator import RECORD_FRAME_MAX, Accumulator, record_weight
 from kpax.producer.batch import BulkFuture, Callback, ProducerBatch, RecordFuture
 from kpax.producer.fastpath import sendpath
@@ -205,6 +209,7 @@ class AsyncProducer:
         self._task = asyncio.ensure_future(self.sender.run())
         self._task.add_done_callback(self._sender_ended)
         self._started = True
+        exit_flush.track(self)
         return self
 
     def _after_fork(self) -> None:
@@ -218,6 +223,20 @@ class AsyncProducer:
         if self._forked:
             return forked_error(self, what)
         return ClientClosedError(f"{what} on a closed producer")
+
+    def __del__(self) -> None:
+        if self.__dict__.get("_started") and not self.closed and not self._forked:
+            try:  # (no lock taken in a finalizer)
+                held = str(sum(b.count or len(b.values) for b in list(self.accumulator.incomplete)))
+            except Exception:
+                held = "the"
+            warnings.warn(
+                f"unclosed {self._client_name}: {held} record(s) it held were never sent; "
+                "await producer.close() (or use `async with`) before its event loop ends",
+                ResourceWarning,
+                stacklevel=1,
+                source=self,
+            )
 
     def new_appender(self, slow: Callable[..., Any] | None) -> Any:
         """A C appender for this producer's per-record path (``slow``: the Python

@@ -22,8 +22,9 @@ accepts (implicit mode), releases whatever was acquired but not returned,
 closes the share sessions (the brokers release what is left) and leaves.
 
 A share consumer belongs to the event loop that started it (a call from
-another loop is an IllegalStateError: kpax.event_loops) and is unusable in a
-child of fork() (kpax.forks).
+another loop is an IllegalStateError: kpax.event_loops), is unusable in a
+child of fork() (kpax.forks), and warns (ResourceWarning) when collected
+unclosed.
 
 Imports: kpax.cluster, kpax.config, kpax.proto, kpax.structs, kpax.consumer.record,
 kpax.consumer.share.*, kpax.forks, kpax.event_loops.
@@ -34,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import warnings
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -154,6 +156,16 @@ class AsyncShareConsumer:
         """In a child of fork() (kpax.forks): every call refuses (a method bound
         before the fork included) and the cluster is unusable."""
         self.cluster.unusable = forked_error(self, "a call")
+
+    def __del__(self) -> None:
+        if self.__dict__.get("_started") and not self._closed and not self._forked:
+            warnings.warn(
+                f"unclosed {self._client_name}: await close() (or use `async with`) "
+                "before its event loop ends",
+                ResourceWarning,
+                stacklevel=1,
+                source=self,
+            )
 
     def _member(self) -> tuple[str, frozenset[TopicPartition]]:
         m = self.membership

@@ -73,6 +73,9 @@ class ShareConsumer(SyncFace):
                 self.close(5.0)
                 raise
 
+    def _unreferenced_close(self) -> Coroutine[Any, Any, Any]:
+        return self._with_acks(self._core.close())
+
     @property
     def aio(self) -> AsyncShareConsumer:
         """The asyncio core (for use on this consumer's own loop only)."""

@@ -58,7 +58,8 @@ OPTION_DOCS: dict[str, str] = {
     "sasl_plain_username": "user name for PLAIN and SCRAM",
     "sasl_plain_password": "password for PLAIN and SCRAM",
     "sasl_oauth_token_provider": "OAUTHBEARER: a function (or coroutine function) "
-    "returning a token string",
+    "returning a token string, or an object with a `token()` method, sync or async, "
+    "and optionally `extensions()` (kafka-python's and aiokafka's token providers)",
     "connection_max_in_flight": "kpax only: most requests pipelined on one connection",
     # producer
     "acks": '`0`, `1`, `-1` or `"all"` (shown as -1)',

@@ -45,7 +45,7 @@ a wrong correlation id or a connection cut in the middle of a response is
 named in the error that every request in flight fails with, and in the error
 of any later request on the closed connection.
 
-Imports: kpax.proto, kpax.broker.*, kpax._version, the standard library.
+Imports: kpax.proto, kpax.broker.*, kpax.config, kpax._version, the standard library.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ import random
 import ssl
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from kpax._version import __version__
 from kpax.broker.options import ConnectionOptions
@@ -67,7 +67,9 @@ from kpax.broker.sasl import (
     PlainMechanism,
     SaslMechanism,
     ScramMechanism,
+    oauth_token,
 )
+from kpax.config import reveal
 from kpax.proto.error_codes import (
     IllegalSaslStateError,
     RebootstrapRequiredError,
@@ -330,18 +332,15 @@ class BrokerConnection(asyncio.BufferedProtocol):
         opts = self.options
         name = opts.sasl_mechanism
         if name == "PLAIN":
-            return PlainMechanism(opts.sasl_username or "", opts.sasl_password or "")
+            return PlainMechanism(opts.sasl_username or "", reveal(opts.sasl_password) or "")
         if name.startswith("SCRAM-"):
-            return ScramMechanism(name, opts.sasl_username or "", opts.sasl_password or "")
+            return ScramMechanism(name, opts.sasl_username or "", reveal(opts.sasl_password) or "")
         raise AuthenticationError(f"SASL mechanism {name} needs a token (OAUTHBEARER)")
 
     async def _make_mechanism(self) -> SaslMechanism:
         provider = self.options.sasl_token_provider
         if self.options.sasl_mechanism == "OAUTHBEARER" and provider is not None:
-            token = provider()
-            if not isinstance(token, str):
-                token = await token
-            return OAuthBearerMechanism(token)
+            return OAuthBearerMechanism(*await oauth_token(reveal(provider)))
         return self._mechanism()
 
     async def _authenticate(self) -> None:
@@ -662,8 +661,9 @@ class BrokerConnection(asyncio.BufferedProtocol):
     # ------------------------------------------------------------ transport callbacks
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        # A stream transport, of whatever loop: uvloop's (and other loops')
+        # transports are not subclasses of asyncio.Transport.
+        self._transport = cast(asyncio.Transport, transport)
         if self._metrics is not None:
             self._counted = True
             self._metrics.created.record()

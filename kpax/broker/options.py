@@ -11,7 +11,7 @@ Imports: kpax.config, kpax.metrics, kpax.broker.tls, kpax.broker.sasl, kpax.prot
 from __future__ import annotations
 
 import ssl
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,8 +19,10 @@ from kpax.broker.sasl import SUPPORTED_MECHANISMS
 from kpax.broker.tls import build_ssl_context
 from kpax.config import (
     Option,
+    Secret,
     boolean,
     bootstrap_list,
+    hide,
     non_negative_int,
     one_of,
     optional_str,
@@ -29,7 +31,22 @@ from kpax.config import (
 from kpax.metrics import ConnectionMetrics
 from kpax.proto.errors import ConfigError
 
-TokenProvider = Callable[[], "str | Awaitable[str]"]
+#: ``sasl_oauth_token_provider``: a function (or coroutine function) returning a
+#: token, or an object with a ``token()`` method, sync or async, and optionally
+#: ``extensions()`` (kafka-python's and aiokafka's ``AbstractTokenProvider``).
+TokenProvider = Any
+
+
+def token_provider(value: Any) -> Any:
+    """The check of ``sasl_oauth_token_provider`` (see :data:`TokenProvider`)."""
+    if callable(getattr(value, "token", None)) or callable(value):
+        return value
+    raise TypeError(
+        "must be a function returning an OAUTHBEARER token (a str, or an awaitable of one), "
+        "or an object with a token() method (kafka-python's or aiokafka's "
+        "AbstractTokenProvider)"
+    )
+
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
@@ -57,7 +74,7 @@ COMMON_OPTIONS: dict[str, Option] = {
     "sasl_mechanism": Option("PLAIN", one_of(*[m.lower() for m in SUPPORTED_MECHANISMS])),
     "sasl_plain_username": Option(None, optional_str),
     "sasl_plain_password": Option(None, optional_str),
-    "sasl_oauth_token_provider": Option(None),
+    "sasl_oauth_token_provider": Option(None, token_provider),
     #: kpax-specific: cap on requests pipelined on one connection.
     "connection_max_in_flight": Option(1024, positive_int),
 }
@@ -65,7 +82,9 @@ COMMON_OPTIONS: dict[str, Option] = {
 
 @dataclass(frozen=True)
 class ConnectionOptions:
-    """What one broker connection needs to know."""
+    """What one broker connection needs to know. The password and the token
+    provider are kept as :class:`~kpax.config.Secret` (given plain, they are
+    wrapped): ``[hidden]`` in reprs and ``vars()``."""
 
     client_id: str = "kpax"
     request_timeout_ms: int = 30000
@@ -78,12 +97,16 @@ class ConnectionOptions:
     ssl_context: ssl.SSLContext | None = None
     sasl_mechanism: str = "PLAIN"
     sasl_username: str | None = None
-    sasl_password: str | None = None
-    sasl_token_provider: TokenProvider | None = None
+    sasl_password: Secret | str | None = None
+    sasl_token_provider: Secret | TokenProvider | None = None
     #: Largest response frame accepted (a larger size prefix is a protocol error).
     max_response_size: int = 512 * 1024 * 1024
     #: The client's connection metrics (kpax.metrics); None: not counted.
     metrics: ConnectionMetrics | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sasl_password", hide(self.sasl_password))
+        object.__setattr__(self, "sasl_token_provider", hide(self.sasl_token_provider))
 
     @property
     def uses_tls(self) -> bool:

@@ -5,6 +5,9 @@ Each mechanism answers ``first()`` with the client's opening token and
 ``respond(server_token)`` with the next token, or ``None`` once the exchange is
 complete; a failed server check raises :class:`AuthenticationError` naming the
 mechanism. The connection (:mod:`kpax.broker.connection`) does the I/O.
+:func:`oauth_token` asks an OAUTHBEARER token provider for its token (kpax's
+function form, or kafka-python's and aiokafka's ``token()`` objects). No
+message here holds a password or a token.
 
 Imports: kpax.proto.errors and the standard library.
 """
@@ -14,8 +17,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import inspect
 import secrets
-from typing import Protocol
+from typing import Any, Protocol
 
 from kpax.proto.errors import AuthenticationError, ConfigError
 
@@ -116,6 +120,40 @@ class ScramMechanism:
         got = base64.b64decode(attrs.get("v", ""))
         if self._server_signature is None or not hmac.compare_digest(got, self._server_signature):
             raise self._fail("server signature does not verify (is this the real broker?)")
+
+
+async def oauth_token(provider: Any) -> tuple[str, dict[str, str]]:
+    """The token and SASL extensions of an OAUTHBEARER ``provider``: a function
+    (or coroutine function) returning the token, or an object with a
+    ``token()`` method, sync or async, and optionally ``extensions()`` (a dict,
+    or an awaitable of one): kafka-python's and aiokafka's AbstractTokenProvider."""
+    method = getattr(provider, "token", None)
+    get = method if callable(method) else provider
+    what = "sasl_oauth_token_provider" + (".token()" if get is method else "()")
+    try:
+        token = get()
+        if inspect.isawaitable(token):
+            token = await token
+    except Exception as exc:
+        raise AuthenticationError(
+            f"OAUTHBEARER: {what} failed: {type(exc).__name__}: {exc}"
+        ) from exc
+    if not isinstance(token, str) or not token:
+        raise AuthenticationError(
+            f"OAUTHBEARER: {what} returned a {type(token).__name__}, not a token string"
+        )
+    extensions: Any = {}
+    ext = getattr(provider, "extensions", None)
+    if get is method and callable(ext):
+        extensions = ext()
+        if inspect.isawaitable(extensions):
+            extensions = await extensions
+        if not isinstance(extensions, dict):
+            raise AuthenticationError(
+                "OAUTHBEARER: sasl_oauth_token_provider.extensions() returned a "
+                f"{type(extensions).__name__}, not a dict"
+            )
+    return token, {str(k): str(v) for k, v in (extensions or {}).items()}
 
 
 class OAuthBearerMechanism:

@@ -29,8 +29,8 @@ turn their option names into kpax's, for ``--config`` and ``-X``:
   to ignore (files) or pass on (``-X``); any other name is an error naming
   every unknown key and the closest valid name of each.
 
-Imports: kpax.cli.errors, the option tables of kpax's clients (lazily),
-the standard library.
+Imports: kpax.cli.errors, kpax.config, the option tables of kpax's clients
+(lazily), the standard library.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from kpax.cli.errors import UsageError
+from kpax.config import dataclass_repr
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _BLANK = " \t\f"
@@ -146,6 +147,8 @@ class Jaas:
     module: str
     flag: str
     options: dict[str, str] = field(default_factory=dict)
+
+    __repr__ = dataclass_repr  # (its password shown as [hidden])
 
 
 _JAAS_HEAD = re.compile(r"\s*([A-Za-z_$][\w.$]*)\s+(required|requisite|sufficient|optional)\b")
@@ -309,6 +312,8 @@ class Translated:
     conn: dict[str, Any] = field(default_factory=dict)
     client: dict[str, Any] = field(default_factory=dict)
     client_keys: list[str] = field(default_factory=list)
+
+    __repr__ = dataclass_repr  # (passwords shown as [hidden])
 
 
 def translate(raw: Mapping[str, Any], where: str) -> Translated:

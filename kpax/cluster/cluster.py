@@ -31,7 +31,8 @@ behind the same addresses) drops the old metadata whole -- topic ids, leaders,
 coordinators -- instead of merging into it. ``"none"`` keeps to the brokers of
 the metadata.
 
-Imports: kpax.broker, kpax.cluster.metadata, kpax.metrics, kpax.proto, the standard library.
+Imports: kpax.broker, kpax.cluster.metadata, kpax.event_loops, kpax.metrics, kpax.proto,
+the standard library.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from kpax.broker.backoff import Backoff
 from kpax.broker.broker import Broker
 from kpax.broker.options import ConnectionOptions, connection_options
 from kpax.cluster.metadata import ClusterSnapshot, PartitionInfo, TopicInfo, snapshot_from_response
+from kpax.event_loops import check_loop
 from kpax.metrics import ConnectionMetrics
 from kpax.proto.error_codes import (
     LeaderNotAvailableError,
@@ -120,6 +122,13 @@ class Cluster:
         self._closed = False
         self._started = False
         self._start_lock: asyncio.Lock | None = None
+        #: The event loop the cluster was started on (None before).
+        self.loop: asyncio.AbstractEventLoop | None = None
+        #: The client's name in errors (the client sets it).
+        self.client_name = "kpax.aio client"
+        #: Why this cluster must never be used again (set in a child of fork():
+        #: its connections are the parent's); raised by every call.
+        self.unusable: KafkaError | None = None
         self._background: set[asyncio.Future[None]] = set()
 
     @classmethod
@@ -152,8 +161,12 @@ class Cluster:
     # ------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        """Bootstrap: fetch the first metadata from any bootstrap address."""
+        """Bootstrap: fetch the first metadata from any bootstrap address. Once
+        started, the cluster belongs to that event loop (:attr:`loop`): a call
+        from another loop is an IllegalStateError (kpax.event_loops)."""
+        self._check_usable()
         if self._started:
+            check_loop(self.loop, "a call", self.client_name)
             return
         if self._start_lock is None:
             self._start_lock = asyncio.Lock()
@@ -161,10 +174,13 @@ class Cluster:
             if self._started:
                 return
             await self.refresh()
+            self.loop = asyncio.get_running_loop()
             self._started = True
             self._periodic = asyncio.ensure_future(self._refresh_periodically())
 
     async def close(self) -> None:
+        self._check_usable()
+        check_loop(self.loop, "close()", self.client_name)
         self._closed = True
         for task in (self._periodic, self._refresh_task):
             if task is not None and not task.done():
@@ -187,8 +203,13 @@ class Cluster:
         return self._all_brokers()
 
     def _check_open(self) -> None:
+        self._check_usable()
         if self._closed:
             raise ClientClosedError("the client is closed")
+
+    def _check_usable(self) -> None:
+        if self.unusable is not None:
+            raise type(self.unusable)(self.unusable.message)
 
     # ------------------------------------------------------------ brokers
 

@@ -20,7 +20,14 @@ the common record skips ``try_append``: :meth:`new_appender` gives each face a
 C appender doing the same in C, and everything else still goes through
 ``try_append``.
 
-Imports: kpax.producer.*, kpax.cluster, kpax.metrics, kpax.broker.options, kpax.proto, kpax.structs.
+Lifecycle: a producer belongs to the event loop that started it (a call
+from another loop is refused: kpax.event_loops); it is unusable in a child
+of fork() (kpax.forks); at exit, one still open is closed if its loop still
+runs, else the records it holds are counted in a loud report
+(kpax.producer.exit_flush); one collected unclosed emits a ResourceWarning.
+
+Imports: kpax.producer.*, kpax.cluster, kpax.metrics, kpax.broker.options, kpax.proto,
+kpax.structs, kpax.forks, kpax.event_loops.
 """
 
 from __future__ import annotations
@@ -28,11 +35,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from kpax.cluster.cluster import Cluster
+from kpax.event_loops import check_loop
+from kpax.forks import forked_error
+from kpax.forks import track as track_fork
 from kpax.metrics import ConnectionMetrics, Metrics, metrics_enabled, tagged
+from kpax.producer import exit_flush
 from kpax.producer.accumulator import RECORD_FRAME_MAX, Accumulator, record_weight
 from kpax.producer.batch import BulkFuture, Callback, ProducerBatch, RecordFuture
 from kpax.producer.fastpath import sendpath
@@ -81,6 +93,10 @@ _MAX_TIMESTAMP = 2**63 - 1  # (the C send path's bound too: kpax.producer.planni
 class AsyncProducer:
     """``async with kpax.aio.Producer("host:9092") as p: await p.send("t", b"v")``."""
 
+    _client_name = "kpax.aio.Producer"
+    #: Set on a producer inherited through fork() (kpax.forks).
+    _forked = False
+
     def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, **config: Any) -> None:
         if bootstrap_servers is not None:
             config["bootstrap_servers"] = bootstrap_servers
@@ -89,6 +105,7 @@ class AsyncProducer:
         self._metrics = Metrics() if metrics_enabled() else None
         self._conn_metrics = ConnectionMetrics(self._metrics) if self._metrics else None
         self.cluster = Cluster.from_config(cfg, self._conn_metrics)
+        self.cluster.client_name = self._client_name
         #: The options, typed (read by the parts below instead of ``config``).
         settings = self.settings = ProducerSettings.from_config(cfg)
         custom = settings.partitioner
@@ -179,6 +196,7 @@ class AsyncProducer:
             # (no Python coroutine frame per record); every other case returns
             # the coroutine of the Python ``send`` below, same arguments.
             self.__dict__["send"] = fast.asend
+        track_fork(self)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -191,7 +209,34 @@ class AsyncProducer:
         self._task = asyncio.ensure_future(self.sender.run())
         self._task.add_done_callback(self._sender_ended)
         self._started = True
+        exit_flush.track(self)
         return self
+
+    def _after_fork(self) -> None:
+        """In a child of fork() (kpax.forks): closed for every path (a method bound
+        before the fork included), the C send path off, the cluster unusable."""
+        self.closed = True
+        self._disable_appenders()
+        self.cluster.unusable = forked_error(self, "a call")
+
+    def _closed_error(self, what: str) -> ClientClosedError:
+        if self._forked:
+            return forked_error(self, what)
+        return ClientClosedError(f"{what} on a closed producer")
+
+    def __del__(self) -> None:
+        if self.__dict__.get("_started") and not self.closed and not self._forked:
+            try:  # (no lock taken in a finalizer)
+                held = str(sum(b.count or len(b.values) for b in list(self.accumulator.incomplete)))
+            except Exception:
+                held = "the"
+            warnings.warn(
+                f"unclosed {self._client_name}: {held} record(s) it held were never sent; "
+                "await producer.close() (or use `async with`) before its event loop ends",
+                ResourceWarning,
+                stacklevel=1,
+                source=self,
+            )
 
     def new_appender(self, slow: Callable[..., Any] | None) -> Any:
         """A C appender for this producer's per-record path (``slow``: the Python
@@ -286,6 +331,9 @@ class AsyncProducer:
     async def flush(self, timeout: float | None = None) -> None:
         """Send everything buffered now and wait for the outcome (KafkaTimeoutError
         after ``timeout`` seconds)."""
+        if self._forked:
+            raise forked_error(self, "flush()")
+        check_loop(self._loop, "flush()", self._client_name)
         acc = self.accumulator
         with acc.lock:
             pending = list(acc.incomplete)
@@ -332,9 +380,13 @@ class AsyncProducer:
         """Send what is buffered (waiting at most ``timeout`` seconds; None: until
         each record is delivered or fails), then fail whatever is left with
         ClientClosedError and close the connections. ``timeout=0`` fails
-        buffered records at once."""
+        buffered records at once. On the event loop that started the producer
+        only (IllegalStateError from another loop)."""
+        if self._forked:
+            raise forked_error(self, "close()")
         if self.closed:
             return
+        check_loop(self._loop, "close()", self._client_name)
         self.closed = True
         self._disable_appenders()
         acc = self.accumulator
@@ -486,7 +538,7 @@ class AsyncProducer:
         ``max_block_ms`` in all, then raise :meth:`memory_full_error`). ``n``: the
         topic's partition count (``num_partitions[topic]`` or :meth:`wait_topic`)."""
         if self.closed:
-            raise ClientClosedError("send() on a closed producer")
+            raise self._closed_error("send()")
         txn = self.txn
         if txn is not None and txn.state is not TxnState.IN_TRANSACTION:
             txn.check_send()
@@ -554,7 +606,7 @@ class AsyncProducer:
         nothing; :func:`kpax.producer.planning.plan_many`); :meth:`try_fill`
         appends the plan."""
         if self.closed:
-            raise ClientClosedError("send_many() on a closed producer")
+            raise self._closed_error("send_many()")
         txn = self.txn
         if txn is not None and txn.state is not TxnState.IN_TRANSACTION:
             txn.check_send()
@@ -573,7 +625,7 @@ class AsyncProducer:
         """Append the plan's records (thread-safe); False when buffer memory is full
         (call again: it resumes where it stopped)."""
         if self.closed:
-            raise ClientClosedError("send_many() on a closed producer")
+            raise self._closed_error("send_many()")
         append = self.accumulator.append_many
         columns = plan.columns
         while plan.next < len(columns):

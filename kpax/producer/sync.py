@@ -32,15 +32,25 @@ partition and 1.26x with 6 (``python -m bench compare --base f097b2d --head
 6b28362``, 2,000,000 records, 6 pairs) and cut both threads' CPU per record
 (caller 420 -> 265 ns, I/O 390 -> 300 ns; bench.producer_cpu).
 
-Imports: kpax.producer.{client,batch}, kpax.sync_face, kpax.proto.errors, kpax.structs.
+At exit, a producer still open delivers what it holds, within a bound, or says
+how many records were lost (kpax.producer.exit_flush); one collected unclosed
+warns (ResourceWarning) and closes in the background (kpax.sync_face). The
+C appender reaches this face's ``send`` through a weak reference: the I/O
+thread holds the core, and must not keep the face alive.
+
+Imports: kpax.producer.{client,batch,exit_flush}, kpax.sync_face, kpax.proto.errors,
+kpax.structs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import concurrent.futures
+import weakref
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from functools import partial
 from typing import Any, TypeVar
 
+from kpax.producer import exit_flush
 from kpax.producer.batch import BulkFuture, Callback, RecordFuture
 from kpax.producer.client import AsyncProducer
 from kpax.proto.errors import KafkaTimeoutError
@@ -66,6 +76,7 @@ class Producer(SyncFace):
     """``kpax.Producer("host:9092", acks="all", linger_ms=5)``; a context manager."""
 
     _closed_text = "{what} on a closed producer"
+    _client_name = "kpax.Producer"
 
     def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, **config: Any) -> None:
         core = self._core = AsyncProducer(bootstrap_servers, **config)  # validates options first
@@ -86,9 +97,12 @@ class Producer(SyncFace):
         # The C send path (kpax.producer.fastpath): this instance's ``send`` is
         # the C appender's, which hands anything but the common record to the
         # Python ``send`` below -- same arguments, same results.
-        fast = self._core.new_appender(Producer.send.__get__(self))
+        # (bound to a weak proxy: the C appender, which the core holds, must not
+        # keep the face alive; a bound method, so the slow path pays no extra call)
+        fast = self._core.new_appender(Producer.send.__get__(weakref.proxy(self)))
         if fast is not None:
             self.__dict__["send"] = fast.send
+        exit_flush.track(self)
 
     @property
     def aio(self) -> AsyncProducer:
@@ -179,6 +193,8 @@ class Producer(SyncFace):
         """Send everything buffered and wait for the outcome (KafkaTimeoutError
         after ``timeout`` seconds)."""
         if self._closed:
+            if self._forked:
+                raise self._closed_error("flush()")
             return
         self._run(self._core.flush(timeout), timeout, what="flush", unbounded=True)
 
@@ -224,9 +240,10 @@ class Producer(SyncFace):
         if not isinstance(exc, KafkaTimeoutError):
             raise exc
 
-    def __del__(self) -> None:
-        if not getattr(self, "_closed", True):
-            try:
-                self.close(0)
-            except Exception:
-                pass
+    def _unreferenced_close(self) -> Coroutine[Any, Any, Any]:
+        # deliver what is buffered: each record succeeds or fails within this
+        settings = self._core.settings
+        return self._core.close(settings.delivery_timeout_ms / 1000)
+
+    def _closing_unreferenced(self, done: concurrent.futures.Future[Any]) -> None:
+        exit_flush.closing(self._client_name, self._core, done)

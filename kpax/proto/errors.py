@@ -125,6 +125,14 @@ class ClientClosedError(IllegalStateError):
     outcome_unknown: bool = False
 
 
+class ForkedClientError(ClientClosedError):
+    """The client was created in another process: this process is a child of
+    ``fork()`` (``os.fork``, multiprocessing's fork start method). A client's I/O
+    thread and connections stay in the process that created it, so a client
+    cannot be used across fork(): create clients after fork, in the process
+    that uses them."""
+
+
 class InvalidMessageError(KafkaError, ValueError):
     """A protocol message cannot be built as asked: a version outside the API's
     range, a field the chosen version cannot carry, or a value out of range."""

@@ -65,11 +65,13 @@ class ProducerBatch(BatchBase):
         "error",
         "last_error",
         "log_append_time",
+        "maybe_written",
         "parent",
         "partition",
         "parts",
         "producer_epoch",
         "producer_id",
+        "resequenced",
         "reserved",
         "retry_at",
         "seal_error",
@@ -110,6 +112,12 @@ class ProducerBatch(BatchBase):
         self.producer_id = -1
         self.producer_epoch = -1
         self.unknown_outcome = False
+        #: An attempt with this producer id and epoch had an unknown outcome (it
+        #: may have been written): its sequence numbers are never given back.
+        self.maybe_written = False
+        #: The attempt in flight carries sequence numbers given back since (an
+        #: earlier batch failed unwritten): its sequence error is expected.
+        self.resequenced = False
         self.last_error: BaseException | None = None
         self.done = False
         self.base_offset = -1

@@ -55,7 +55,7 @@ from kpax.producer.planning import (
 )
 from kpax.producer.sealer import Sealer
 from kpax.producer.sender import Sender
-from kpax.producer.sent import Deferred, Sent
+from kpax.producer.sent import Deferred, ManyDeferred, ManySent, Sent
 from kpax.producer.serializers import as_bytes, get_serializer
 from kpax.producer.transactions import (
     TransactionAbortedError,
@@ -743,7 +743,7 @@ class AsyncProducer:
                     if callback is not None:
                         fut.add_callback(callback)
                     # (pause: the sender's turn once awaited, as in send)
-                    return Sent(fut, True, not in_callbacks(), topic, "send_many")
+                    return ManySent(fut, True, not in_callbacks(), topic)
                 if in_callbacks():
                     raise self.memory_full_error(topic, plan, in_callback=True)
                 # buffer memory full after part of it (if any): the rest waits in turn
@@ -939,7 +939,9 @@ class AsyncProducer:
         self._deferred[topic] = task
         if self._aio_appender is not None:
             self._aio_appender.enabled = False
-        return Deferred(task, not in_callbacks(), topic, what)
+        if what == "send":
+            return Deferred(task, not in_callbacks(), topic)
+        return ManyDeferred(task, not in_callbacks(), topic)
 
     async def _in_turn(
         self,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Coroutine
+from functools import partial
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -63,18 +64,16 @@ def _py_leave_callbacks() -> None:
         _callbacks.depth -= 1
 
 
-def _py_in_callbacks() -> bool:
-    return _callbacks.depth > 0
-
-
 # Whether this thread is running delivery callbacks now (kpax.producer.batch
 # brackets a batch's callbacks with enter/leave): a send made in one is not warned
 # about when never awaited (a callback cannot await it), and one that would wait
 # for buffer memory fails at once (it would block delivery). A per-thread count
 # in C when the C path is built (its asyncio send reads it), else in Python.
+# (in_callbacks returns something true or false: the C function a bool, the
+# Python one the depth, read without a Python frame: the send path calls it.)
 enter_callbacks: Callable[[], None]
 leave_callbacks: Callable[[], None]
-in_callbacks: Callable[[], bool]
+in_callbacks: Callable[[], object]
 if sendpath is not None:
     enter_callbacks = sendpath.enter_callbacks
     leave_callbacks = sendpath.leave_callbacks
@@ -82,7 +81,7 @@ if sendpath is not None:
 else:
     enter_callbacks = _py_enter_callbacks
     leave_callbacks = _py_leave_callbacks
-    in_callbacks = _py_in_callbacks
+    in_callbacks = partial(getattr, _callbacks, "depth")
 
 
 class _PyBatchBase:

@@ -28,7 +28,7 @@ import warnings
 from collections.abc import Coroutine, Generator
 from typing import Any
 
-__all__ = ["Deferred", "Sent", "never_awaited"]
+__all__ = ["Deferred", "ManyDeferred", "ManySent", "Sent", "never_awaited"]
 
 
 def never_awaited(what: str, topic: object) -> str:
@@ -69,37 +69,45 @@ class Sent(Coroutine[Any, Any, Any]):
     future), after one pass of the event loop when ``pause`` (a send that
     opened a new batch: the sender gets to send the batch just closed while the
     caller fills the next one, as ``asyncio.sleep(0)`` would). ``loud``: warn if
-    dropped never awaited."""
+    dropped never awaited. (``await`` runs the generator of ``__await__``: no
+    StopIteration made; ``send``/``throw`` drive one for asyncio's tasks.)"""
 
-    __slots__ = ("_loud", "_pause", "_result", "_topic", "_what")
+    __slots__ = ("_it", "_loud", "_pause", "_result", "_topic")
 
-    def __init__(
-        self, result: Any, pause: bool, loud: bool, topic: object, what: str = "send"
-    ) -> None:
+    #: What was called (the warning's text): ``send``, or ``send_many`` (ManySent).
+    _what = "send"
+
+    def __init__(self, result: Any, pause: bool, loud: bool, topic: object) -> None:
         self._result = result
         self._pause = pause
         self._loud = loud
         self._topic = topic
-        self._what = what
+        # (_it, the generator driven by send/throw, is set when first needed)
 
     def __await__(self) -> Generator[Any, None, Any]:
-        return self
-
-    def __iter__(self) -> Sent:
-        return self
-
-    def __next__(self) -> Any:
-        return self.send(None)
-
-    def send(self, value: Any) -> Any:
-        if self._pause:
-            self._pause = False
-            return None  # a bare yield: the task runs again at the loop's next pass
         result = self._result
         if result is None:
             raise _reused()
-        self._result = None
-        raise StopIteration(result)
+        self._result = None  # (awaited: no warning, whatever happens next)
+        if self._pause:
+            self._pause = False
+            yield  # a bare yield: the task runs again at the loop's next pass
+        return result
+
+    def send(self, value: Any) -> Any:
+        it = self._driven()
+        if it is None:
+            it = self._it = self.__await__()
+        elif it.gi_frame is None:  # (ran to its end)
+            raise _reused()
+        return it.send(value)
+
+    def _driven(self) -> Generator[Any, None, Any] | None:
+        """The generator ``send`` drives, once it has started."""
+        try:
+            return self._it
+        except AttributeError:
+            return None
 
     def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Any:
         # the send is done: the exception comes straight back
@@ -108,6 +116,9 @@ class Sent(Coroutine[Any, Any, Any]):
 
     def close(self) -> None:
         self._result = None
+        it = self._driven()
+        if it is not None:
+            it.close()
 
     def __del__(self) -> None:
         if self._result is not None and self._loud:
@@ -115,30 +126,37 @@ class Sent(Coroutine[Any, Any, Any]):
             warnings.warn(never_awaited(self._what, self._topic), RuntimeWarning, stacklevel=2)
 
 
+class ManySent(Sent):
+    """:class:`Sent` of a ``send_many`` (its result: the BulkFuture)."""
+
+    __slots__ = ()
+    _what = "send_many"
+
+
 class Deferred(Sent):
     """A send that could not be done at the call, going on in ``task`` (started
     at the call): awaiting it waits for the task and returns its result;
     cancelling the await cancels the task."""
 
-    __slots__ = ("_it",)
+    __slots__ = ()
 
-    def __init__(self, task: asyncio.Task[Any], loud: bool, topic: object, what: str) -> None:
-        super().__init__(task, False, loud, topic, what)
-        self._it: Generator[Any, None, Any] | None = None
+    def __init__(self, task: asyncio.Task[Any], loud: bool, topic: object) -> None:
+        super().__init__(task, False, loud, topic)
 
-    def send(self, value: Any) -> Any:
-        it = self._it
-        if it is None:
-            task = self._result
-            if task is None:
-                raise _reused()
-            self._result = None
-            it = self._it = task.__await__()
-        return it.send(value)
+    def __await__(self) -> Generator[Any, None, Any]:
+        task = self._result
+        if task is None:
+            raise _reused()
+        self._result = None  # (awaited: no warning, whatever happens next)
+        try:
+            return (yield from task.__await__())
+        except asyncio.CancelledError:
+            task.cancel()  # (the await was cancelled: so is the send, if not done yet)
+            raise
 
     def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Any:
         exc = _exception(typ, val, tb)
-        it = self._it
+        it = self._driven()
         if it is None:
             task = self._result
             self._result = None
@@ -147,8 +165,9 @@ class Deferred(Sent):
             raise exc
         return it.throw(exc)
 
-    def close(self) -> None:
-        self._result = None
-        it, self._it = self._it, None
-        if it is not None:
-            it.close()
+
+class ManyDeferred(Deferred):
+    """:class:`Deferred` of a ``send_many``."""
+
+    __slots__ = ()
+    _what = "send_many"

@@ -141,3 +141,22 @@ def test_record_future_type_is_what_await_gives() -> None:
 
     hints = typing.get_type_hints(AsyncProducer.send)
     assert typing.get_args(hints["return"])[-1] is RecordFuture
+
+
+async def test_send_many_buffers_at_the_call_and_warns_alike() -> None:
+    from kpax.producer.sent import never_awaited
+
+    partition = Partition(lambda records: 0)
+    p, broker = await _producer(partition, linger_ms=1000)
+    try:
+        with pytest.warns(RuntimeWarning) as caught:
+            p.send_many(TOPIC, [b"a", b"b"], partition=0)
+        assert [str(w.message) for w in caught] == [never_awaited("send_many", TOPIC)]
+        assert list(p.accumulator.queues[TOPIC][0].open.values) == [b"a", b"b"]
+        bulk = await p.send_many(TOPIC, [b"c"], partition=0)
+        server = asyncio.ensure_future(serve([broker], lambda: False))
+        await p.flush(3)
+        server.cancel()
+        assert await bulk == 1 and _values(partition) == [b"a", b"b", b"c"]
+    finally:
+        await _stop(p)

@@ -932,7 +932,14 @@ class AsyncProducer:
         records of a topic are buffered in call order. Until the topic's last
         deferred send is done, later sends to it are deferred too, and the C
         appender is off (it would append ahead of them)."""
-        loop = asyncio.get_running_loop()  # (RuntimeError outside the loop)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise IllegalStateError(
+                f"kpax.aio.Producer.{what}() for topic {topic!r} must wait (for the topic's "
+                "metadata or buffer memory) and was called outside a running event loop: "
+                "call it from the loop (or use kpax.Producer)"
+            ) from None
         prev = self._deferred.get(topic)
         deadline = time.monotonic() + self._max_block
         task = loop.create_task(self._in_turn(prev, topic, later, deadline, *args))

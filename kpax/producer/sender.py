@@ -730,7 +730,11 @@ class Sender:
                     continue
                 self._sequence_error(pq, b, err)
                 continue
-            if not err.retriable and self.identity is not None:
+            if (
+                not err.retriable
+                and self.identity is not None
+                and not isinstance(err, UnknownServerError)  # (may have failed after the write)
+            ):
                 self._give_back(pq, b)
             self._failed(pq, b, err, unknown=False, describe=conn.describe())
         if refresh:
@@ -746,8 +750,9 @@ class Sender:
         same producer id and epoch instead of an epoch bump (which restarts
         every partition's sequences). The later batches in flight carry the old
         numbers: refused as out of order, they are resent with the new ones
-        (``resequenced``). Not done -- the bump stays the way out -- when ``b``
-        may have been written by an earlier attempt (unknown outcome), was
+        (``resequenced``). Not done -- the bump stays the way out -- for
+        UNKNOWN_SERVER_ERROR (the broker may have failed after the write), nor
+        when ``b`` may have been written by an earlier attempt (unknown outcome), was
         sealed under another epoch, a bump is due anyway, or a later batch in
         flight has expired (its outcome unknown)."""
         identity = self.identity

@@ -160,3 +160,12 @@ async def test_send_many_buffers_at_the_call_and_warns_alike() -> None:
         assert await bulk == 1 and _values(partition) == [b"a", b"b", b"c"]
     finally:
         await _stop(p)
+
+
+def test_a_send_that_must_wait_outside_the_event_loop_says_so() -> None:
+    from kpax.proto.errors import IllegalStateError
+
+    p = AsyncProducer("127.0.0.1:9")  # never started: every topic is new
+    with pytest.raises(IllegalStateError, match="outside a running event loop"):
+        p.send("new", b"v")
+    assert not p._deferred

@@ -24,6 +24,7 @@ Imports: the standard library only.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import warnings
 from collections.abc import Coroutine, Generator
 from typing import Any
@@ -98,7 +99,7 @@ class Sent(Coroutine[Any, Any, Any]):
         it = self._driven()
         if it is None:
             it = self._it = self.__await__()
-        elif it.gi_frame is None:  # (ran to its end)
+        elif inspect.getgeneratorstate(it) == inspect.GEN_CLOSED:  # (ran to its end)
             raise _reused()
         return it.send(value)
 

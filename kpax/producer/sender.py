@@ -39,7 +39,11 @@ batch still unacknowledged is a consequence of that earlier failure: the batch
 is simply retried. On the first unacknowledged batch it means the broker lost
 the producer's state: once nothing is in flight, the epoch is bumped
 (:class:`~kpax.producer.idempotence.ProducerIdentity`) and every unsent batch is
-re-sequenced from 0 with ``rewrite_producer_state`` (KIP-360). Limitation: a
+re-sequenced from 0 with ``rewrite_producer_state`` (KIP-360). A batch the
+broker refuses for good without writing it (INVALID_TIMESTAMP, INVALID_RECORD,
+a record too large...) fails alone and gives its sequence numbers back: the
+partition's later batches are renumbered and the partition goes on with the
+same epoch (:meth:`Sender._give_back`). Limitation: a
 batch whose previous attempt had an unknown outcome (connection cut after
 sending) and that is re-sequenced by such a bump could be written twice; the
 common cases (broker restart, connection cut, leader change) are retried with
@@ -331,7 +335,7 @@ class Sender:
                     if b.data is not None:
                         b.data = rewrite_producer_state(b.data, pid, epoch, seq)
                         b.producer_id, b.producer_epoch, b.base_sequence = pid, epoch, seq
-                        b.unknown_outcome = False
+                        b.unknown_outcome = b.maybe_written = False
                         seq = (seq + b.count) & MAX_SEQUENCE
                 pq.next_sequence = seq
 
@@ -486,6 +490,7 @@ class Sender:
         """Take the head batch off its queue, sealing it if it was closed before
         it could be (atomically: no batch closed meanwhile may get an earlier
         sequence). False if it could not be encoded (it is then failed)."""
+        b.resequenced = False  # (this attempt carries its current numbers)
         with self.acc.lock:
             pq.ready.popleft()
             if b.data is None and not self.sealer.seal(pq, b):
@@ -715,7 +720,7 @@ class Sender:
                 self.cluster.leader_is_down(pq.topic, pq.partition)
                 refresh = True
             if self.identity is not None and isinstance(err, SEQUENCE_ERRORS):
-                if self.txn is not None and not self._earlier_unacked(pq, b):
+                if self.txn is not None and not (b.resequenced or self._earlier_unacked(pq, b)):
                     # A transactional producer never bumps its own epoch: the batch
                     # fails, fencing is fatal and anything else aborts the transaction.
                     with contextlib.suppress(ValueError):
@@ -725,9 +730,73 @@ class Sender:
                     continue
                 self._sequence_error(pq, b, err)
                 continue
+            if (
+                not err.retriable
+                and self.identity is not None
+                and not isinstance(err, UnknownServerError)  # (may have failed after the write)
+            ):
+                self._give_back(pq, b)
             self._failed(pq, b, err, unknown=False, describe=conn.describe())
         if refresh:
             self.refresh_metadata()
+
+    def _give_back(self, pq: PartitionQueue, b: ProducerBatch) -> None:
+        """The broker refused ``b`` for good without writing it (INVALID_TIMESTAMP,
+        INVALID_RECORD, a record too large, not authorized...): ``b`` fails, and
+        its sequence numbers go back to the partition -- every later batch of
+        ``pq`` in flight or waiting is renumbered ``b.count`` lower, and so is
+        the next batch sealed -- as Java's producer does for a failed batch
+        (``adjustSequencesDueToFailedBatch``), so the partition goes on with the
+        same producer id and epoch instead of an epoch bump (which restarts
+        every partition's sequences). The later batches in flight carry the old
+        numbers: refused as out of order, they are resent with the new ones
+        (``resequenced``). Not done -- the bump stays the way out -- for
+        UNKNOWN_SERVER_ERROR (the broker may have failed after the write), nor
+        when ``b`` may have been written by an earlier attempt (unknown outcome), was
+        sealed under another epoch, a bump is due anyway, or a later batch in
+        flight has expired (its outcome unknown)."""
+        identity = self.identity
+        assert identity is not None
+        base, count = b.base_sequence, b.count
+        pid, epoch = identity.producer_id, identity.producer_epoch
+        if (
+            b.done
+            or b.maybe_written
+            or base < 0
+            or count <= 0
+            or identity.bump_needed
+            or b.producer_id != pid
+            or b.producer_epoch != epoch
+        ):
+            return
+
+        def later(o: ProducerBatch) -> bool:
+            d = (o.base_sequence - base) & MAX_SEQUENCE
+            return o is not b and o.data is not None and o.base_sequence >= 0 and 0 < d < 1 << 30
+
+        flying = [o for o in pq.in_flight if later(o)]
+        if any(o.done or o.producer_epoch != epoch for o in flying):
+            return
+        with self.acc.lock:  # no batch may be sealed meanwhile
+            waiting = [o for o in pq.ready if later(o)]
+            for o in (*flying, *waiting):
+                seq = (o.base_sequence - count) & MAX_SEQUENCE
+                assert o.data is not None
+                o.data = rewrite_producer_state(o.data, pid, epoch, seq)
+                o.base_sequence = seq
+            for o in flying:
+                o.resequenced = True
+            pq.next_sequence = (pq.next_sequence - count) & MAX_SEQUENCE
+        pq.acked = False  # one batch at a time until the partition answers again
+        log.info(
+            "%s-%d: a batch of %d record(s) failed unwritten; %d later batch(es) renumbered "
+            "from sequence %d (no epoch bump)",
+            pq.topic,
+            pq.partition,
+            count,
+            len(flying) + len(waiting),
+            base,
+        )
 
     @staticmethod
     def _earlier_unacked(pq: PartitionQueue, b: ProducerBatch) -> bool:
@@ -776,6 +845,12 @@ class Sender:
     def _sequence_error(self, pq: PartitionQueue, b: ProducerBatch, err: KafkaError) -> None:
         with contextlib.suppress(ValueError):
             pq.in_flight.remove(b)
+        if b.resequenced:
+            # sent before an earlier batch gave its numbers back (_give_back): expected;
+            # resent with its new numbers
+            b.resequenced = False
+            self._retry(pq, b, err, unknown=False, count=False)
+            return
         earlier = self._earlier_unacked(pq, b)
         if not earlier:
             assert self.identity is not None
@@ -856,6 +931,8 @@ class Sender:
             return
         b.last_error = err
         b.unknown_outcome = unknown
+        if unknown:
+            b.maybe_written = True
         if count:
             b.attempts += 1
         else:

@@ -51,7 +51,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 from kpax.producer import exit_flush
-from kpax.producer.batch import BulkFuture, Callback, RecordFuture
+from kpax.producer.batch import BulkFuture, Callback, RecordFuture, bad_callback
 from kpax.producer.client import AsyncProducer
 from kpax.proto.errors import KafkaTimeoutError
 from kpax.structs import ConsumerGroupMetadata, OffsetAndMetadata
@@ -121,7 +121,12 @@ class Producer(SyncFace):
         callback: Callback | None = None,
     ) -> RecordFuture:
         """Buffer a record and return its future (``.result(timeout)`` ->
-        RecordMetadata). ``callback(metadata, error)`` runs on the I/O thread."""
+        RecordMetadata). ``callback(metadata, error)`` runs on the I/O thread
+        (TypeError at the call if it cannot be called). Called from that
+        thread (a callback), a send that would wait for buffer memory raises
+        KafkaTimeoutError at once: waiting there would block delivery."""
+        if callback is not None and not callable(callback):
+            raise bad_callback(callback)
         n = self._nparts.get(topic)
         if n is None:
             n = self._wait_topic(topic)
@@ -151,6 +156,8 @@ class Producer(SyncFace):
         """Buffer many records at once, as ``send`` would one by one (see
         :meth:`AsyncProducer.send_many`); returns one BulkFuture
         (``.result(timeout)`` -> records delivered)."""
+        if callback is not None and not callable(callback):
+            raise bad_callback(callback)
         n = self._nparts.get(topic)
         if n is None:
             n = self._wait_topic(topic)
@@ -175,8 +182,12 @@ class Producer(SyncFace):
     ) -> T:
         """Buffer memory is full: ``attempt(*args)`` again as memory is freed
         (until not None), at most ``max_block_ms``, then raise the core's
-        memory-full error."""
+        memory-full error. On the I/O thread (a delivery callback) raise it at
+        once: only that thread frees memory, so waiting there would stall
+        delivery for ``max_block_ms`` per send."""
         core = self._core
+        if self._thread.in_loop_thread:
+            raise core.memory_full_error(topic, plan, in_callback=True)
         return self._wait_until(
             partial(attempt, *args),
             core.accumulator.wait_for_memory,

@@ -9,6 +9,13 @@ on demand (unknown topic, missing leader), after ``leader_is_down`` /
 (``metadata_max_age_ms``). Concurrent refreshes are coalesced into one
 request.
 
+Topics of interest: a refresh asks for the topics the client named so far
+(``refresh(topics)``, ``topic(name)``). A name Kafka would refuse
+(:mod:`kpax.proto.topic_names`) never reaches a request: ``topic(name)`` raises
+InvalidTopicError at once, and a refresh that finds one among its topics drops
+it, records the error for it (``snapshot.topic_errors``) and asks for the
+others -- one bad name cannot break the metadata of every topic.
+
 Connections: one per broker for everything but long-poll fetches, which get
 a second one per broker (:meth:`Cluster.fetch_broker`). A Kafka broker reads
 one request per connection at a time (it mutes the connection until the
@@ -50,6 +57,7 @@ from kpax.broker.options import ConnectionOptions, connection_options
 from kpax.cluster.metadata import ClusterSnapshot, PartitionInfo, TopicInfo, snapshot_from_response
 from kpax.metrics import ConnectionMetrics
 from kpax.proto.error_codes import (
+    InvalidTopicError,
     LeaderNotAvailableError,
     RebootstrapRequiredError,
     UnknownTopicOrPartitionError,
@@ -66,6 +74,7 @@ from kpax.proto.errors import (
     error_for_code,
 )
 from kpax.proto.messages import FindCoordinatorRequest, MetadataRequest
+from kpax.proto.topic_names import check_topic, topic_problem
 
 log = logging.getLogger("kpax.cluster")
 
@@ -121,6 +130,8 @@ class Cluster:
         self._started = False
         self._start_lock: asyncio.Lock | None = None
         self._background: set[asyncio.Future[None]] = set()
+        #: Names a refresh dropped from the topics of interest: not valid topic names.
+        self._rejected: dict[str, str] = {}
 
     @classmethod
     def from_config(
@@ -276,7 +287,32 @@ class Cluster:
         for handles in (self._brokers, self._fetch_brokers, self._coordinator_brokers):
             for b in handles.values():
                 b.cluster_id = snapshot.cluster_id
+        if self._rejected:
+            invalid = code_of(InvalidTopicError)
+            for name in self._rejected:
+                snapshot.topic_errors[name] = invalid
         self.snapshot = snapshot
+
+    @property
+    def interest(self) -> frozenset[str]:
+        """The topics the next refresh asks for (unless it asks for every topic)."""
+        return frozenset(self._interest)
+
+    def _drop_invalid(self) -> None:
+        """Take every name Kafka would refuse out of the topics of interest (a
+        Metadata request naming one could not be encoded, or the broker would
+        fail it): each is logged once and recorded as INVALID_TOPIC_EXCEPTION
+        for its waiters; the refresh asks for the others."""
+        for name in list(self._interest):
+            problem = topic_problem(name) if isinstance(name, str) else "not a str"
+            if problem is None:
+                continue
+            self._interest.discard(name)
+            if name not in self._rejected:
+                log.warning(
+                    "topic name %r is not valid (%s): left out of metadata requests", name, problem
+                )
+            self._rejected[name] = problem
 
     def _close_later(self, broker: Broker) -> None:
         task = asyncio.ensure_future(broker.close())
@@ -312,6 +348,7 @@ class Cluster:
 
     async def _do_refresh(self) -> None:
         gen = self._requested_gen
+        self._drop_invalid()
         every = self._want_all or self.all_topics or not self._started
         topics = None if every else sorted(self._interest)
         if topics is not None and not topics:
@@ -470,6 +507,7 @@ class Cluster:
         info = self.snapshot.topics.get(name)
         if info is not None and name in self._interest:
             return info
+        check_topic(name)  # InvalidTopicError naming it, before it is asked for
         total = timeout if timeout is not None else self.options.request_timeout_ms / 1000
         deadline = time.monotonic() + total
         backoff = Backoff(self.retry_backoff_ms, self.retry_backoff_max_ms)

@@ -66,6 +66,7 @@ from kpax.proto.errors import (
     KafkaError,
     KafkaTimeoutError,
 )
+from kpax.proto.topic_names import check_topic
 from kpax.structs import ConsumerGroupMetadata, OffsetAndMetadata, RecordMetadata, TopicPartition
 
 __all__ = ["AsyncProducer", "check_timestamp"]  # (check_timestamp: kpax.producer.planning)
@@ -438,12 +439,12 @@ class AsyncProducer:
 
     async def wait_topic(self, topic: str, timeout: float | None = None) -> int:
         """The partition count of ``topic``, waiting up to ``timeout`` (default
-        ``max_block_ms``) for its metadata; KafkaTimeoutError names the topic."""
+        ``max_block_ms``) for its metadata; KafkaTimeoutError names the topic,
+        InvalidTopicError a name Kafka would refuse (at once)."""
         n = self.num_partitions.get(topic)
         if n is not None:
             return n
-        if not isinstance(topic, str) or not topic:
-            raise TypeError(f"topic must be a non-empty str, not {topic!r}")
+        check_topic(topic)
         limit = self._max_block if timeout is None else timeout
         deadline = time.monotonic() + limit
         while True:

@@ -14,7 +14,9 @@ Topics of interest: a refresh asks for the topics the client named so far
 (:mod:`kpax.proto.topic_names`) never reaches a request: ``topic(name)`` raises
 InvalidTopicError at once, and a refresh that finds one among its topics drops
 it, records the error for it (``snapshot.topic_errors``) and asks for the
-others -- one bad name cannot break the metadata of every topic.
+others -- one bad name cannot break the metadata of every topic. Each listener
+(:meth:`Cluster.add_listener`) is called after every metadata update, periodic
+or on demand.
 
 Connections: one per broker for everything but long-poll fetches, which get
 a second one per broker (:meth:`Cluster.fetch_broker`). A Kafka broker reads
@@ -48,7 +50,7 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kpax.broker.backoff import Backoff
@@ -130,6 +132,8 @@ class Cluster:
         self._started = False
         self._start_lock: asyncio.Lock | None = None
         self._background: set[asyncio.Future[None]] = set()
+        #: Called after every metadata update (:meth:`add_listener`).
+        self._listeners: list[Callable[[], None]] = []
         #: Names a refresh dropped from the topics of interest: not valid topic names.
         self._rejected: dict[str, str] = {}
 
@@ -292,11 +296,25 @@ class Cluster:
             for name in self._rejected:
                 snapshot.topic_errors[name] = invalid
         self.snapshot = snapshot
+        for listener in self._listeners:
+            try:
+                listener()
+            except Exception:  # a listener's bug must not break the metadata
+                log.exception("metadata listener %r failed", listener)
+
+    def add_listener(self, listener: Callable[[], None]) -> None:
+        """Call ``listener()`` (on the client's loop) after every metadata update:
+        the periodic refresh, one asked for, a rebootstrap."""
+        self._listeners.append(listener)
 
     @property
     def interest(self) -> frozenset[str]:
         """The topics the next refresh asks for (unless it asks for every topic)."""
         return frozenset(self._interest)
+
+    def interested(self, name: str) -> bool:
+        """Whether refreshes ask for topic ``name`` (so its metadata is kept fresh)."""
+        return name in self._interest
 
     def _drop_invalid(self) -> None:
         """Take every name Kafka would refuse out of the topics of interest (a

@@ -59,6 +59,7 @@ from kpax.producer.transactions import (
     TransactionManager,
     TxnState,
 )
+from kpax.producer.waiting import TopicWaits
 from kpax.proto.error_codes import MessageTooLargeError, UnknownTopicOrPartitionError
 from kpax.proto.errors import (
     ClientClosedError,
@@ -161,7 +162,18 @@ class AsyncProducer:
         # (at this many batches in flight on a partition, appends need not wake the sender)
         self.accumulator.in_flight_cap = self.sender.per_partition
         #: topic -> partition count (read by caller threads without a lock).
+        #: A topic enters once its metadata is known and no send to it waits
+        #: (kpax.producer.waiting).
         self.num_partitions: dict[str, int] = {}
+        #: Sends waiting for their topic's metadata, in call order per topic.
+        self._waits = TopicWaits(
+            self.cluster,
+            self._publish,
+            max_block_ms=settings.max_block_ms,
+            retry_backoff_ms=settings.retry_backoff_ms,
+            retry_backoff_max_ms=settings.retry_backoff_max_ms,
+        )
+        self.cluster.add_listener(self._on_metadata)
         self._task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake_scheduled = False  # a cross-thread wake-up is on its way (_threadsafe_wake)
@@ -245,6 +257,7 @@ class AsyncProducer:
         waiting for it (the sync face waits on the accumulator's condition)."""
         if self._memory_event is not None:
             self._memory_event.set()
+        self._waits.memory_freed()
 
     def _threadsafe_wake(self) -> None:
         """Wake the sender from any thread (nothing to wake before start).
@@ -338,6 +351,12 @@ class AsyncProducer:
             return
         self.closed = True
         self._disable_appenders()
+        self._waits.close(
+            ClientClosedError(
+                "the producer was closed while this send waited for its topic's metadata "
+                "(it was never sent)"
+            )
+        )
         acc = self.accumulator
         if self._started:
             with acc.lock:
@@ -430,12 +449,25 @@ class AsyncProducer:
 
     # ------------------------------------------------------------ metadata
 
+    def _publish(self, topic: str, n: int) -> None:
+        """``topic`` has ``n`` partitions and no send to it waits: from now on
+        sends append directly (kpax.producer.waiting calls it once the topic's
+        waiting sends are appended)."""
+        self.num_partitions[topic] = n
+
     def _update_partition_counts(self) -> None:
         topics = self.cluster.snapshot.topics
         for name in list(self.num_partitions):
             info = topics.get(name)
             if info is not None and info.partitions:
                 self.num_partitions[name] = len(info.partitions)
+
+    def _on_metadata(self) -> None:
+        """After every metadata update (the cluster's listener): sends waiting
+        for a topic's metadata are appended, in call order."""
+        waits = self._waits
+        for name in waits.topics():
+            waits.drain(name)
 
     async def wait_topic(self, topic: str, timeout: float | None = None) -> int:
         """The partition count of ``topic``, waiting up to ``timeout`` (default
@@ -463,7 +495,9 @@ class AsyncProducer:
                         f"(max_block_ms): {exc.message}"
                     ) from exc
                 await asyncio.sleep(min(remaining, self.settings.retry_backoff_ms / 1000))
-        n = self.num_partitions[topic] = len(info.partitions)
+        n = len(info.partitions)
+        if topic not in self._waits:  # (else its waiting sends go first: they publish it)
+            self._publish(topic, n)
         return n
 
     async def partitions_for(self, topic: str) -> list[int]:
@@ -631,6 +665,81 @@ class AsyncProducer:
             if result is not None:
                 return result
 
+    async def wait_and_append(  # noqa: PLR0917 - the arguments of send
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        partition: int | None,
+        timestamp: int | None,
+        headers: Any,
+    ) -> RecordFuture:
+        """``send`` of a record whose topic has no partition count yet: the
+        record waits for the topic's
+        metadata behind the topic's earlier waiting sends and is appended in
+        call order (kpax.producer.waiting), within ``max_block_ms``. A topic
+        name Kafka would refuse raises InvalidTopicError at once. (The sync
+        face runs it on the I/O loop.)"""
+        check_topic(topic)
+        if self.closed:
+            raise ClientClosedError("send() on a closed producer")
+        if not self._started:
+            await self.start()
+        n = self.num_partitions.get(topic)
+
+        def attempt(count: int) -> RecordFuture | None:
+            return self.try_append(topic, value, key, partition, timestamp, headers, count)
+
+        if n is not None:  # known meanwhile
+            fut = attempt(n)
+            if fut is None:
+                fut = await self._wait_memory(topic, None, attempt, n)
+            return fut
+        waited: RecordFuture = await self._waits.wait(
+            topic, attempt, lambda: self.memory_full_error(topic)
+        )
+        return waited
+
+    async def wait_and_fill(  # noqa: PLR0917 - the arguments of send_many
+        self,
+        topic: str,
+        values: Sequence[Any],
+        keys: Sequence[Any] | None,
+        partition: int | None,
+        timestamp: int | None,
+        headers: Any,
+    ) -> BulkFuture:
+        """``send_many`` to a topic without a partition count yet: as
+        :meth:`wait_and_append`, for the whole call (its records stay
+        together, in order)."""
+        check_topic(topic)
+        if self.closed:
+            raise ClientClosedError("send_many() on a closed producer")
+        if not self._started:
+            await self.start()
+        n = self.num_partitions.get(topic)
+        if n is not None:  # known meanwhile
+            plan = self.plan_many(topic, values, keys, partition, timestamp, headers, n)
+            if not self.try_fill(plan, n):
+                await self._wait_memory(topic, plan, self._filled, plan, n)
+            return BulkFuture(topic, len(values), plan.timestamp, plan.segments)
+        planned: list[tuple[BulkPlan, int]] = []  # (the plan, the count it was made with)
+
+        def attempt(count: int) -> BulkFuture | None:
+            if not planned:
+                plan = self.plan_many(topic, values, keys, partition, timestamp, headers, count)
+                planned.append((plan, count))
+            plan, count = planned[0]
+            if not self.try_fill(plan, count):
+                return None  # resumes where it stopped once memory is freed
+            return BulkFuture(topic, len(values), plan.timestamp, plan.segments)
+
+        def full() -> KafkaTimeoutError:
+            return self.memory_full_error(topic, planned[0][0] if planned else None)
+
+        fut: BulkFuture = await self._waits.wait(topic, attempt, full)
+        return fut
+
     async def send_many(
         self,
         topic: str,
@@ -653,13 +762,14 @@ class AsyncProducer:
             await self.start()
         n = self.num_partitions.get(topic)
         if n is None:
-            n = await self.wait_topic(topic)
-        plan = self.plan_many(topic, values, keys, partition, timestamp, headers, n)
-        if not self.try_fill(plan, n):
-            await self._wait_memory(topic, plan, self._filled, plan, n)
+            fut = await self.wait_and_fill(topic, values, keys, partition, timestamp, headers)
         else:
-            await asyncio.sleep(0)  # the sender's turn (see send)
-        fut = BulkFuture(topic, len(values), plan.timestamp, plan.segments)
+            plan = self.plan_many(topic, values, keys, partition, timestamp, headers, n)
+            if not self.try_fill(plan, n):
+                await self._wait_memory(topic, plan, self._filled, plan, n)
+            else:
+                await asyncio.sleep(0)  # the sender's turn (see send)
+            fut = BulkFuture(topic, len(values), plan.timestamp, plan.segments)
         if callback is not None:
             fut.add_callback(callback)
         return fut
@@ -691,8 +801,9 @@ class AsyncProducer:
             await self.start()
         n = self.num_partitions.get(topic)
         if n is None:
-            n = await self.wait_topic(topic)
-        fut = self.try_append(topic, value, key, partition, timestamp, headers, n)
+            fut = await self.wait_and_append(topic, value, key, partition, timestamp, headers)
+        else:
+            fut = self.try_append(topic, value, key, partition, timestamp, headers, n)
         if fut is None:
             # (no closure here: send's locals stay plain locals)
             fut = await self._wait_memory(

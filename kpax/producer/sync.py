@@ -109,9 +109,11 @@ class Producer(SyncFace):
         """Buffer a record and return its future (``.result(timeout)`` ->
         RecordMetadata). ``callback(metadata, error)`` runs on the I/O thread."""
         n = self._nparts.get(topic)
+        fut: RecordFuture | None
         if n is None:
-            n = self._wait_topic(topic)
-        fut = self._append(topic, value, key, partition, timestamp, headers, n)
+            fut = self._wait_and_append(topic, value, key, partition, timestamp, headers)
+        else:
+            fut = self._append(topic, value, key, partition, timestamp, headers, n)
         if fut is None:
             # (no closure here: send's locals stay plain locals)
             fut = self._wait_memory(
@@ -137,24 +139,46 @@ class Producer(SyncFace):
         """Buffer many records at once, as ``send`` would one by one (see
         :meth:`AsyncProducer.send_many`); returns one BulkFuture
         (``.result(timeout)`` -> records delivered)."""
+        core = self._core
         n = self._nparts.get(topic)
         if n is None:
-            n = self._wait_topic(topic)
-        core = self._core
-        plan = core.plan_many(topic, values, keys, partition, timestamp, headers, n)
-        if not core.try_fill(plan, n):
-            self._wait_memory(topic, plan, _filled, core, plan, n)
-        if plan.segments and plan.segments[-1][1] == 0:
-            self._hand_over()  # a new batch: the I/O thread's turn (as in send)
-        fut = BulkFuture(topic, len(values), plan.timestamp, plan.segments)
+            if self._closed:
+                raise self._closed_error("send_many()")
+            fut = self._run(
+                core.wait_and_fill(topic, values, keys, partition, timestamp, headers),
+                None,
+                what=f"send_many to {topic!r}",
+            )
+        else:
+            plan = core.plan_many(topic, values, keys, partition, timestamp, headers, n)
+            if not core.try_fill(plan, n):
+                self._wait_memory(topic, plan, _filled, core, plan, n)
+            if plan.segments and plan.segments[-1][1] == 0:
+                self._hand_over()  # a new batch: the I/O thread's turn (as in send)
+            fut = BulkFuture(topic, len(values), plan.timestamp, plan.segments)
         if callback is not None:
             fut.add_callback(callback)
         return fut
 
-    def _wait_topic(self, topic: str) -> int:
+    def _wait_and_append(  # noqa: PLR0917 - the arguments of send
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        partition: int | None,
+        timestamp: int | None,
+        headers: Any,
+    ) -> RecordFuture:
+        """A record whose topic is not in the metadata yet: it
+        waits on the I/O loop, in call order with the topic's other waiting
+        sends (:meth:`AsyncProducer.wait_and_append`)."""
         if self._closed:
             raise self._closed_error("send()")
-        return self._run(self._core.wait_topic(topic), None, what=f"metadata for {topic!r}")
+        return self._run(
+            self._core.wait_and_append(topic, value, key, partition, timestamp, headers),
+            None,
+            what=f"send to {topic!r}",
+        )
 
     def _wait_memory(
         self, topic: str, plan: Any, attempt: Callable[..., T | None], *args: Any

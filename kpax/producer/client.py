@@ -45,10 +45,12 @@ from kpax.producer.partitioner import (
 )
 from kpax.producer.planning import (
     BulkPlan,
+    PartitionNotInMetadata,
     Planner,
     check_headers,
     check_partition,
     check_timestamp,
+    explicit_partition,
     plan_many,
 )
 from kpax.producer.sealer import Sealer
@@ -157,13 +159,12 @@ class AsyncProducer:
             self._metrics,
             sealer=sealer,
             txn=self.txn,
-            on_metadata=self._update_partition_counts,
         )
         # (at this many batches in flight on a partition, appends need not wake the sender)
         self.accumulator.in_flight_cap = self.sender.per_partition
         #: topic -> partition count (read by caller threads without a lock).
         #: A topic enters once its metadata is known and no send to it waits
-        #: (kpax.producer.waiting).
+        #: (kpax.producer.waiting); every metadata update changes its count.
         self.num_partitions: dict[str, int] = {}
         #: Sends waiting for their topic's metadata, in call order per topic.
         self._waits = TopicWaits(
@@ -455,17 +456,25 @@ class AsyncProducer:
         waiting sends are appended)."""
         self.num_partitions[topic] = n
 
-    def _update_partition_counts(self) -> None:
-        topics = self.cluster.snapshot.topics
-        for name in list(self.num_partitions):
-            info = topics.get(name)
-            if info is not None and info.partitions:
-                self.num_partitions[name] = len(info.partitions)
-
     def _on_metadata(self) -> None:
-        """After every metadata update (the cluster's listener): sends waiting
-        for a topic's metadata are appended, in call order."""
+        """After every metadata update (periodic or not; the cluster's listener):
+        each known topic's partition count follows the metadata, as the Java
+        producer's does -- partitions added to a topic take keyed records
+        (murmur2 modulo the new count) and keyless ones at once -- and sends
+        waiting for a topic's metadata are appended (in call order) before its
+        count changes."""
+        topics = self.cluster.snapshot.topics
         waits = self._waits
+        counts = self.num_partitions
+        for name, n in list(counts.items()):
+            info = topics.get(name)
+            if (
+                info is not None
+                and info.partitions
+                and len(info.partitions) != n
+                and name not in waits
+            ):
+                counts[name] = len(info.partitions)
         for name in waits.topics():
             waits.drain(name)
 
@@ -674,8 +683,8 @@ class AsyncProducer:
         timestamp: int | None,
         headers: Any,
     ) -> RecordFuture:
-        """``send`` of a record whose topic has no partition count yet: the
-        record waits for the topic's
+        """``send`` of a record whose topic has no partition count yet (or whose
+        explicit partition is beyond it): the record waits for the topic's
         metadata behind the topic's earlier waiting sends and is appended in
         call order (kpax.producer.waiting), within ``max_block_ms``. A topic
         name Kafka would refuse raises InvalidTopicError at once. (The sync
@@ -685,18 +694,19 @@ class AsyncProducer:
             raise ClientClosedError("send() on a closed producer")
         if not self._started:
             await self.start()
+        explicit = explicit_partition(partition)
         n = self.num_partitions.get(topic)
 
         def attempt(count: int) -> RecordFuture | None:
             return self.try_append(topic, value, key, partition, timestamp, headers, count)
 
-        if n is not None:  # known meanwhile
+        if n is not None and (explicit is None or explicit < n):  # known meanwhile
             fut = attempt(n)
             if fut is None:
                 fut = await self._wait_memory(topic, None, attempt, n)
             return fut
         waited: RecordFuture = await self._waits.wait(
-            topic, attempt, lambda: self.memory_full_error(topic)
+            topic, attempt, explicit, lambda: self.memory_full_error(topic)
         )
         return waited
 
@@ -709,16 +719,17 @@ class AsyncProducer:
         timestamp: int | None,
         headers: Any,
     ) -> BulkFuture:
-        """``send_many`` to a topic without a partition count yet: as
-        :meth:`wait_and_append`, for the whole call (its records stay
-        together, in order)."""
+        """``send_many`` to a topic without a partition count yet (or to an
+        explicit partition beyond it): as :meth:`wait_and_append`, for the
+        whole call (its records stay together, in order)."""
         check_topic(topic)
         if self.closed:
             raise ClientClosedError("send_many() on a closed producer")
         if not self._started:
             await self.start()
+        explicit = explicit_partition(partition)
         n = self.num_partitions.get(topic)
-        if n is not None:  # known meanwhile
+        if n is not None and (explicit is None or explicit < n):  # known meanwhile
             plan = self.plan_many(topic, values, keys, partition, timestamp, headers, n)
             if not self.try_fill(plan, n):
                 await self._wait_memory(topic, plan, self._filled, plan, n)
@@ -737,7 +748,7 @@ class AsyncProducer:
         def full() -> KafkaTimeoutError:
             return self.memory_full_error(topic, planned[0][0] if planned else None)
 
-        fut: BulkFuture = await self._waits.wait(topic, attempt, full)
+        fut: BulkFuture = await self._waits.wait(topic, attempt, explicit, full)
         return fut
 
     async def send_many(
@@ -764,12 +775,16 @@ class AsyncProducer:
         if n is None:
             fut = await self.wait_and_fill(topic, values, keys, partition, timestamp, headers)
         else:
-            plan = self.plan_many(topic, values, keys, partition, timestamp, headers, n)
-            if not self.try_fill(plan, n):
-                await self._wait_memory(topic, plan, self._filled, plan, n)
+            try:
+                plan = self.plan_many(topic, values, keys, partition, timestamp, headers, n)
+            except PartitionNotInMetadata:
+                fut = await self.wait_and_fill(topic, values, keys, partition, timestamp, headers)
             else:
-                await asyncio.sleep(0)  # the sender's turn (see send)
-            fut = BulkFuture(topic, len(values), plan.timestamp, plan.segments)
+                if not self.try_fill(plan, n):
+                    await self._wait_memory(topic, plan, self._filled, plan, n)
+                else:
+                    await asyncio.sleep(0)  # the sender's turn (see send)
+                fut = BulkFuture(topic, len(values), plan.timestamp, plan.segments)
         if callback is not None:
             fut.add_callback(callback)
         return fut
@@ -803,7 +818,10 @@ class AsyncProducer:
         if n is None:
             fut = await self.wait_and_append(topic, value, key, partition, timestamp, headers)
         else:
-            fut = self.try_append(topic, value, key, partition, timestamp, headers, n)
+            try:
+                fut = self.try_append(topic, value, key, partition, timestamp, headers, n)
+            except PartitionNotInMetadata:  # added since? (a refresh first)
+                fut = await self.wait_and_append(topic, value, key, partition, timestamp, headers)
         if fut is None:
             # (no closure here: send's locals stay plain locals)
             fut = await self._wait_memory(

@@ -69,7 +69,7 @@ import functools
 import logging
 import time
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from typing import Any
 
 from kpax.broker.connection import BrokerConnection, describe_broker
@@ -116,7 +116,6 @@ class Sender:
         *,
         sealer: Sealer,
         txn: TransactionManager | None = None,
-        on_metadata: Callable[[], None] | None = None,
     ) -> None:
         self.cluster = cluster
         self.acc = accumulator
@@ -160,8 +159,6 @@ class Sender:
         self.retried_batches = 0
         #: Batches split because the broker refused them as too large (tests read it).
         self.split_batches = 0
-        #: Called after each metadata refresh (the producer updates its partition counts).
-        self.on_metadata = on_metadata
         #: Per-batch counters (kpax.metrics; None: not counted). Per topic:
         #: [records sent, records failed, bytes sent].
         self.metrics = metrics
@@ -898,8 +895,6 @@ class Sender:
             log.debug("metadata refresh failed: %s", exc)
         except asyncio.CancelledError:
             raise
-        if self.on_metadata is not None:
-            self.on_metadata()
         self.wake()
 
     async def stop(self) -> None:

@@ -32,7 +32,7 @@ partition and 1.26x with 6 (``python -m bench compare --base f097b2d --head
 6b28362``, 2,000,000 records, 6 pairs) and cut both threads' CPU per record
 (caller 420 -> 265 ns, I/O 390 -> 300 ns; bench.producer_cpu).
 
-Imports: kpax.producer.{client,batch}, kpax.sync_face, kpax.proto.errors, kpax.structs.
+Imports: kpax.producer.{client,batch,planning}, kpax.sync_face, kpax.proto.errors, kpax.structs.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from typing import Any, TypeVar
 
 from kpax.producer.batch import BulkFuture, Callback, RecordFuture
 from kpax.producer.client import AsyncProducer
+from kpax.producer.planning import PartitionNotInMetadata
 from kpax.proto.errors import KafkaTimeoutError
 from kpax.structs import ConsumerGroupMetadata, OffsetAndMetadata
 from kpax.sync_face import SyncFace
@@ -113,7 +114,10 @@ class Producer(SyncFace):
         if n is None:
             fut = self._wait_and_append(topic, value, key, partition, timestamp, headers)
         else:
-            fut = self._append(topic, value, key, partition, timestamp, headers, n)
+            try:
+                fut = self._append(topic, value, key, partition, timestamp, headers, n)
+            except PartitionNotInMetadata:  # added since? (a refresh first)
+                fut = self._wait_and_append(topic, value, key, partition, timestamp, headers)
         if fut is None:
             # (no closure here: send's locals stay plain locals)
             fut = self._wait_memory(
@@ -141,7 +145,13 @@ class Producer(SyncFace):
         (``.result(timeout)`` -> records delivered)."""
         core = self._core
         n = self._nparts.get(topic)
-        if n is None:
+        plan = None
+        if n is not None:
+            try:
+                plan = core.plan_many(topic, values, keys, partition, timestamp, headers, n)
+            except PartitionNotInMetadata:  # added since? (a refresh first)
+                pass
+        if plan is None:
             if self._closed:
                 raise self._closed_error("send_many()")
             fut = self._run(
@@ -150,7 +160,7 @@ class Producer(SyncFace):
                 what=f"send_many to {topic!r}",
             )
         else:
-            plan = core.plan_many(topic, values, keys, partition, timestamp, headers, n)
+            assert n is not None
             if not core.try_fill(plan, n):
                 self._wait_memory(topic, plan, _filled, core, plan, n)
             if plan.segments and plan.segments[-1][1] == 0:
@@ -169,7 +179,7 @@ class Producer(SyncFace):
         timestamp: int | None,
         headers: Any,
     ) -> RecordFuture:
-        """A record whose topic is not in the metadata yet: it
+        """A record whose topic (or partition) is not in the metadata yet: it
         waits on the I/O loop, in call order with the topic's other waiting
         sends (:meth:`AsyncProducer.wait_and_append`)."""
         if self._closed:

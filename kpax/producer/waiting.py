@@ -1,7 +1,8 @@
 """Sends that wait for their topic's metadata, kept in call order per topic.
 
 Role: a send to a topic the producer has no partition count for yet (a new
-topic) cannot be appended at once. :class:`TopicWaits` keeps such sends in one FIFO per topic
+topic), or to an explicit partition beyond the count it knows (partitions
+added since), cannot be appended at once. :class:`TopicWaits` keeps such sends in one FIFO per topic
 and appends them, in the order they were made, as soon as the metadata allows
 -- from the cluster's listener at the very metadata update that brings it
 (:meth:`TopicWaits.drain`), so no later send can overtake them: the producer
@@ -15,13 +16,16 @@ retries happened to end.)
 Bounds, as the Java producer's ``max_block_ms``: a send fails with
 KafkaTimeoutError when its topic is still unknown (or buffer memory still full)
 that long after it was made; a non-retriable metadata error for the topic
-(authorization, an invalid name) fails the topic's sends at once. Records
-waiting behind one that waits for buffer memory wait too (a partition's records
-keep call order).
+(authorization, an invalid name) fails the topic's sends at once. A send to a
+partition beyond the known count gets one metadata refresh made after it: if
+the partition is still missing, it fails with the ValueError of
+:func:`~kpax.producer.planning.check_partition`. Records waiting behind one
+that waits for buffer memory wait too (a partition's records keep call order).
 
 Every method runs on the producer's event loop.
 
-Imports: kpax.cluster, kpax.broker.backoff, kpax.proto, the standard library.
+Imports: kpax.cluster, kpax.broker.backoff, kpax.producer.planning, kpax.proto,
+the standard library.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from typing import Any
 
 from kpax.broker.backoff import Backoff
 from kpax.cluster.cluster import Cluster
+from kpax.producer.planning import check_partition
 from kpax.proto.error_codes import UnknownTopicOrPartitionError
 from kpax.proto.errors import KafkaError, KafkaTimeoutError, error_for_code
 
@@ -50,19 +55,23 @@ Attempt = Callable[[int], Any]
 class _Entry:
     """One waiting send."""
 
-    __slots__ = ("attempt", "deadline", "full_error", "future")
+    __slots__ = ("attempt", "deadline", "full_error", "future", "partition", "refreshed")
 
     def __init__(
         self,
         attempt: Attempt,
+        partition: int | None,
         deadline: float,
         full_error: Callable[[], KafkaError],
         future: asyncio.Future[Any],
     ) -> None:
         self.attempt = attempt
+        self.partition = partition
         self.deadline = deadline
         self.full_error = full_error
         self.future = future
+        #: A metadata refresh made after the send has completed.
+        self.refreshed = False
 
     def fail(self, exc: BaseException) -> None:
         if not self.future.done():
@@ -114,11 +123,13 @@ class TopicWaits:
         self,
         topic: str,
         attempt: Attempt,
+        partition: int | None,
         full_error: Callable[[], KafkaError],
     ) -> Any:
         """Queue a send behind the topic's earlier waiting sends and return what
         its ``attempt`` returns once it could run (or raise what it raised, or the
-        error that ended the wait)."""
+        error that ended the wait). ``partition``: the send's explicit partition
+        (None: the partitioner's choice, possible with any count)."""
         if self._closed is not None:
             raise self._closed
         loop = asyncio.get_running_loop()
@@ -126,7 +137,7 @@ class TopicWaits:
         if q is None:
             q = self._queues[topic] = _Queue()
         deadline = time.monotonic() + self.max_block_ms / 1000
-        entry = _Entry(attempt, deadline, full_error, loop.create_future())
+        entry = _Entry(attempt, partition, deadline, full_error, loop.create_future())
         q.entries.append(entry)
         self.drain(topic)  # the metadata may allow it already
         q = self._queues.get(topic)
@@ -162,6 +173,15 @@ class TopicWaits:
             if n == 0:
                 if now >= e.deadline:
                     e.fail(self._unknown_error(topic, q.last_error))
+                else:
+                    keep.append(e)
+                continue
+            if e.partition is not None and e.partition >= n:
+                if e.refreshed or now >= e.deadline:
+                    try:
+                        check_partition(topic, e.partition, n)
+                    except ValueError as exc:
+                        e.fail(exc)
                 else:
                     keep.append(e)
                 continue
@@ -216,6 +236,7 @@ class TopicWaits:
                     self._memory.clear()
                     await _wait(self._memory.wait(), left)
                     continue
+                marked = list(q.entries)
                 try:
                     await asyncio.wait_for(self.cluster.refresh([topic]), left)
                 except asyncio.TimeoutError:
@@ -223,12 +244,14 @@ class TopicWaits:
                 except KafkaError as exc:
                     q.last_error = exc
                     log.debug("metadata for topic %r: %s", topic, exc)
+                for e in marked:
+                    e.refreshed = True
                 self.drain(topic)
                 if self._queues.get(topic) is not q:
                     return
                 snapshot = self.cluster.snapshot
                 if topic in snapshot.topics and snapshot.topics[topic].partitions:
-                    continue  # known: the sends left wait for memory
+                    continue  # known: the sends left wait for a partition or memory
                 code = snapshot.topic_errors.get(topic)
                 if code:
                     err = error_for_code(code)

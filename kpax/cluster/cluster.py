@@ -10,13 +10,14 @@ on demand (unknown topic, missing leader), after ``leader_is_down`` /
 request.
 
 Topics of interest: a refresh asks for the topics the client named so far
-(``refresh(topics)``, ``topic(name)``). A name Kafka would refuse
-(:mod:`kpax.proto.topic_names`) never reaches a request: ``topic(name)`` raises
-InvalidTopicError at once, and a refresh that finds one among its topics drops
-it, records the error for it (``snapshot.topic_errors``) and asks for the
-others -- one bad name cannot break the metadata of every topic. Each listener
-(:meth:`Cluster.add_listener`) is called after every metadata update, periodic
-or on demand.
+(``refresh(topics)``, ``topic(name)``), until it :meth:`Cluster.forget` them (the
+producer does, for a topic idle for ``metadata_max_idle_ms``; ``before_refresh``
+is its hook). A name Kafka would refuse (:mod:`kpax.proto.topic_names`) never
+reaches a request: ``topic(name)`` raises InvalidTopicError at once, and a
+refresh that finds one among its topics drops it, records the error for it
+(``snapshot.topic_errors``) and asks for the others -- one bad name cannot
+break the metadata of every topic. Each listener (:meth:`Cluster.add_listener`)
+is called after every metadata update, periodic or on demand.
 
 Connections: one per broker for everything but long-poll fetches, which get
 a second one per broker (:meth:`Cluster.fetch_broker`). A Kafka broker reads
@@ -116,6 +117,8 @@ class Cluster:
         self._brokers: dict[int, Broker] = {}
         self._bootstrap_brokers: list[Broker] = []
         self._interest: set[str] = set()
+        #: topic -> when a caller last named it (``refresh(topics)``, ``topic()``).
+        self._asked_at: dict[str, float] = {}
         self._want_all = False
         #: Ask every refresh (the periodic one too) for every topic: a consumer's
         #: pattern subscription matches against all topic names (and a request
@@ -134,6 +137,9 @@ class Cluster:
         self._background: set[asyncio.Future[None]] = set()
         #: Called after every metadata update (:meth:`add_listener`).
         self._listeners: list[Callable[[], None]] = []
+        #: Called at the start of each refresh, before the topics to ask for are
+        #: chosen (the producer forgets its idle topics there).
+        self.before_refresh: Callable[[], None] | None = None
         #: Names a refresh dropped from the topics of interest: not valid topic names.
         self._rejected: dict[str, str] = {}
 
@@ -316,6 +322,23 @@ class Cluster:
         """Whether refreshes ask for topic ``name`` (so its metadata is kept fresh)."""
         return name in self._interest
 
+    def asked_at(self, name: str) -> float:
+        """When a caller last named topic ``name`` (``refresh(topics)``, ``topic()``;
+        time.monotonic()), 0.0 if never or since forgotten."""
+        return self._asked_at.get(name, 0.0)
+
+    def forget(self, topics: Iterable[str]) -> None:
+        """Stop asking for ``topics`` and drop what is known of them: a later
+        lookup asks the cluster again (and a deleted topic is not re-created by
+        auto-creation in the meantime)."""
+        snapshot = self.snapshot
+        for name in topics:
+            self._interest.discard(name)
+            self._asked_at.pop(name, None)
+            snapshot.topics.pop(name, None)
+            snapshot.topic_errors.pop(name, None)
+            self._rejected.pop(name, None)
+
     def _drop_invalid(self) -> None:
         """Take every name Kafka would refuse out of the topics of interest (a
         Metadata request naming one could not be encoded, or the broker would
@@ -326,6 +349,7 @@ class Cluster:
             if problem is None:
                 continue
             self._interest.discard(name)
+            self._asked_at.pop(name, None)
             if name not in self._rejected:
                 log.warning(
                     "topic name %r is not valid (%s): left out of metadata requests", name, problem
@@ -366,6 +390,11 @@ class Cluster:
 
     async def _do_refresh(self) -> None:
         gen = self._requested_gen
+        if self.before_refresh is not None:
+            try:
+                self.before_refresh()
+            except Exception:  # the hook's bug must not stop the refresh
+                log.exception("before_refresh hook %r failed", self.before_refresh)
         self._drop_invalid()
         every = self._want_all or self.all_topics or not self._started
         topics = None if every else sorted(self._interest)
@@ -478,7 +507,10 @@ class Cluster:
         or for every topic). Concurrent callers share one request."""
         self._check_open()
         if topics is not None:
-            self._interest.update(topics)
+            now = time.monotonic()
+            for name in topics:
+                self._interest.add(name)
+                self._asked_at[name] = now
         if all_topics:
             self._want_all = True
         self._requested_gen += 1

@@ -174,7 +174,13 @@ class AsyncProducer:
             retry_backoff_ms=settings.retry_backoff_ms,
             retry_backoff_max_ms=settings.retry_backoff_max_ms,
         )
+        #: topic -> when its partition count was published (its first use, or
+        #: the first after it was forgotten): with its batches' opening times,
+        #: what ``metadata_max_idle_ms`` is measured from.
+        self._published_at: dict[str, float] = {}
+        self._max_idle = settings.metadata_max_idle_ms / 1000 + settings.linger_ms / 1000
         self.cluster.add_listener(self._on_metadata)
+        self.cluster.before_refresh = self._forget_idle
         self._task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake_scheduled = False  # a cross-thread wake-up is on its way (_threadsafe_wake)
@@ -454,6 +460,8 @@ class AsyncProducer:
         """``topic`` has ``n`` partitions and no send to it waits: from now on
         sends append directly (kpax.producer.waiting calls it once the topic's
         waiting sends are appended)."""
+        if topic not in self.num_partitions:
+            self._published_at[topic] = time.monotonic()
         self.num_partitions[topic] = n
 
     def _on_metadata(self) -> None:
@@ -477,6 +485,34 @@ class AsyncProducer:
                 counts[name] = len(info.partitions)
         for name in waits.topics():
             waits.drain(name)
+
+    def _forget_idle(self) -> None:
+        """Before each metadata refresh: forget the topics not sent to for
+        ``metadata_max_idle_ms`` (Java's rule) with nothing of them buffered or
+        in flight -- the refresh no longer names them (so auto-creation does
+        not re-create a deleted one) and their per-topic state goes; a later
+        send looks the topic up again."""
+        if not self._started or self.closed:
+            return
+        now = time.monotonic()
+        limit = self._max_idle
+        cluster = self.cluster
+        published = self._published_at
+        candidates = [
+            t
+            for t in cluster.interest
+            if now - max(published.get(t, 0.0), cluster.asked_at(t)) >= limit
+            and t not in self._waits
+        ]
+        if not candidates:
+            return
+        forgotten = self.accumulator.forget_idle_topics(candidates, now - limit)
+        for t in forgotten:
+            self.num_partitions.pop(t, None)
+            self._published_at.pop(t, None)
+        if forgotten:
+            cluster.forget(forgotten)
+            log.debug("forgot %d topic(s) idle for metadata_max_idle_ms", len(forgotten))
 
     async def wait_topic(self, topic: str, timeout: float | None = None) -> int:
         """The partition count of ``topic``, waiting up to ``timeout`` (default
@@ -853,6 +889,7 @@ class AsyncProducer:
         (called between transactions, when nothing of this producer is pending)."""
         queues = self.accumulator.all_queues()  # takes the (non-reentrant) lock itself
         with self.accumulator.lock:
+            self.accumulator.saved_sequences.clear()
             for pq in queues:
                 pq.next_sequence = 0
 

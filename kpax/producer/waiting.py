@@ -1,8 +1,9 @@
 """Sends that wait for their topic's metadata, kept in call order per topic.
 
 Role: a send to a topic the producer has no partition count for yet (a new
-topic), or to an explicit partition beyond the count it knows (partitions
-added since), cannot be appended at once. :class:`TopicWaits` keeps such sends in one FIFO per topic
+topic, one forgotten after ``metadata_max_idle_ms``), or to an explicit
+partition beyond the count it knows (partitions added since), cannot be
+appended at once. :class:`TopicWaits` keeps such sends in one FIFO per topic
 and appends them, in the order they were made, as soon as the metadata allows
 -- from the cluster's listener at the very metadata update that brings it
 (:meth:`TopicWaits.drain`), so no later send can overtake them: the producer

@@ -6,12 +6,16 @@
   partitions, and ``send(partition=5)`` refreshes the metadata before it fails.
   (The counts used to follow only error-triggered refreshes: 40 s after 3 -> 6,
   records still went to 0-2 and ``send(partition=5)`` failed.)
+* A topic not sent to for ``metadata_max_idle_ms`` leaves the metadata
+  requests, so a deleted topic is not re-created by auto-creation for the
+  producer's whole life (and the request does not grow without bound).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 import pytest
 
@@ -110,3 +114,65 @@ async def test_asyncio_send_to_a_new_partition_refreshes_first(kafka, topic):
         assert [m.offset for m in metas] == list(range(20))  # in call order too
         with pytest.raises(ValueError, match="has no partition 9"):
             await p.send(t, b"v", partition=9)
+
+
+# ------------------------------------------------------------ metadata_max_idle_ms
+
+
+def _record_metadata_requests(producer: kpax.Producer) -> list[tuple[float, list[str] | None]]:
+    """(time, topics asked for) of each Metadata request the producer makes from now on."""
+    asked: list[tuple[float, list[str] | None]] = []
+    cluster = producer.aio.cluster
+    original = cluster._metadata_from
+
+    async def recording(broker: Any, topics: list[str] | None, **kw: Any) -> Any:
+        asked.append((time.monotonic(), None if topics is None else list(topics)))
+        return await original(broker, topics, **kw)
+
+    cluster._metadata_from = recording  # type: ignore[method-assign]
+    return asked
+
+
+def test_an_idle_topic_is_forgotten_and_once_deleted_stays_deleted(kafka, topic):
+    t = topic()
+    idle_ms = 300
+    with (
+        kpax.Producer(kafka.bootstrap, metadata_max_age_ms=1500, metadata_max_idle_ms=idle_ms) as p,
+        kpax.Admin(kafka.bootstrap) as admin,
+    ):
+        asked = _record_metadata_requests(p)
+        p.send(t, b"v").result(20)
+        used = time.monotonic()
+        eventually(lambda: time.monotonic() - used > 2 * idle_ms / 1000, timeout=5)
+        admin.delete_topics([t]).raise_for_errors()
+        eventually(lambda: t not in admin.list_topics(), timeout=15)
+        deleted = time.monotonic()
+        # two metadata refreshes later (auto-creation on): nothing named it, it is gone
+        eventually(lambda: len([a for a in asked if a[0] > deleted]) >= 2, timeout=10)
+        after = [topics for at, topics in asked if at > deleted]
+        assert all(topics is not None and t not in topics for topics in after), after
+        assert t not in admin.list_topics()
+        assert t not in p.aio.cluster.interest
+        assert t not in p.aio.num_partitions and t not in p.aio.accumulator.queues
+        # a later send looks it up again (and auto-creation makes it, as for any new topic)
+        assert p.send(t, b"again").result(20).offset == 0
+        assert t in p.aio.cluster.interest
+
+
+def test_a_forgotten_topic_goes_on_with_the_idempotent_sequence(kafka, topic):
+    t = topic()
+    with kpax.Producer(kafka.bootstrap, metadata_max_age_ms=200, metadata_max_idle_ms=200) as p:
+        assert p.config["enable_idempotence"]
+        first = [f.result(20).offset for f in [p.send(t, b"%d" % i) for i in range(10)]]
+        eventually(lambda: t not in p.aio.cluster.interest, timeout=10)
+        again = [f.result(20).offset for f in [p.send(t, b"%d" % i) for i in range(10, 20)]]
+    assert first + again == list(range(20))  # no OUT_OF_ORDER_SEQUENCE_NUMBER, no gap
+
+
+def test_metadata_max_idle_ms_is_checked(kafka):
+    with pytest.raises(kpax.ConfigError, match="metadata_max_idle_ms"):
+        kpax.Producer(kafka.bootstrap, metadata_max_idle_ms=0)
+    with pytest.raises(kpax.ConfigError, match="metadata_max_idle_ms"):
+        kpax.Producer(kafka.bootstrap, metadata_max_idle_ms="5 minutes")
+    with kpax.Producer(kafka.bootstrap) as p:
+        assert p.config["metadata_max_idle_ms"] == 300_000  # Java's default

@@ -82,6 +82,9 @@ OPTION_DOCS: dict[str, str] = {
     "before aborting it",
     "allow_auto_create_topics": "let a Metadata request create a missing topic (where "
     "the broker allows it)",
+    "metadata_max_idle_ms": "a topic not sent to for this long (nothing of it buffered or in "
+    "flight) is forgotten: metadata requests stop naming it, so a deleted topic is not "
+    "re-created; the next send looks it up again",
     "partitioner": "a `kpax.producer.partitioner.Partitioner` or "
     "`f(topic, key, value, num_partitions) -> int`; None: Java's (murmur2, sticky)",
     "key_serializer": 'a callable `obj -> bytes`, or `"bytes"`, `"str"`, `"json"`; '

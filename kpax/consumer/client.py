@@ -56,6 +56,7 @@ from kpax.forks import forked_error
 from kpax.forks import track as track_fork
 from kpax.metrics import NAN, ConnectionMetrics, Metrics, metrics_enabled, tagged
 from kpax.proto.errors import ClientClosedError, IllegalStateError, KafkaTimeoutError
+from kpax.proto.topic_names import check_topic
 from kpax.structs import (
     ConsumerGroupMetadata,
     OffsetAndMetadata,
@@ -73,7 +74,9 @@ ListenerRunner = Callable[[Callable[[], Any]], "asyncio.Future[Any]"]
 def _tps(partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
     out = []
     for item in partitions:
-        out.append(item if isinstance(item, TopicPartition) else TopicPartition(*item))
+        tp = item if isinstance(item, TopicPartition) else TopicPartition(*item)
+        check_topic(tp.topic)  # InvalidTopicError naming a name Kafka would refuse
+        out.append(tp)
     return out
 
 

@@ -59,10 +59,12 @@ from kpax.producer.partitioner import (
 )
 from kpax.producer.planning import (
     BulkPlan,
+    PartitionNotInMetadata,
     Planner,
     check_headers,
     check_partition,
     check_timestamp,
+    explicit_partition,
     plan_many,
 )
 from kpax.producer.sealer import Sealer
@@ -74,6 +76,7 @@ from kpax.producer.transactions import (
     TransactionManager,
     TxnState,
 )
+from kpax.producer.waiting import TopicWaits
 from kpax.proto.error_codes import MessageTooLargeError, UnknownTopicOrPartitionError
 from kpax.proto.errors import (
     ClientClosedError,
@@ -81,6 +84,7 @@ from kpax.proto.errors import (
     KafkaError,
     KafkaTimeoutError,
 )
+from kpax.proto.topic_names import check_topic
 from kpax.structs import ConsumerGroupMetadata, OffsetAndMetadata, RecordMetadata, TopicPartition
 
 __all__ = ["AsyncProducer", "check_timestamp"]  # (check_timestamp: kpax.producer.planning)
@@ -175,12 +179,28 @@ class AsyncProducer:
             self._metrics,
             sealer=sealer,
             txn=self.txn,
-            on_metadata=self._update_partition_counts,
         )
         # (at this many batches in flight on a partition, appends need not wake the sender)
         self.accumulator.in_flight_cap = self.sender.per_partition
         #: topic -> partition count (read by caller threads without a lock).
+        #: A topic enters once its metadata is known and no send to it waits
+        #: (kpax.producer.waiting); every metadata update changes its count.
         self.num_partitions: dict[str, int] = {}
+        #: Sends waiting for their topic's metadata, in call order per topic.
+        self._waits = TopicWaits(
+            self.cluster,
+            self._publish,
+            max_block_ms=settings.max_block_ms,
+            retry_backoff_ms=settings.retry_backoff_ms,
+            retry_backoff_max_ms=settings.retry_backoff_max_ms,
+        )
+        #: topic -> when its partition count was published (its first use, or
+        #: the first after it was forgotten): with its batches' opening times,
+        #: what ``metadata_max_idle_ms`` is measured from.
+        self._published_at: dict[str, float] = {}
+        self._max_idle = settings.metadata_max_idle_ms / 1000 + settings.linger_ms / 1000
+        self.cluster.add_listener(self._on_metadata)
+        self.cluster.before_refresh = self._forget_idle
         self._task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake_scheduled = False  # a cross-thread wake-up is on its way (_threadsafe_wake)
@@ -312,6 +332,7 @@ class AsyncProducer:
         waiting for it (the sync face waits on the accumulator's condition)."""
         if self._memory_event is not None:
             self._memory_event.set()
+        self._waits.memory_freed()
 
     def _threadsafe_wake(self) -> None:
         """Wake the sender from any thread (nothing to wake before start).
@@ -449,6 +470,12 @@ class AsyncProducer:
                 return
         self.closed = True
         self._disable_appenders()
+        self._waits.close(
+            ClientClosedError(
+                "the producer was closed while this send waited for its topic's metadata "
+                "(it was never sent)"
+            )
+        )
         acc = self.accumulator
         if self._started:
             with acc.lock:
@@ -541,21 +568,72 @@ class AsyncProducer:
 
     # ------------------------------------------------------------ metadata
 
-    def _update_partition_counts(self) -> None:
+    def _publish(self, topic: str, n: int) -> None:
+        """``topic`` has ``n`` partitions and no send to it waits: from now on
+        sends append directly (kpax.producer.waiting calls it once the topic's
+        waiting sends are appended)."""
+        if topic not in self.num_partitions:
+            self._published_at[topic] = time.monotonic()
+        self.num_partitions[topic] = n
+
+    def _on_metadata(self) -> None:
+        """After every metadata update (periodic or not; the cluster's listener):
+        each known topic's partition count follows the metadata, as the Java
+        producer's does -- partitions added to a topic take keyed records
+        (murmur2 modulo the new count) and keyless ones at once -- and sends
+        waiting for a topic's metadata are appended (in call order) before its
+        count changes."""
         topics = self.cluster.snapshot.topics
-        for name in list(self.num_partitions):
+        waits = self._waits
+        counts = self.num_partitions
+        for name, n in list(counts.items()):
             info = topics.get(name)
-            if info is not None and info.partitions:
-                self.num_partitions[name] = len(info.partitions)
+            if (
+                info is not None
+                and info.partitions
+                and len(info.partitions) != n
+                and name not in waits
+            ):
+                counts[name] = len(info.partitions)
+        for name in waits.topics():
+            waits.drain(name)
+
+    def _forget_idle(self) -> None:
+        """Before each metadata refresh: forget the topics not sent to for
+        ``metadata_max_idle_ms`` (Java's rule) with nothing of them buffered or
+        in flight -- the refresh no longer names them (so auto-creation does
+        not re-create a deleted one) and their per-topic state goes; a later
+        send looks the topic up again."""
+        if not self._started or self.closed:
+            return
+        now = time.monotonic()
+        limit = self._max_idle
+        cluster = self.cluster
+        published = self._published_at
+        candidates = [
+            t
+            for t in cluster.interest
+            if now - max(published.get(t, 0.0), cluster.asked_at(t)) >= limit
+            and t not in self._waits
+        ]
+        if not candidates:
+            return
+        forgotten = self.accumulator.forget_idle_topics(candidates, now - limit)
+        for t in forgotten:
+            self.num_partitions.pop(t, None)
+            self._published_at.pop(t, None)
+        if forgotten:
+            cluster.forget(forgotten)
+            log.debug("forgot %d topic(s) idle for metadata_max_idle_ms", len(forgotten))
 
     async def wait_topic(self, topic: str, timeout: float | None = None) -> int:
         """The partition count of ``topic``, waiting up to ``timeout`` (default
-        ``max_block_ms``) for its metadata; KafkaTimeoutError names the topic."""
+        ``max_block_ms``) for its metadata; KafkaTimeoutError names the topic,
+        InvalidTopicError a name Kafka would refuse (at once)."""
         n = self.num_partitions.get(topic)
         if n is not None:
             return n
-        if not isinstance(topic, str) or not topic:
-            raise TypeError(f"topic must be a non-empty str, not {topic!r}")
+        check_topic(topic)
         limit = self._max_block if timeout is None else timeout
         deadline = time.monotonic() + limit
         while True:
@@ -574,7 +652,9 @@ class AsyncProducer:
                         f"(max_block_ms): {exc.message}"
                     ) from exc
                 await asyncio.sleep(min(remaining, self.settings.retry_backoff_ms / 1000))
-        n = self.num_partitions[topic] = len(info.partitions)
+        n = len(info.partitions)
+        if topic not in self._waits:  # (else its waiting sends go first: they publish it)
+            self._publish(topic, n)
         return n
 
     async def partitions_for(self, topic: str) -> list[int]:
@@ -764,6 +844,85 @@ class AsyncProducer:
             if result is not None:
                 return result
 
+    async def wait_and_append(  # noqa: PLR0917 - the arguments of send
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        partition: int | None,
+        timestamp: int | None,
+        headers: Any,
+        deadline: float | None = None,
+    ) -> RecordFuture:
+        """``send`` of a record whose topic has no partition count yet (or whose
+        explicit partition is beyond it): the record waits for the topic's
+        metadata behind the topic's earlier waiting sends and is appended in
+        call order (kpax.producer.waiting), within ``max_block_ms``. A topic
+        name Kafka would refuse raises InvalidTopicError at once. (The sync
+        face runs it on the I/O loop.)"""
+        check_topic(topic)
+        if self.closed:
+            raise ClientClosedError("send() on a closed producer")
+        if not self._started:
+            await self.start()
+        explicit = explicit_partition(partition)
+        n = self.num_partitions.get(topic)
+
+        def attempt(count: int) -> RecordFuture | None:
+            return self.try_append(topic, value, key, partition, timestamp, headers, count)
+
+        if n is not None and (explicit is None or explicit < n):  # known meanwhile
+            fut = attempt(n)
+            if fut is None:
+                fut = await self._wait_memory(topic, None, attempt, n, deadline=deadline)
+            return fut
+        waited: RecordFuture = await self._waits.wait(
+            topic, attempt, explicit, lambda: self.memory_full_error(topic), deadline
+        )
+        return waited
+
+    async def wait_and_fill(  # noqa: PLR0917 - the arguments of send_many
+        self,
+        topic: str,
+        values: Sequence[Any],
+        keys: Sequence[Any] | None,
+        partition: int | None,
+        timestamp: int | None,
+        headers: Any,
+        deadline: float | None = None,
+    ) -> BulkFuture:
+        """``send_many`` to a topic without a partition count yet (or to an
+        explicit partition beyond it): as :meth:`wait_and_append`, for the
+        whole call (its records stay together, in order)."""
+        check_topic(topic)
+        if self.closed:
+            raise ClientClosedError("send_many() on a closed producer")
+        if not self._started:
+            await self.start()
+        explicit = explicit_partition(partition)
+        n = self.num_partitions.get(topic)
+        if n is not None and (explicit is None or explicit < n):  # known meanwhile
+            plan = self.plan_many(topic, values, keys, partition, timestamp, headers, n)
+            if not self.try_fill(plan, n):
+                await self._wait_memory(topic, plan, self._filled, plan, n, deadline=deadline)
+            return BulkFuture(topic, len(values), plan.timestamp, plan.segments)
+        planned: list[tuple[BulkPlan, int]] = []  # (the plan, the count it was made with)
+
+        def attempt(count: int) -> BulkFuture | None:
+            if not planned:
+                plan = self.plan_many(topic, values, keys, partition, timestamp, headers, count)
+                planned.append((plan, count))
+            plan, count = planned[0]
+            if not self.try_fill(plan, count):
+                return None  # resumes where it stopped once memory is freed
+            return BulkFuture(topic, len(values), plan.timestamp, plan.segments)
+
+        def full() -> KafkaTimeoutError:
+            return self.memory_full_error(topic, planned[0][0] if planned else None)
+
+        fut: BulkFuture = await self._waits.wait(topic, attempt, explicit, full, deadline)
+        return fut
+
     def send_many(
         self,
         topic: str,
@@ -788,8 +947,16 @@ class AsyncProducer:
             raise bad_callback(callback)
         if topic not in self._deferred:
             n = self.num_partitions.get(topic)
+            plan: BulkPlan | None = None
             if n is not None:
-                plan = self.plan_many(topic, values, keys, partition, timestamp, headers, n)
+                try:
+                    plan = self.plan_many(topic, values, keys, partition, timestamp, headers, n)
+                except PartitionNotInMetadata:  # added since? (deferred: a refresh first)
+                    plan = None
+            else:
+                check_topic(topic)  # (at the call: a name Kafka would refuse never waits)
+            if plan is not None:
+                assert n is not None
                 if self.try_fill(plan, n):
                     fut = BulkFuture(topic, len(values), plan.timestamp, plan.segments)
                     if callback is not None:
@@ -844,10 +1011,26 @@ class AsyncProducer:
         n: int,
     ) -> BulkFuture:
         """The rest of a ``send_many`` that could not be buffered at the call (in
-        its turn: see :meth:`_defer`)."""
+        its turn: see :meth:`_defer`): a topic without a partition count yet (or
+        an explicit partition beyond it) waits for its metadata in
+        kpax.producer.waiting, then buffer memory."""
         if plan is None:
-            n = await self._topic_ready(topic, deadline)
-            plan = self.plan_many(topic, values, keys, partition, timestamp, headers, n)
+            if not self._started:
+                await self.start()
+            known = self.num_partitions.get(topic)  # (known meanwhile?)
+            if known is not None:
+                n = known
+                try:
+                    plan = self.plan_many(topic, values, keys, partition, timestamp, headers, n)
+                except PartitionNotInMetadata:
+                    plan = None
+            if plan is None:
+                many = await self.wait_and_fill(
+                    topic, values, keys, partition, timestamp, headers, deadline
+                )
+                if callback is not None:
+                    many.add_callback(callback)
+                return many
         if not self.try_fill(plan, n):
             await self._wait_memory(topic, plan, self._filled, plan, n, deadline=deadline)
         fut = BulkFuture(topic, len(values), plan.timestamp, plan.segments)
@@ -890,6 +1073,7 @@ class AsyncProducer:
         if callback is not None and not callable(callback):
             raise bad_callback(callback)
         fast = self._fast_append
+        fut: RecordFuture | None
         if fast is not None:
             fut = fast(topic, value, key, partition, timestamp, headers)
             if fut is not None:
@@ -898,8 +1082,15 @@ class AsyncProducer:
                 return Sent(fut, False, not in_callbacks(), topic)
         if topic not in self._deferred:
             n = self.num_partitions.get(topic)
+            fut = None
+            if n is None:
+                check_topic(topic)  # (at the call: a name Kafka would refuse never waits)
+            else:
+                try:
+                    fut = self.try_append(topic, value, key, partition, timestamp, headers, n)
+                except PartitionNotInMetadata:  # added since? (deferred: a refresh first)
+                    n = None
             if n is not None:
-                fut = self.try_append(topic, value, key, partition, timestamp, headers, n)
                 if fut is not None:
                     if callback is not None:
                         fut.add_callback(callback)
@@ -940,10 +1131,23 @@ class AsyncProducer:
         callback: Callback | None,
     ) -> RecordFuture:
         """A ``send`` that could not be buffered at the call (in its turn: see
-        :meth:`_defer`): the topic's metadata, then buffer memory."""
-        n = await self._topic_ready(topic, deadline)
-        fut = self.try_append(topic, value, key, partition, timestamp, headers, n)
-        if fut is None:
+        :meth:`_defer`): a topic without a partition count yet (or an explicit
+        partition beyond it) waits for its metadata in kpax.producer.waiting,
+        then buffer memory."""
+        if not self._started:
+            await self.start()
+        n = self.num_partitions.get(topic)  # (known meanwhile?)
+        fut: RecordFuture | None = None
+        if n is not None:
+            try:
+                fut = self.try_append(topic, value, key, partition, timestamp, headers, n)
+            except PartitionNotInMetadata:
+                n = None
+        if n is None:
+            fut = await self.wait_and_append(
+                topic, value, key, partition, timestamp, headers, deadline
+            )
+        elif fut is None:
             fut = await self._wait_memory(
                 topic,
                 None,
@@ -960,16 +1164,6 @@ class AsyncProducer:
         if callback is not None:
             fut.add_callback(callback)
         return fut
-
-    async def _topic_ready(self, topic: str, deadline: float) -> int:
-        """Start the producer if need be, and wait for ``topic``'s metadata (at
-        most until ``deadline``): its partition count."""
-        if not self._started:
-            await self.start()
-        n = self.num_partitions.get(topic)
-        if n is None:
-            n = await self.wait_topic(topic, max(deadline - time.monotonic(), 0.0))
-        return n
 
     def _defer(
         self,
@@ -1034,6 +1228,7 @@ class AsyncProducer:
         (called between transactions, when nothing of this producer is pending)."""
         queues = self.accumulator.all_queues()  # takes the (non-reentrant) lock itself
         with self.accumulator.lock:
+            self.accumulator.saved_sequences.clear()
             for pq in queues:
                 pq.next_sequence = 0
 

@@ -73,7 +73,7 @@ import functools
 import logging
 import time
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from typing import Any
 
 from kpax.broker.connection import BrokerConnection, describe_broker
@@ -120,7 +120,6 @@ class Sender:
         *,
         sealer: Sealer,
         txn: TransactionManager | None = None,
-        on_metadata: Callable[[], None] | None = None,
     ) -> None:
         self.cluster = cluster
         self.acc = accumulator
@@ -158,14 +157,14 @@ class Sender:
         self._id_bytes: dict[uuid.UUID, bytes] = {}  # topic id -> its 16 bytes
         self._tasks: set[asyncio.Task[None]] = set()
         self._refresh_task: asyncio.Task[None] | None = None
+        #: Topics of batches waiting for a leader, for the next metadata refresh.
+        self._refresh_topics: set[str] = set()
         self.in_flight = 0
         self.stopped = False
         #: Batches put back for a retry so far (a metric; tests read it).
         self.retried_batches = 0
         #: Batches split because the broker refused them as too large (tests read it).
         self.split_batches = 0
-        #: Called after each metadata refresh (the producer updates its partition counts).
-        self.on_metadata = on_metadata
         #: Per-batch counters (kpax.metrics; None: not counted). Per topic:
         #: [records sent, records failed, bytes sent].
         self.metrics = metrics
@@ -329,6 +328,7 @@ class Sender:
         pid, epoch = self.identity.producer_id, self.identity.producer_epoch
         queues = self.acc.all_queues()
         with self.acc.lock:  # no batch may be sealed while sequences restart
+            self.acc.saved_sequences.clear()  # (a new epoch: every partition from 0)
             for pq in queues:
                 seq = 0
                 for b in pq.ready:
@@ -353,7 +353,7 @@ class Sender:
         idempotent = self.identity is not None
         bumping = idempotent and self.identity.bump_needed  # type: ignore[union-attr]
         by_leader: dict[int, list[tuple[PartitionQueue, ProducerBatch]]] = {}
-        need_refresh = False
+        need_refresh: set[str] = set()
         progress = True
         while progress:
             progress = False
@@ -405,7 +405,7 @@ class Sender:
                 p = info.partitions.get(pq.partition) if info is not None else None
                 leader = p.leader if p is not None else -1
                 if leader < 0 or leader not in snapshot.brokers:
-                    need_refresh = True
+                    need_refresh.add(pq.topic)
                     continue
                 busy = self._broker_in_flight.get(leader, 0)
                 if busy >= self.max_in_flight or (busy and leader not in self._versions):
@@ -435,7 +435,7 @@ class Sender:
                 progress = True
         del by_leader
         if need_refresh:
-            self.refresh_metadata()
+            self.refresh_metadata(need_refresh)
         expiry = self._expire_in_flight(queues, now)
         if expiry is not None and (retry_at is None or expiry < retry_at):
             retry_at = expiry
@@ -962,21 +962,25 @@ class Sender:
 
     # ------------------------------------------------------------ metadata
 
-    def refresh_metadata(self) -> None:
+    def refresh_metadata(self, topics: set[str] | None = None) -> None:
+        """Refresh the metadata soon (after ``retry_backoff_ms``), asking for
+        ``topics`` too: the topics of batches waiting for a leader, which the
+        producer may have forgotten meanwhile (``metadata_max_idle_ms``)."""
+        if topics:
+            self._refresh_topics.update(topics)
         if self._refresh_task is not None and not self._refresh_task.done():
             return
         self._refresh_task = asyncio.ensure_future(self._refresh())
 
     async def _refresh(self) -> None:
         await asyncio.sleep(self.backoff_ms[0] / 1000)
+        topics, self._refresh_topics = self._refresh_topics, set()
         try:
-            await self.cluster.refresh()
+            await self.cluster.refresh(topics)
         except KafkaError as exc:
             log.debug("metadata refresh failed: %s", exc)
         except asyncio.CancelledError:
             raise
-        if self.on_metadata is not None:
-            self.on_metadata()
         self.wake()
 
     async def stop(self) -> None:

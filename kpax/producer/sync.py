@@ -38,7 +38,7 @@ warns (ResourceWarning) and closes in the background (kpax.sync_face). The
 C appender reaches this face's ``send`` through a weak reference: the I/O
 thread holds the core, and must not keep the face alive.
 
-Imports: kpax.producer.{client,batch,exit_flush}, kpax.sync_face, kpax.proto.errors,
+Imports: kpax.producer.{client,batch,exit_flush,planning}, kpax.sync_face, kpax.proto.errors,
 kpax.structs.
 """
 
@@ -53,6 +53,7 @@ from typing import Any, TypeVar
 from kpax.producer import exit_flush
 from kpax.producer.batch import BulkFuture, Callback, RecordFuture, bad_callback
 from kpax.producer.client import AsyncProducer
+from kpax.producer.planning import PartitionNotInMetadata
 from kpax.proto.errors import KafkaTimeoutError
 from kpax.structs import ConsumerGroupMetadata, OffsetAndMetadata
 from kpax.sync_face import SyncFace
@@ -128,9 +129,14 @@ class Producer(SyncFace):
         if callback is not None and not callable(callback):
             raise bad_callback(callback)
         n = self._nparts.get(topic)
+        fut: RecordFuture | None
         if n is None:
-            n = self._wait_topic(topic)
-        fut = self._append(topic, value, key, partition, timestamp, headers, n)
+            fut = self._wait_and_append(topic, value, key, partition, timestamp, headers)
+        else:
+            try:
+                fut = self._append(topic, value, key, partition, timestamp, headers, n)
+            except PartitionNotInMetadata:  # added since? (a refresh first)
+                fut = self._wait_and_append(topic, value, key, partition, timestamp, headers)
         if fut is None:
             # (no closure here: send's locals stay plain locals)
             fut = self._wait_memory(
@@ -158,24 +164,52 @@ class Producer(SyncFace):
         (``.result(timeout)`` -> records delivered)."""
         if callback is not None and not callable(callback):
             raise bad_callback(callback)
-        n = self._nparts.get(topic)
-        if n is None:
-            n = self._wait_topic(topic)
         core = self._core
-        plan = core.plan_many(topic, values, keys, partition, timestamp, headers, n)
-        if not core.try_fill(plan, n):
-            self._wait_memory(topic, plan, _filled, core, plan, n)
-        if plan.segments and plan.segments[-1][1] == 0:
-            self._hand_over()  # a new batch: the I/O thread's turn (as in send)
-        fut = BulkFuture(topic, len(values), plan.timestamp, plan.segments)
+        n = self._nparts.get(topic)
+        plan = None
+        if n is not None:
+            try:
+                plan = core.plan_many(topic, values, keys, partition, timestamp, headers, n)
+            except PartitionNotInMetadata:  # added since? (a refresh first)
+                pass
+        if plan is None:
+            if self._closed:
+                raise self._closed_error("send_many()")
+            fut = self._run(
+                core.wait_and_fill(topic, values, keys, partition, timestamp, headers),
+                None,
+                what=f"send_many to {topic!r}",
+            )
+        else:
+            assert n is not None
+            if not core.try_fill(plan, n):
+                self._wait_memory(topic, plan, _filled, core, plan, n)
+            if plan.segments and plan.segments[-1][1] == 0:
+                self._hand_over()  # a new batch: the I/O thread's turn (as in send)
+            fut = BulkFuture(topic, len(values), plan.timestamp, plan.segments)
         if callback is not None:
             fut.add_callback(callback)
         return fut
 
-    def _wait_topic(self, topic: str) -> int:
+    def _wait_and_append(  # noqa: PLR0917 - the arguments of send
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        partition: int | None,
+        timestamp: int | None,
+        headers: Any,
+    ) -> RecordFuture:
+        """A record whose topic (or partition) is not in the metadata yet: it
+        waits on the I/O loop, in call order with the topic's other waiting
+        sends (:meth:`AsyncProducer.wait_and_append`)."""
         if self._closed:
             raise self._closed_error("send()")
-        return self._run(self._core.wait_topic(topic), None, what=f"metadata for {topic!r}")
+        return self._run(
+            self._core.wait_and_append(topic, value, key, partition, timestamp, headers),
+            None,
+            what=f"send to {topic!r}",
+        )
 
     def _wait_memory(
         self, topic: str, plan: Any, attempt: Callable[..., T | None], *args: Any

@@ -69,6 +69,7 @@ from kpax.proto.errors import (
     KafkaError,
     KafkaTimeoutError,
 )
+from kpax.proto.topic_names import check_topic
 from kpax.structs import TopicPartition
 
 log = logging.getLogger("kpax.share")
@@ -271,6 +272,8 @@ class AsyncShareConsumer:
         names = [topics] if isinstance(topics, str) else list(topics)
         if not names or not all(isinstance(t, str) and t for t in names):
             raise ValueError("subscribe() takes a non-empty list of topic names")
+        for name in names:
+            check_topic(name)  # InvalidTopicError naming a name Kafka would refuse
         assert self.membership is not None
         self.membership.subscribe(names)
 

@@ -3,6 +3,10 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.kpax-installed
+## What `make demo` needs, in the same venv: kpax and its `testing` extra only
+## (the `dev` extra that `make test` installs is a superset, so it marks this done too).
+DEMO_STAMP := $(VENV)/.kpax-demo-installed
+C_SOURCES  := kpax/proto/_speedups.c kpax/producer/_sendpath.c kpax/proto/_varint.h
 ## Apache Kafka's JSON message specs kpax/proto is generated from: taken out of the
 ## kafka-clients jar of SPECS_VERSION (tools/kafka_specs.py; cached under ~/.cache/kpax).
 SPECS_VERSION := $(shell sed -n 's/^SPECS_KAFKA_VERSION = "\(.*\)"/\1/p' tools/kafka_specs.py)
@@ -12,20 +16,26 @@ SPECS  ?= $(HOME)/.cache/kpax/specs/$(SPECS_VERSION)
 
 all: test
 
-$(STAMP): pyproject.toml setup.py kpax/proto/_speedups.c kpax/producer/_sendpath.c kpax/proto/_varint.h
+$(STAMP): pyproject.toml setup.py $(C_SOURCES)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
-	@touch $(STAMP)
+	@touch $(STAMP) $(DEMO_STAMP)
+
+$(DEMO_STAMP): pyproject.toml setup.py $(C_SOURCES)
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[testing]'
+	@touch $(DEMO_STAMP)
 
 venv: $(STAMP)
 
 ## Fetch Apache Kafka's jars from Maven Central once (cached under ~/.cache/kpax).
-kafka-jars: $(STAMP)
+kafka-jars: $(DEMO_STAMP)
 	$(PY) -m kpax.testing.cli fetch
 
-## The main job, against a local Kafka it starts and stops.
-demo: $(STAMP) kafka-jars
+## The main job, against a local Kafka it starts and stops (needs kpax[testing] only).
+demo: $(DEMO_STAMP) kafka-jars
 	$(PY) -m kpax.cli.demo
 
 ## kcat (Debian package) for the CLI interop tests; best effort: without it those tests fail.

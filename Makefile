@@ -12,7 +12,7 @@ C_SOURCES  := kpax/proto/_speedups.c kpax/producer/_sendpath.c kpax/proto/_varin
 SPECS_VERSION := $(shell sed -n 's/^SPECS_KAFKA_VERSION = "\(.*\)"/\1/p' tools/kafka_specs.py)
 SPECS  ?= $(HOME)/.cache/kpax/specs/$(SPECS_VERSION)
 
-.PHONY: all demo tools test docs unit integration lint typecheck specs generate check-generated bench bench-franz kafka-jars clean distclean demo-spark test-stress test-matrix test-matrix-smoke
+.PHONY: all demo tools krb5 test docs unit integration lint typecheck specs generate check-generated bench bench-franz kafka-jars clean distclean demo-spark test-stress test-matrix test-matrix-smoke
 
 all: test
 
@@ -37,6 +37,24 @@ kafka-jars: $(DEMO_STAMP)
 ## The main job, against a local Kafka it starts and stops (needs kpax[testing] only).
 demo: $(DEMO_STAMP) kafka-jars
 	$(PY) -m kpax.cli.demo
+
+## MIT Kerberos (Debian packages) for the SASL GSSAPI tests: a test KDC (krb5kdc, kdb5_util;
+## kadmin.local from krb5-admin-server) and the headers the gssapi package builds against
+## (libkrb5-dev). Best effort: without them tests/integration/test_kerberos.py fails, naming them.
+KRB5_PACKAGES := krb5-kdc krb5-admin-server libkrb5-dev
+krb5:
+	@{ command -v krb5kdc || test -x /usr/sbin/krb5kdc; } >/dev/null \
+		&& { command -v kadmin.local || test -x /usr/sbin/kadmin.local; } >/dev/null \
+		&& command -v krb5-config >/dev/null \
+		|| (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(KRB5_PACKAGES)) \
+		|| echo "krb5: could not install $(KRB5_PACKAGES); tests/integration/test_kerberos.py will fail"
+
+## The gssapi package (the `gssapi` extra of pyproject.toml), for SASL GSSAPI: on Linux pip
+## builds it against MIT Kerberos (make krb5). Best effort, as above.
+GSSAPI_STAMP := $(VENV)/.kpax-gssapi
+$(GSSAPI_STAMP): $(STAMP) | krb5
+	@$(PY) -m pip install -q 'gssapi>=1.8' && touch $@ \
+		|| echo "venv: could not install the gssapi package; tests/integration/test_kerberos.py will fail"
 
 ## kcat (Debian package) for the CLI interop tests; best effort: without it those tests fail.
 tools:
@@ -67,7 +85,7 @@ check-generated: specs
 unit: $(STAMP)
 	$(PY) -m pytest tests/unit
 
-integration: $(STAMP) kafka-jars tools
+integration: $(STAMP) $(GSSAPI_STAMP) kafka-jars tools
 	$(PY) -m pytest tests/integration tests/interop tests/faults
 
 ## The documentation site (guides + API reference from the docstrings) into site/;
@@ -77,7 +95,7 @@ docs: $(STAMP)
 
 ## Everything: lint, types, generated code up to date, docs build, unit + integration suites
 ## (against the default Kafka), then a quick check against the other Kafka versions.
-test: $(STAMP) kafka-jars tools lint typecheck check-generated docs
+test: $(STAMP) $(GSSAPI_STAMP) kafka-jars tools lint typecheck check-generated docs
 	$(PY) -m pytest tests
 	@$(MAKE) --no-print-directory test-matrix MATRIX="$(MATRIX_OTHERS)" MATRIX_TESTS="$(QUICK_TESTS)"
 

@@ -12,7 +12,7 @@ C_SOURCES  := kpax/proto/_speedups.c kpax/producer/_sendpath.c kpax/proto/_varin
 SPECS_VERSION := $(shell sed -n 's/^SPECS_KAFKA_VERSION = "\(.*\)"/\1/p' tools/kafka_specs.py)
 SPECS  ?= $(HOME)/.cache/kpax/specs/$(SPECS_VERSION)
 
-.PHONY: all demo tools krb5 test docs unit integration lint typecheck specs generate check-generated bench bench-franz kafka-jars clean distclean demo-spark test-stress test-matrix test-matrix-smoke
+.PHONY: all demo tools krb5 test test-pythons docs unit integration lint typecheck specs generate check-generated bench bench-franz kafka-jars clean distclean demo-spark test-stress test-matrix test-matrix-smoke
 
 all: test
 
@@ -94,10 +94,12 @@ docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --quiet
 
 ## Everything: lint, types, generated code up to date, docs build, unit + integration suites
-## (against the default Kafka), then a quick check against the other Kafka versions.
+## (against the default Kafka), then a quick check against the other Kafka versions and
+## the wheel on each supported Python.
 test: $(STAMP) $(GSSAPI_STAMP) kafka-jars tools lint typecheck check-generated docs
 	$(PY) -m pytest tests
 	@$(MAKE) --no-print-directory test-matrix MATRIX="$(MATRIX_OTHERS)" MATRIX_TESTS="$(QUICK_TESTS)"
+	@$(MAKE) --no-print-directory test-pythons
 
 ## The whole suite 3 times in a row while a CPU hog keeps one core busy (not part of `make test`).
 test-stress: $(STAMP) kafka-jars tools
@@ -142,6 +144,14 @@ QUICK_TESTS ?= \
 	tests/integration/test_consumer_group.py::test_commit_sync_async_and_restart_resumes_at_committed \
 	tests/integration/test_transactions.py::test_commit_and_abort_visibility
 
+## The Pythons kpax supports: those pyproject.toml's classifiers declare. `make test` builds
+## the wheel with each and runs a round trip with it (tools/python_versions.py: a venv per
+## version in .venv-py3X, made again when pyproject.toml, setup.py or the C sources change;
+## the wheel rebuilt when a file in it changes). About 35 s with the venvs made, 3 min without.
+PYVERSIONS ?= $(shell sed -n 's/.*"Programming Language :: Python :: \(3\.[0-9]*\)".*/\1/p' pyproject.toml)
+test-pythons: $(STAMP) kafka-jars
+	$(PY) tools/python_versions.py $(PYVERSIONS)
+
 bench: $(STAMP) kafka-jars bench-franz
 	$(PY) -m bench all
 
@@ -156,4 +166,4 @@ clean:
 	find . -name __pycache__ -prune -exec rm -rf {} +
 
 distclean: clean
-	rm -rf $(VENV)
+	rm -rf $(VENV) .venv-py3*

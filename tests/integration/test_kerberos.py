@@ -4,12 +4,15 @@ SASL_PLAINTEXT listener accepts GSSAPI as ``kafka/localhost``.
 
 Needs MIT Kerberos' KDC programs (``make krb5``) and the ``gssapi`` package (the
 ``kpax[gssapi]`` extra; ``make test`` installs both): without them these tests fail,
-saying what is missing.
+saying what is missing. The `kpax` command takes the Kerberos settings of a Java
+client's properties file (Krb5LoginModule's keytab and principal).
 """
 
 from __future__ import annotations
 
 import inspect
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -158,3 +161,28 @@ async def test_an_unknown_service_principal_is_named(
             await admin.describe_cluster()
     assert "sasl_kerberos_service_name" in str(caught.value)
     assert time.monotonic() - started < 15
+
+
+def test_the_kpax_command_takes_a_java_client_kerberos_config(
+    broker: LocalCluster, realm: KerberosRealm, client_keytab: Path, tmp_path: Path
+) -> None:
+    config = tmp_path / "client.properties"
+    config.write_text(
+        "security.protocol=SASL_PLAINTEXT\n"
+        "sasl.kerberos.service.name=kafka\n"
+        "sasl.jaas.config=com.sun.security.auth.module.Krb5LoginModule required \\\n"
+        f'  useKeyTab=true storeKey=true keyTab="{client_keytab}" '
+        f'principal="{realm.principal("kpax-client")}";\n',
+        encoding="utf-8",
+    )
+    bootstrap = broker.listener("SASL_PLAINTEXT")
+    options = ["--config", str(config), "-X", "sasl.kerberos.domain.name=localhost"]
+    run = subprocess.run(
+        [sys.executable, "-m", "kpax.cli", "meta", "-b", bootstrap, *options],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "brokers:" in run.stdout

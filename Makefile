@@ -147,7 +147,7 @@ QUICK_TESTS ?= \
 ## The Pythons kpax supports: those pyproject.toml's classifiers declare. `make test` builds
 ## the wheel with each and runs a round trip with it (tools/python_versions.py: a venv per
 ## version in .venv-py3X, made again when pyproject.toml, setup.py or the C sources change;
-## the wheel rebuilt when a file in it changes). About 35 s with the venvs made, 3 min without.
+## the wheel rebuilt when a file in it changes). About 35 s with the venvs made, 3-4.5 min without.
 PYVERSIONS ?= $(shell sed -n 's/.*"Programming Language :: Python :: \(3\.[0-9]*\)".*/\1/p' pyproject.toml)
 test-pythons: $(STAMP) kafka-jars
 	$(PY) tools/python_versions.py $(PYVERSIONS)

@@ -54,7 +54,8 @@ OPTION_DOCS: dict[str, str] = {
     "ssl_password": "password of `ssl_keyfile`",
     "ssl_check_hostname": "check that the broker's certificate names the host",
     "ssl_verify": "verify the broker's certificate (turn off for test clusters only)",
-    "sasl_mechanism": "`plain`, `scram-sha-256`, `scram-sha-512` or `oauthbearer` (any case)",
+    "sasl_mechanism": "`plain`, `scram-sha-256`, `scram-sha-512`, `oauthbearer` or `gssapi` "
+    "(any case)",
     "sasl_plain_username": "user name for PLAIN and SCRAM",
     "sasl_plain_password": "password for PLAIN and SCRAM",
     "sasl_oauth_token_provider": "OAUTHBEARER: a function (or coroutine function) "

@@ -201,8 +201,8 @@ _UNSUPPORTED_MODULES = {
         "OAUTHBEARER takes a token provider, Python code: use kpax's API "
         "(sasl_oauth_token_provider), not a config file"
     ),
-    "com.sun.security.auth.module.Krb5LoginModule": "GSSAPI (Kerberos) is not supported by kpax",
 }
+KRB5_MODULE = "com.sun.security.auth.module.Krb5LoginModule"
 
 #: Names that are not the kpax option in snake_case (TOML profile names and
 #: Java/librdkafka names, dots already turned into underscores).
@@ -385,10 +385,13 @@ def translate(raw: Mapping[str, Any], where: str) -> Translated:
 def _apply_jaas(jaas: Jaas, key: str, conn: dict[str, Any], where: str) -> None:
     if jaas.module in _UNSUPPORTED_MODULES:
         raise UsageError(f"{where}: {key}: {_UNSUPPORTED_MODULES[jaas.module]}")
+    if jaas.module == KRB5_MODULE:
+        _apply_krb5(jaas, key, conn, where)
+        return
     if jaas.module not in (PLAIN_MODULE, SCRAM_MODULE):
         raise UsageError(
             f"{where}: {key}: login module {jaas.module!r} is not supported (kpax takes "
-            f"{PLAIN_MODULE} and {SCRAM_MODULE})"
+            f"{PLAIN_MODULE}, {SCRAM_MODULE} and {KRB5_MODULE})"
         )
     missing = [o for o in ("username", "password") if o not in jaas.options]
     if missing:
@@ -407,3 +410,20 @@ def _apply_jaas(jaas: Jaas, key: str, conn: dict[str, Any], where: str) -> None:
         )
     conn.setdefault("sasl_plain_username", jaas.options["username"])
     conn.setdefault("sasl_plain_password", jaas.options["password"])
+
+
+def _apply_krb5(jaas: Jaas, key: str, conn: dict[str, Any], where: str) -> None:
+    """Krb5LoginModule: GSSAPI (Java's default mechanism), its keytab, principal and service."""
+    mechanism = str(conn.get("sasl_mechanism") or "GSSAPI").upper()
+    if mechanism != "GSSAPI":
+        raise UsageError(f"{where}: {key} uses Krb5LoginModule but sasl.mechanism is {mechanism}")
+    conn["sasl_mechanism"] = "GSSAPI"
+    use_keytab = jaas.options.get("useKeyTab", "false").lower() == "true"
+    if use_keytab and "keyTab" not in jaas.options:
+        raise UsageError(f'{where}: {key}: useKeyTab=true needs keyTab="<file>"')
+    if use_keytab:
+        conn.setdefault("sasl_kerberos_keytab", jaas.options["keyTab"])
+    if "principal" in jaas.options:
+        conn.setdefault("sasl_kerberos_principal", jaas.options["principal"])
+    if "serviceName" in jaas.options:
+        conn.setdefault("sasl_kerberos_service_name", jaas.options["serviceName"])

@@ -218,7 +218,7 @@ def _global_options(p: argparse.ArgumentParser, sub: bool = False) -> None:
         choices=["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"],
         type=str.upper,
     )
-    g.add_argument("--sasl-mechanism", help="PLAIN, SCRAM-SHA-256, SCRAM-SHA-512")
+    g.add_argument("--sasl-mechanism", help="PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, GSSAPI")
     g.add_argument("--sasl-username", metavar="USER")
     g.add_argument("--sasl-password", metavar="PASS", help="(better: $KPAX_SASL_PASSWORD)")
     g.add_argument("--ssl-cafile", metavar="PEM")

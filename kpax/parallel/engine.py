@@ -352,10 +352,11 @@ class Engine:
                 part.pending.extend(taken)
                 self.done_pending += len(taken)
 
-    def shrink_metadata(self) -> int:
-        """The broker refused metadata as too large: halve the budget (down to
-        none: commit the points only); returns the new budget."""
-        self.max_metadata //= 2
+    def shrink_metadata(self, refused: int) -> int:
+        """The broker refused metadata of ``refused`` bytes as too large: lower
+        the budget below it, at least by half (under 64 bytes: none, commit the
+        points only); returns the new budget."""
+        self.max_metadata = min(self.max_metadata // 2, refused - 1)
         if self.max_metadata < 64:
             self.max_metadata = 0
         return self.max_metadata

@@ -43,6 +43,7 @@ from kpax.parallel.deadletter import DeadLetters
 from kpax.parallel.engine import GIVE_UP, RETRY, Engine
 from kpax.parallel.options import ParallelSettings
 from kpax.parallel.schedule import Work
+from kpax.parallel.workers import HandlerThreads
 from kpax.proto.error_codes import OffsetMetadataTooLargeError
 from kpax.proto.errors import (
     CommitFailedError,
@@ -83,6 +84,7 @@ class Driver:
         self.dead_letters = dead_letters
         self._handler: Callable[[Any], Any] | None = None
         self._executor: concurrent.futures.Executor | None = None
+        self._threads: HandlerThreads | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         #: Set by :meth:`stop`; the run loop ends.
         self.stopping = asyncio.Event()
@@ -125,6 +127,9 @@ class Driver:
         self._loop = asyncio.get_running_loop()
         self._handler = handler
         self._executor = executor
+        self._threads = executor if isinstance(executor, HandlerThreads) else None
+        if self._threads is not None:
+            self._threads.bind(self._loop, self._finished_batch)
         committer = asyncio.ensure_future(self._commit_loop())
         try:
             await self._poll_loop()
@@ -237,6 +242,9 @@ class Driver:
         assert handler is not None and loop is not None
         fut: asyncio.Future[Any]
         try:
+            if self._threads is not None:
+                self._threads.call(handler, work.record, work)
+                return
             if self._executor is not None:
                 fut = loop.run_in_executor(self._executor, handler, work.record)
             else:
@@ -256,7 +264,12 @@ class Driver:
         else:
             self._finished(work, fut.exception())
 
-    def _finished(self, work: Work, exc: BaseException | None) -> None:
+    def _finished_batch(self, outcomes: list[tuple[Any, BaseException | None]]) -> None:
+        for work, exc in outcomes:
+            self._finished(work, exc, more=True)
+        self._after_outcomes()
+
+    def _finished(self, work: Work, exc: BaseException | None, *, more: bool = False) -> None:
         engine = self.engine
         now = self._now()
         if exc is None:
@@ -276,6 +289,11 @@ class Driver:
                 )
             elif what == GIVE_UP:
                 self._spawn(self._give_up(work, exc))
+        if not more:
+            self._after_outcomes()
+
+    def _after_outcomes(self) -> None:
+        engine = self.engine
         if engine.done_pending >= self._commit_at or (engine.done_pending and engine.room() <= 0):
             self._commit_now.set()  # a quarter of the window done, or a full window to free
         self._dispatch()
@@ -308,7 +326,10 @@ class Driver:
                     exc,
                 )
                 raise exc
-        except BaseException as err:
+        except asyncio.CancelledError:  # (closing)
+            self.engine.abandon(work)
+            raise
+        except BaseException as err:  # it ends the run: raised from run()
             self.engine.abandon(work)
             if self.fatal is None:
                 self.fatal = err

@@ -9,13 +9,12 @@ the main thread; :meth:`ParallelConsumer.stop` and
 :meth:`ParallelConsumer.close` do from any thread. A rebalance listener's
 methods run on a helper thread (not the loop: they may block).
 
-Imports: kpax.parallel.client, kpax.structs, kpax.sync_face and the standard library.
+Imports: kpax.parallel.{client,workers}, kpax.structs, kpax.sync_face and the standard library.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import re
 import signal
 import threading
@@ -23,6 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from kpax.parallel.client import STOP_SIGNALS, AsyncParallelConsumer
+from kpax.parallel.workers import HandlerThreads
 from kpax.structs import TopicPartition
 from kpax.sync_face import SyncFace
 
@@ -69,9 +69,7 @@ class ParallelConsumer(SyncFace):
         self._start(
             core.start(), margin + 30, "parallel consumer start", lambda: core.close(5.0), 10.0
         )
-        self._pool = concurrent.futures.ThreadPoolExecutor(
-            core.settings.max_concurrency, thread_name_prefix="kpax-parallel-handler"
-        )
+        self._pool = HandlerThreads(core.settings.max_concurrency)
 
     @property
     def aio(self) -> AsyncParallelConsumer:

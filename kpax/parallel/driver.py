@@ -85,6 +85,9 @@ class Driver:
         self._handler: Callable[[Any], Any] | None = None
         self._executor: concurrent.futures.Executor | None = None
         self._threads: HandlerThreads | None = None
+        #: Outcomes of tasks and executor calls waiting for :meth:`_flush_outcomes`.
+        self._outcomes: list[tuple[Work, BaseException | None]] = []
+        self._flush_due = False
         self._loop: asyncio.AbstractEventLoop | None = None
         #: Set by :meth:`stop`; the run loop ends.
         self.stopping = asyncio.Event()
@@ -240,29 +243,41 @@ class Driver:
     def _start(self, work: Work) -> None:
         handler, loop = self._handler, self._loop
         assert handler is not None and loop is not None
-        fut: asyncio.Future[Any]
+        if self._threads is not None:
+            self._threads.call(handler, work.record, work)
+        elif self._executor is not None:
+            fut = loop.run_in_executor(self._executor, handler, work.record)
+            fut.add_done_callback(partial(self._done, work))
+        else:
+            loop.create_task(self._run_one(handler, work))
+
+    async def _run_one(self, handler: Callable[[Any], Any], work: Work) -> None:
+        """One handler call as a task: its outcome goes to the batch."""
         try:
-            if self._threads is not None:
-                self._threads.call(handler, work.record, work)
-                return
-            if self._executor is not None:
-                fut = loop.run_in_executor(self._executor, handler, work.record)
-            else:
-                result = handler(work.record)
-                if not inspect.isawaitable(result):
-                    loop.call_soon(self._finished, work, None)
-                    return
-                fut = asyncio.ensure_future(result)
-        except Exception as exc:  # the handler raised before awaiting anything
-            loop.call_soon(self._finished, work, exc)
-            return
-        fut.add_done_callback(partial(self._done, work))
+            result = handler(work.record)
+            if result is not None and inspect.isawaitable(result):
+                await result
+        except BaseException as exc:  # the record's outcome (a cancel too)
+            self._outcome(work, exc)
+        else:
+            self._outcome(work, None)
 
     def _done(self, work: Work, fut: asyncio.Future[Any]) -> None:
-        if fut.cancelled():
-            self._finished(work, asyncio.CancelledError())
-        else:
-            self._finished(work, fut.exception())
+        exc = asyncio.CancelledError() if fut.cancelled() else fut.exception()
+        self._outcome(work, exc)
+
+    def _outcome(self, work: Work, exc: BaseException | None) -> None:
+        """Outcomes of one pass of the loop are taken together (one dispatch)."""
+        self._outcomes.append((work, exc))
+        if not self._flush_due:
+            self._flush_due = True
+            assert self._loop is not None
+            self._loop.call_soon(self._flush_outcomes)
+
+    def _flush_outcomes(self) -> None:
+        self._flush_due = False
+        outcomes, self._outcomes = self._outcomes, []
+        self._finished_batch(outcomes)
 
     def _finished_batch(self, outcomes: list[tuple[Any, BaseException | None]]) -> None:
         for work, exc in outcomes:
@@ -270,6 +285,8 @@ class Driver:
         self._after_outcomes()
 
     def _finished(self, work: Work, exc: BaseException | None, *, more: bool = False) -> None:
+        """``work``'s handler call ended (``exc``: how it failed): to the engine;
+        then (unless ``more`` outcomes follow) start what may start."""
         engine = self.engine
         now = self._now()
         if exc is None:

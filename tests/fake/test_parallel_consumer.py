@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import concurrent.futures
 import logging
 import os
 import signal
@@ -567,6 +568,33 @@ def test_asyncio_face_runs_tasks_up_to_max_concurrency(fake_kafka):
     peak, done = asyncio.run(main())
     assert (peak, done) == (50, 300)
     assert fake_kafka.committed("g-aio") == {("aio", 0): 300}
+
+
+def _cpu_work(rec) -> int:  # (module level: a process pool pickles it)
+    return sum(i * i for i in range(20_000)) + os.getpid() * 0
+
+
+def test_asyncio_face_with_a_process_pool_for_cpu_bound_handlers(fake_kafka):
+    fake_kafka.create_topic("pp", 2)
+    produce(fake_kafka.bootstrap, "pp", 60, keys=6, partitions=2)
+
+    async def main() -> float:
+        async with kpax.aio.ParallelConsumer(
+            fake_kafka.bootstrap, group_id="g-pp", max_concurrency=4, **FAST
+        ) as pc:
+            await pc.subscribe(["pp"])
+            with concurrent.futures.ProcessPoolExecutor(2) as pool:
+                run = asyncio.ensure_future(pc.run(_cpu_work, executor=pool))
+                deadline = time.monotonic() + 30
+                while pc.metrics().get("records-processed-total", 0) < 60:
+                    assert time.monotonic() < deadline and not run.done()
+                    await asyncio.sleep(0.05)
+                pc.stop()
+                await run
+            return pc.metrics()["records-processed-total"]
+
+    assert asyncio.run(main()) == 60
+    assert fake_kafka.committed("g-pp") == {("pp", 0): 30, ("pp", 1): 30}
 
 
 def test_sigterm_stops_run_gracefully(fake_kafka):

@@ -34,7 +34,7 @@ from kpax.consumer.pattern import subscribe_args
 from kpax.parallel.deadletter import DeadLetters
 from kpax.parallel.driver import Driver, Listener
 from kpax.parallel.options import ParallelSettings, split_config
-from kpax.proto.errors import ConfigError, IllegalStateError
+from kpax.proto.errors import ConfigError, IllegalStateError, KafkaError
 from kpax.structs import TopicPartition
 
 __all__ = ["AsyncParallelConsumer"]
@@ -118,6 +118,11 @@ class AsyncParallelConsumer:
         if running is not None and not running.done():
             with contextlib.suppress(BaseException):
                 await asyncio.wait_for(asyncio.shield(running), timeout)
+        if self._started:
+            with contextlib.suppress(KafkaError, asyncio.TimeoutError):
+                # what handlers still running at the end of the run finished since
+                left = max(deadline - loop.time(), 0.1)
+                await asyncio.wait_for(self._driver.commit(), left)
         try:
             await self._driver.close(max(deadline - loop.time(), 0.1))
         finally:

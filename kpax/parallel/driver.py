@@ -91,10 +91,12 @@ class Driver:
         self._loop: asyncio.AbstractEventLoop | None = None
         #: Set by :meth:`stop`; the run loop ends.
         self.stopping = asyncio.Event()
-        #: Set whenever something the loops wait for may have changed (a handler
-        #: ended, a commit was answered, a partition was assigned): waiters clear
-        #: it, check their condition, then wait.
-        self._progress = asyncio.Event()
+        #: One event per waiter (the poll loop, a drain), set by :meth:`_notify`
+        #: whenever what they wait for may have changed (a handler ended, a
+        #: commit was answered, a partition was assigned). Each waiter checks
+        #: its condition, then waits on its own event: no waiter clears
+        #: another's wake-up.
+        self._waiters: set[asyncio.Event] = set()
         self._commit_now = asyncio.Event()
         self._retry_timer: asyncio.TimerHandle | None = None
         self._retry_at: float | None = None
@@ -152,7 +154,7 @@ class Driver:
 
     def stop(self) -> None:
         self.stopping.set()
-        self._progress.set()
+        self._notify()
 
     async def _poll_loop(self) -> None:
         consumer, engine = self.consumer, self.engine
@@ -173,10 +175,21 @@ class Driver:
                 engine.add(records, self._now())
                 self._dispatch()
 
+    def _notify(self) -> None:
+        for event in self._waiters:
+            event.set()
+
     async def _wait(self, timeout: float) -> None:
-        self._progress.clear()
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._progress.wait(), timeout)
+        """Until the next :meth:`_notify` (one after this call began), at most
+        ``timeout`` seconds."""
+        event = asyncio.Event()
+        self._waiters.add(event)
+        try:
+            await asyncio.wait_for(event.wait(), timeout)
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            self._waiters.discard(event)
 
     def _sync_pauses(self) -> None:
         """Pause the partitions a metadata lookup holds back, and every assigned
@@ -314,7 +327,7 @@ class Driver:
         if engine.done_pending >= self._commit_at or (engine.done_pending and engine.room() <= 0):
             self._commit_now.set()  # a quarter of the window done, or a full window to free
         self._dispatch()
-        self._progress.set()
+        self._notify()
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.ensure_future(coro)
@@ -356,7 +369,7 @@ class Driver:
         else:
             self.engine.succeeded(work, self._now())
         self._dispatch()
-        self._progress.set()
+        self._notify()
 
     async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(*args)`` as handlers run: on the executor, or awaited if it returns
@@ -406,7 +419,7 @@ class Driver:
                 log.warning("parallel consumer: commit failed: %s", exc)
                 return False
             engine.committed(snap)
-            self._progress.set()
+            self._notify()
             return True
         return False
 
@@ -420,7 +433,6 @@ class Driver:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + (self.settings.drain_timeout if limit is None else limit)
         while True:
-            self._progress.clear()
             left = engine.running_in(tps)
             if not left:
                 return
@@ -434,8 +446,7 @@ class Driver:
                     sorted(tps),
                 )
                 return
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._progress.wait(), wait)
+            await self._wait(wait)
 
     async def assigned(self, tps: set[TopicPartition]) -> None:
         """Read the committed metadata of ``tps`` (kept paused meanwhile) and
@@ -466,7 +477,7 @@ class Driver:
         finally:
             self._seeding -= tps
             self._sync_pauses()
-            self._progress.set()
+            self._notify()
 
     async def revoked(self, tps: set[TopicPartition]) -> None:
         """Running handlers of ``tps`` finish, what is done is committed, they go."""
@@ -483,12 +494,12 @@ class Driver:
                 await self._drain(fresh, "revocation", min(self.settings.drain_timeout, session))
             await self.commit(mine)
             self.engine.remove(mine)
-        self._progress.set()
+        self._notify()
 
     def lost(self, tps: set[TopicPartition]) -> None:
         self._seeding -= tps
         self.engine.remove(tps)
-        self._progress.set()
+        self._notify()
 
     async def close(self, timeout: float) -> None:
         for task in list(self._tasks):

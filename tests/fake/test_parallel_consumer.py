@@ -521,6 +521,27 @@ def test_metadata_refused_as_too_large_falls_back_to_the_point(fake_kafka, monke
     assert "refused a completed-offsets map as too large" in caplog.text
 
 
+def test_close_from_another_thread_ends_run_and_commits(fake_kafka):
+    fake_kafka.create_topic("cl", 1)
+    produce(fake_kafka.bootstrap, "cl", 20, keys=20)
+    log = Log()
+    pc = kpax.ParallelConsumer(fake_kafka.bootstrap, group_id="g-cl", **FAST)
+
+    def handle(rec):
+        time.sleep(0.01)
+        log.end(rec)
+
+    pc.subscribe(["cl"])
+    run = Running(pc, handle)
+    eventually(lambda: log.count == 20, 20)
+    pc.close()  # from this thread, while run() blocks in the other
+    run.join()
+    assert run.error is None
+    assert fake_kafka.committed("g-cl") == {("cl", 0): 20}
+    with pytest.raises(kpax.ClientClosedError):
+        pc.run(handle)
+
+
 def test_assign_without_subscribing(fake_kafka):
     fake_kafka.create_topic("as", 2)
     produce(fake_kafka.bootstrap, "as", 20, keys=4, partitions=2)

@@ -232,7 +232,8 @@ class AsyncParallelConsumer:
 
     def stop(self) -> None:
         """Make ``run`` stop: nothing more starts, running handlers finish (at
-        most ``drain_timeout_ms``), what is done is committed, ``run`` returns."""
+        most ``drain_timeout_ms``), what is done is committed, ``run`` returns.
+        Call it on the loop (from another thread: ``loop.call_soon_threadsafe``)."""
         self._driver.stop()
 
     # ------------------------------------------------------------ observing

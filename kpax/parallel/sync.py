@@ -18,7 +18,7 @@ import asyncio
 import re
 import signal
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from typing import Any
 
 from kpax.parallel.client import STOP_SIGNALS, AsyncParallelConsumer
@@ -60,6 +60,7 @@ class ParallelConsumer(SyncFace):
 
     _call_what = "parallel consumer call"
     _closed_text = "the parallel consumer is closed"
+    _client_name = "kpax.ParallelConsumer"
 
     def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, **config: Any) -> None:
         core = self._core = AsyncParallelConsumer(bootstrap_servers, **config)  # checks options
@@ -139,6 +140,12 @@ class ParallelConsumer(SyncFace):
             self._close_once(self._core.close(timeout), timeout + 5.0, "parallel consumer close")
         finally:
             self._pool.shutdown(wait=False)
+
+    def _unreferenced_close(self) -> Coroutine[Any, Any, None]:
+        """The core's close, for a face collected unclosed (what the shared
+        shell of the sync faces runs in the background then)."""
+        self._pool.shutdown(wait=False)
+        return self._core.close(5.0)
 
     def metrics(self) -> dict[str, float]:
         """See :meth:`AsyncParallelConsumer.metrics`."""

@@ -40,7 +40,7 @@ async def _cut_when_busy(p: kpax.Producer, within: float = 10.0) -> bool:
         return conn is not None and conn.in_flight > 0
 
     give_up = time.monotonic() + within
-    while not busy():  # noqa: ASYNC110 - polling the state of another task
+    while not busy():  # (polling the state of another task)
         if time.monotonic() > give_up:
             return False
         await asyncio.sleep(0.0005)

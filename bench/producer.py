@@ -646,6 +646,7 @@ def run_suite(
         for keyed, n in counts
     )
     keyed_arg = f" --keyed-records {a.keyed_records}" if a.keyed_records else ""
+    records_arg = "" if all(sc.keyed for sc in scs) else f" --records {a.records}"
     header = (
         f"Records of {a.size} bytes per run: {records_text}. Fresh topic per run, one local "
         f"broker; time from first send to all acknowledged. Settings: {_settings_text(scs)} "
@@ -653,8 +654,8 @@ def run_suite(
         f"chunks of {SEND_MANY_CHUNK:,} values. franz-go: bench/franz (franz-go v1.22.2)."
         f"{java_note} Machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}; load "
         f"average (1/5/15 min) {load_start} at the start ({started}), {_loadavg()} at the end "
-        "(each run's in the .json). "
-        f"Reproduce: `make bench-franz && python -m bench producer --records {a.records} "
+        "(each kept run's in the .json). "
+        f"Reproduce: `make bench-franz && python -m bench producer{records_arg} "
         f"--rounds {a.rounds}{how}{keyed_arg}`."
     )
     if not a.no_write:

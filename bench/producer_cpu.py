@@ -274,7 +274,7 @@ def render(r: dict[str, Any]) -> str:
         )
     rss0, peak = r["rss_before_kib"] / 1024, r["rss_peak_kib"] / 1024
     lines.append(
-        f"  RSS {rss0:.0f} MiB before, peak {peak:.0f} MiB (+{peak - rss0:.0f} MiB); "
+        f"  RSS {rss0:.0f} MiB before, peak {peak:.0f} MiB ({peak - rss0:+.0f} MiB); "
         f"buffer_memory {r['buffer_memory'] / 2**20:.0f} MiB"
     )
     return "\n".join(lines)

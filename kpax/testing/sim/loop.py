@@ -1,0 +1,138 @@
+"""An asyncio event loop on virtual time whose connections are in memory, for simulations.
+
+Role: :class:`VirtualTimeLoop` runs kpax's asyncio clients exactly as the
+standard loop does, with two differences that make a run a function of its
+inputs alone:
+
+- **time is virtual**: ``loop.time()`` starts at 0 and moves only when the
+  loop has nothing to run -- it then jumps to the next timer (an
+  ``asyncio.sleep(30)`` takes no wall time). A loop with nothing to run and no
+  timer is stuck for good: :class:`SimulationDeadlock` is raised instead of
+  blocking forever, naming the tasks still waiting;
+- **connections are in memory**: ``create_connection(factory, host, port)``
+  reaches a listener registered with :meth:`VirtualTimeLoop.listen` (the
+  in-process Kafka's brokers); bytes written on one side are delivered to the
+  other by loop callbacks, in order, after the delay the network was given
+  (:class:`MemoryNetwork`). An address nobody listens on is refused
+  (ConnectionRefusedError), as a closed port is.
+
+Nothing here reads the wall clock or uses a thread, so the same program with
+the same seeds (``random.seed`` for the module-level generator kpax uses for
+jitter and correlation ids, and ``PYTHONHASHSEED`` for the order of sets of
+strings) makes the same calls in the same order every time.
+
+Imports: kpax.testing.sim.transport and the standard library.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from kpax.testing.sim.transport import Acceptor, MemoryNetwork, MemoryTransport
+
+__all__ = ["SimulationDeadlock", "VirtualTimeLoop"]
+
+#: The most one jump of the clock may skip (as the standard loop's longest select).
+_MAX_JUMP = 24 * 3600.0
+
+
+class SimulationDeadlock(RuntimeError):
+    """The loop has nothing to run, no timer and no byte in transit: every task
+    waits for something that can never happen."""
+
+
+class _VirtualSelector:
+    """What the base loop polls for I/O: nothing is ever ready on a socket (there
+    are none); the time the loop would block is skipped instead."""
+
+    def __init__(self, loop: VirtualTimeLoop) -> None:
+        self._loop = loop
+
+    def select(self, timeout: float | None) -> list[Any]:
+        if timeout is None:
+            raise SimulationDeadlock(self._loop.describe_waiting())
+        if timeout > 0:
+            self._loop.advance(min(timeout, _MAX_JUMP))
+        return []
+
+    def close(self) -> None:
+        pass
+
+    def get_map(self) -> dict[Any, Any]:
+        return {}
+
+
+class VirtualTimeLoop(asyncio.BaseEventLoop):
+    """See the module docstring. ``loop.network`` holds the in-memory listeners
+    and the per-link delays and faults."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._now = 0.0
+        self._clock_resolution = 1e-9
+        self._selector = _VirtualSelector(self)
+        self.network = MemoryNetwork(self)
+
+    # ------------------------------------------------------------ time
+
+    def time(self) -> float:
+        return self._now
+
+    def advance(self, seconds: float) -> None:
+        """Move the clock on by ``seconds`` (the loop does it when idle)."""
+        self._now += seconds
+
+    # ------------------------------------------------------------ base loop hooks
+
+    def _process_events(self, event_list: list[Any]) -> None:
+        pass
+
+    def _write_to_self(self) -> None:
+        pass  # call_soon_threadsafe: one thread here, the ready queue is seen next round
+
+    def close(self) -> None:
+        self.network.close_all()
+        super().close()
+
+    # ------------------------------------------------------------ connections
+
+    def listen(self, host: str, port: int, acceptor: Acceptor) -> None:
+        """Connections to ``host:port`` are handed to ``acceptor`` (see
+        :class:`~kpax.testing.sim.transport.MemoryNetwork`)."""
+        self.network.listen(host, port, acceptor)
+
+    def unlisten(self, host: str, port: int) -> None:
+        self.network.unlisten(host, port)
+
+    async def create_connection(  # type: ignore[override]
+        self,
+        protocol_factory: Callable[[], asyncio.BaseProtocol],
+        host: str | None = None,
+        port: int | None = None,
+        **kwargs: Any,
+    ) -> tuple[MemoryTransport, asyncio.BaseProtocol]:
+        if kwargs.get("ssl"):
+            raise NotImplementedError("TLS is not simulated")
+        if host is None or port is None:
+            raise ValueError("create_connection needs a host and a port here")
+        return await self.network.connect(protocol_factory, host, port)
+
+    # ------------------------------------------------------------ diagnosis
+
+    def describe_waiting(self) -> str:
+        tasks = [t for t in asyncio.all_tasks(self) if not t.done()]
+        names = ", ".join(sorted(t.get_name() + ": " + _where(t) for t in tasks)[:20])
+        return (
+            f"the simulation is stuck at t={self._now:.3f}s: nothing to run, no timer, no "
+            f"bytes in transit; {len(tasks)} task(s) wait: {names}"
+        )
+
+
+def _where(task: asyncio.Task[Any]) -> str:
+    coro = task.get_coro()
+    frame = getattr(coro, "cr_frame", None)
+    if frame is None:
+        return getattr(coro, "__qualname__", repr(coro))
+    return f"{frame.f_code.co_qualname}:{frame.f_lineno}"

@@ -335,6 +335,11 @@ class TracedConsumer(_Wrapper):
     def poll(self, timeout: float = 0.0, max_records: int | None = None) -> list[ConsumerRecord]:
         return self._tracing.received(self.client.poll(timeout, max_records))
 
+    def __exit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.client.__exit__(t, e, tb)  # an exception: commits only what was processed
+
     def __iter__(self) -> Iterator[ConsumerRecord]:
         for rec in self.client:
             span = self._tracing.span(rec, "process")
@@ -385,9 +390,12 @@ class TracedAsyncConsumer(_AsyncWrapper):
     def __aiter__(self) -> _TracedAsyncIterator:
         return _TracedAsyncIterator(self)
 
-    async def close(self, timeout: float = 30.0) -> None:
+    async def close(self, timeout: float = 30.0, *, commit_in_hand: bool = True) -> None:
         self._end_processing()
-        await self.client.close(timeout)
+        await self.client.close(timeout, commit_in_hand=commit_in_hand)
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close(commit_in_hand=exc[0] is None)  # an exception: only what was processed
 
 
 class _TracedAsyncIterator:

@@ -23,6 +23,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from types import TracebackType
 from typing import Any, TypeVar
 
 from kpax.consumer.client import AsyncConsumer
@@ -102,9 +103,26 @@ class Consumer(SyncFace):
         """The asyncio core (for use on this consumer's own loop only)."""
         return self._core
 
-    def close(self, timeout: float = 30.0) -> None:
-        """Commit (auto-commit), leave the group and stop; returns within ``timeout``."""
-        self._close_once(self._core.close(timeout), timeout + 2.0, "consumer close")
+    def close(self, timeout: float = 30.0, *, commit_in_hand: bool = True) -> None:
+        """Commit (auto-commit), leave the group and stop; returns within ``timeout``.
+
+        With auto-commit, the commit counts the records in the application's hands
+        (the last poll's batch, the record the iteration is on) as processed, as
+        Java's close does: close after processing. ``commit_in_hand=False`` commits
+        only what the application moved past (what leaving a ``with`` block by an
+        exception does)."""
+        self._close_once(
+            self._core.close(timeout, commit_in_hand=commit_in_hand),
+            timeout + 2.0,
+            "consumer close",
+        )
+
+    def __exit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        # An exception leaving the block: the batch or record in hand was not
+        # processed, so only what the application moved past is committed.
+        self.close(commit_in_hand=t is None)
 
     def _closing(self) -> None:
         # The revoke listener call runs here, on the caller's thread, while the
@@ -290,7 +308,10 @@ class Consumer(SyncFace):
     def commit(
         self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None
     ) -> None:
-        """Commit ``offsets`` (the next offsets to read), or the current positions; blocks."""
+        """Commit ``offsets`` (the next offsets to read), or the current positions --
+        after every record ``poll()`` returned, or after the record the iteration is
+        on: call it after processing them; blocks. (Auto-commit sends only what the
+        application has moved past: see docs/consumer.md.)"""
         snapshot = (
             self._core.consumed_offsets(changed_only=True) if offsets is None else dict(offsets)
         )

@@ -147,3 +147,15 @@ def test_the_protocol_layer_imports_nothing_else_of_kpax() -> None:
     for module, targets in _graph().items():
         if _part(module) == "proto":
             assert all(_part(t) in {"proto", "_version"} for t in targets), (module, targets)
+
+
+def test_the_fake_kafka_is_built_on_the_protocol_layer_only() -> None:
+    """kpax.testing.fake serves kpax's own clients in tests: it uses kpax.proto and
+    nothing of the client layers (broker, cluster, producer, consumer, admin), so a
+    client bug cannot hide behind the same code on both sides of the wire."""
+    for module, targets in _graph().items():
+        if module.startswith("kpax.testing.fake"):
+            others = [
+                t for t in targets if _part(t) != "proto" and not t.startswith("kpax.testing.fake")
+            ]
+            assert not others, (module, others)

@@ -19,8 +19,12 @@ at-least-once, Java's rule), and a plain ``close()`` the positions.
 Without ``group_id`` commits are refused; with ``group_id`` and ``assign``
 commits go to the group without a generation (like Java).
 
+A consumer belongs to the event loop that started it (a call from another
+loop is an IllegalStateError: kpax.event_loops), is unusable in a child of
+fork() (kpax.forks), and warns (ResourceWarning) when collected unclosed.
+
 Imports: kpax.cluster, kpax.broker, kpax.config, kpax.metrics, kpax.proto, kpax.structs,
-kpax.consumer.*.
+kpax.consumer.*, kpax.forks, kpax.event_loops.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import contextlib
 import logging
 import re
 import time
+import warnings
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -46,8 +51,12 @@ from kpax.consumer.options import CONSUMER_OPTIONS, ConsumerSettings
 from kpax.consumer.pattern import subscribe_args
 from kpax.consumer.record import ConsumerRecord
 from kpax.consumer.state import PartitionState
+from kpax.event_loops import check_loop
+from kpax.forks import forked_error
+from kpax.forks import track as track_fork
 from kpax.metrics import NAN, ConnectionMetrics, Metrics, metrics_enabled, tagged
 from kpax.proto.errors import ClientClosedError, IllegalStateError, KafkaTimeoutError
+from kpax.proto.topic_names import check_topic
 from kpax.structs import (
     ConsumerGroupMetadata,
     OffsetAndMetadata,
@@ -65,13 +74,19 @@ ListenerRunner = Callable[[Callable[[], Any]], "asyncio.Future[Any]"]
 def _tps(partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
     out = []
     for item in partitions:
-        out.append(item if isinstance(item, TopicPartition) else TopicPartition(*item))
+        tp = item if isinstance(item, TopicPartition) else TopicPartition(*item)
+        check_topic(tp.topic)  # InvalidTopicError naming a name Kafka would refuse
+        out.append(tp)
     return out
 
 
 class AsyncConsumer:
     """``kpax.aio.Consumer("host:9092", group_id="g")``: ``subscribe`` or ``assign``,
     then ``await poll()`` / ``async for rec in consumer``. An async context manager."""
+
+    _client_name = "kpax.aio.Consumer"
+    #: Set on a consumer inherited through fork() (kpax.forks).
+    _forked = False
 
     def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, **config: Any) -> None:
         if bootstrap_servers is not None:
@@ -86,6 +101,7 @@ class AsyncConsumer:
         if m is not None:  # made here, once: the group records commits in it
             m.sensor("commit-latency")
         self.cluster = Cluster.from_config(self.config, self._conn_metrics)
+        self.cluster.client_name = self._client_name
         self.states: dict[TopicPartition, PartitionState] = {}
         self.buffer = FetchBuffer(m.sensor("records-consumed") if m is not None else None)
         self.fetcher: Fetcher | None = None
@@ -107,6 +123,7 @@ class AsyncConsumer:
         self._fatal: BaseException | None = None
         self._max_records = settings.max_poll_records
         self._api_timeout = settings.api_timeout
+        track_fork(self)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -146,21 +163,44 @@ class AsyncConsumer:
         await self.close(commit_in_hand=exc_type is None)
 
     def _check(self) -> None:
+        if self._forked:
+            raise forked_error(self, "a call")
         if self._closed:
             raise ClientClosedError("the consumer is closed")
         if not self._started:
             raise IllegalStateError("the consumer is not started: await consumer.start() first")
+        check_loop(self.cluster.loop, "a call", self._client_name)
+
+    def _after_fork(self) -> None:
+        """In a child of fork() (kpax.forks): every call refuses (a method bound
+        before the fork included) and the cluster is unusable."""
+        self.cluster.unusable = forked_error(self, "a call")
+
+    def __del__(self) -> None:
+        if self.__dict__.get("_started") and not self._closed and not self._forked:
+            warnings.warn(
+                f"unclosed {self._client_name}: await close() (or use `async with`) "
+                "before its event loop ends",
+                ResourceWarning,
+                stacklevel=1,
+                source=self,
+            )
 
     async def close(self, timeout: float = 30.0, *, commit_in_hand: bool = True) -> None:
         """Commit (auto-commit), leave the group, stop fetching; returns within ``timeout``.
+        On the event loop that started the consumer only (IllegalStateError from
+        another loop).
 
         With auto-commit, the commit counts the records in the application's hands
         (the last poll's batch, the record an iteration is on) as processed, as the
         Java consumer's close does: close after processing. ``commit_in_hand=False``
         commits only what the application moved past (what ``async with`` does when
         an exception leaves the block)."""
+        if self._forked:
+            raise forked_error(self, "close()")
         if self._closed:
             return
+        check_loop(self.cluster.loop, "close()", self._client_name)
         self._closed = True
         self._leaving = True
         self._in_hand_processed = commit_in_hand

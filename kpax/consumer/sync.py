@@ -22,7 +22,7 @@ import concurrent.futures
 import logging
 import re
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -30,7 +30,7 @@ from kpax.consumer.client import AsyncConsumer
 from kpax.consumer.pattern import subscribe_args
 from kpax.consumer.record import ConsumerRecord
 from kpax.consumer.state import PartitionState
-from kpax.proto.errors import KafkaTimeoutError
+from kpax.proto.errors import ConfigError, KafkaTimeoutError
 from kpax.structs import (
     ConsumerGroupMetadata,
     OffsetAndMetadata,
@@ -55,6 +55,7 @@ class Consumer(SyncFace):
 
     _call_what = "consumer call"
     _closed_text = "the consumer is closed"
+    _client_name = "kpax.Consumer"
 
     def __init__(
         self,
@@ -69,6 +70,14 @@ class Consumer(SyncFace):
         if bootstrap_servers is None and names and (":" in names[0] or "," in names[0]):
             bootstrap_servers = names.pop(0)
         core = self._core = AsyncConsumer(bootstrap_servers, **config)  # validates options first
+        if names and core.settings.group_id is None:
+            # kafka-python's KafkaConsumer("topic") without a group reads every
+            # partition unmanaged; kpax subscribes only as a group member.
+            raise ConfigError(
+                f"kpax.Consumer({', '.join(map(repr, names))}): topics to subscribe to need "
+                "a group_id (or give none and assign() partitions); a first argument is the "
+                "bootstrap list only when it holds ':' or ','"
+            )
         self._consumer_timeout = consumer_timeout_ms / 1000 if consumer_timeout_ms else None
         settings = core.settings
         margin = 5.0 + settings.request_timeout
@@ -88,7 +97,11 @@ class Consumer(SyncFace):
         self._buffer.on_drained = drained
         self._core.listener_runner = self._buffer.call_in_app
         if names:
-            self.subscribe(names)
+            try:
+                self.subscribe(names)
+            except BaseException:
+                self.close(5.0)
+                raise
 
     # ------------------------------------------------------------ plumbing
 
@@ -142,6 +155,9 @@ class Consumer(SyncFace):
     def _close_failed(self, exc: Exception) -> None:
         log.warning("consumer close: %s", exc)
 
+    def _unreferenced_close(self) -> Coroutine[Any, Any, Any]:
+        return self._core.close()
+
     def metrics(self) -> dict[str, float]:
         """``{metric-name: value}``: see :meth:`AsyncConsumer.metrics` and
         docs/observability.md."""
@@ -177,6 +193,8 @@ class Consumer(SyncFace):
     def __iter__(self) -> Iterator[ConsumerRecord]:
         """Every record, blocking for more; ends after ``consumer_timeout_ms``
         without records (if set) or when the consumer is closed."""
+        if self._forked:
+            raise self._closed_error("iteration")
         buffer = self._buffer
         core = self._core
         idle = self._consumer_timeout

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kpax.admin.client import ADMIN_OPTIONS
-from kpax.config import Option
+from kpax.config import Option, dataclass_repr
 from kpax.consumer.options import CONSUMER_OPTIONS
 from kpax.errors import ConfigError
 from kpax.producer.options import PRODUCER_OPTIONS
@@ -210,6 +210,8 @@ class ReadOptions:
     poll_timeout_ms: int = 120000
     extra: dict[str, Any] = field(default_factory=dict)
 
+    __repr__ = dataclass_repr  # (the client's passwords shown as [hidden])
+
 
 def parse_read_options(options: Mapping[str, str], *, batch: bool) -> ReadOptions:
     """Check the read options (Spark passes them case-insensitively, lower-cased)."""
@@ -324,6 +326,8 @@ class WriteOptions:
 
     client: dict[str, Any]
     topic: str | None = None
+
+    __repr__ = dataclass_repr  # (the client's passwords shown as [hidden])
 
 
 def parse_write_options(options: Mapping[str, str]) -> WriteOptions:

@@ -35,8 +35,8 @@ Public API::
     cannot do; a skip under pytest);  wire.api_versions(address, ...)
 
 ``import kpax.testing`` is cheap: these names are imported on first use (PEP 562
-``__getattr__``), so the pytest plugin (kpax.testing.pytest_plugin, loaded by
-every pytest run where kpax is installed) does not load the broker machinery.
+``__getattr__``), so the pytest plugin (kpax.testing.pytest_plugin, loaded at
+every pytest start of a project that opts in) does not load the broker machinery.
 
 Imports: kpax.testing.* only (each name on first use).
 """

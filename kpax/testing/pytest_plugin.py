@@ -1,4 +1,8 @@
-"""pytest plugin (entry point ``pytest11: kpax``): real Kafka fixtures.
+"""pytest plugin, opt-in: real Kafka fixtures.
+
+A project turns it on with ``pytest_plugins = ["kpax.testing.pytest_plugin"]`` in
+its top-level conftest.py, or ``pytest -p kpax.testing.pytest_plugin``; installing
+kpax alone registers nothing (no ``pytest11`` entry point).
 
 Fixtures:
 
@@ -38,9 +42,9 @@ since a shared cluster cannot stand in for brokers of the test's own.
 Imports: pytest, kpax.testing.errors and the standard library at import time;
 kpax.testing's backends, kpax.testing.fake and kpax (the client, for
 ``kpax.Admin``) lazily inside the fixtures.
-Registered through the ``pytest11`` entry point, this module is imported by every
-pytest run wherever kpax is installed, on any OS: it must stay cheap (a few ms)
-and import nothing platform-specific (tests/unit/test_import_portable.py checks).
+A project that opts in imports this module at every pytest start, on any OS: it
+must stay cheap (a few ms) and import nothing platform-specific
+(tests/unit/test_import_portable.py checks).
 """
 
 from __future__ import annotations

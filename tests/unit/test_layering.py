@@ -23,6 +23,8 @@ LAYER = {
     "config": 1,
     "structs": 1,
     "loop_thread": 1,
+    "forks": 1,
+    "event_loops": 1,
     "broker": 2,
     "sync_face": 2,
     "cluster": 3,

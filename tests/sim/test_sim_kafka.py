@@ -10,24 +10,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import kpax
-from kpax.testing.sim import VirtualTimeLoop
+from kpax.testing.sim import run
 from kpax.testing.sim.kafka import SimKafka
 
 
-def simulate(
-    scenario: Callable[[SimKafka], Awaitable[Any]],
-    *,
-    seed: int = 0,
-    brokers: int = 3,
-    topics: dict[str, int] | None = None,
-) -> Any:
-    random.seed(seed)
-    loop = VirtualTimeLoop()
-    try:
-        sim = SimKafka(loop, brokers, topics=topics or {"t": 3}, seed=seed)
-        return loop.run_until_complete(scenario(sim))
-    finally:
-        loop.close()
+def simulate(scenario: Callable[[SimKafka], Awaitable[Any]], *, seed: int = 0) -> Any:
+    return run.simulate(scenario, seed=seed, topics={"t": 3})
 
 
 def test_produce_and_consume_in_a_group() -> None:

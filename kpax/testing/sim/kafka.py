@@ -53,12 +53,13 @@ class SimKafka(Serving):
         topics: Mapping[str, int] | None = None,
         config: Mapping[str, Any] | None = None,
         seed: int = 0,
+        epoch: float | None = None,
     ) -> None:
         self.loop = loop
-        #: The fake's clock at virtual time 0: the wall clock when the simulation
-        #: starts (clients stamp records with the wall clock, which a broker checks
-        #: against its own; only timestamps depend on it, never what happens).
-        self.epoch_ms = int(time.time() * 1000)
+        #: The fake's clock at virtual time 0 (ms): ``epoch`` (seconds), else the
+        #: wall clock now. Clients stamp records with ``time.time()``, which a
+        #: broker checks against its own clock: ``simulate`` makes both virtual.
+        self.epoch_ms = int((time.time() if epoch is None else epoch) * 1000)
         cluster = FakeCluster(
             brokers,
             seed=seed,

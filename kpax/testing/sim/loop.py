@@ -16,20 +16,30 @@ inputs alone:
   (:class:`MemoryNetwork`). An address nobody listens on is refused
   (ConnectionRefusedError), as a closed port is.
 
+**Processes**: a simulation may run several "processes" on the one loop --
+clients that crash independently. :meth:`VirtualTimeLoop.spawn` runs a
+coroutine as process ``name``; every task, callback and timer it makes (and
+every connection it opens) belongs to it. :meth:`VirtualTimeLoop.kill` is a
+SIGKILL: its connections are reset, and nothing of it ever runs again -- no
+``finally``, no ``close()``, no last commit or LeaveGroup -- while the others go on.
+
 Nothing here reads the wall clock or uses a thread, so the same program with
 the same seeds (``random.seed`` for the module-level generator kpax uses for
 jitter and correlation ids, and ``PYTHONHASHSEED`` for the order of sets of
 strings) makes the same calls in the same order every time.
 
-Imports: kpax.testing.sim.transport and the standard library.
+Imports: kpax.testing.sim.{process,transport} and the standard library.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import contextvars
+import weakref
+from collections.abc import Callable, Coroutine
 from typing import Any
 
+from kpax.testing.sim.process import PROCESS
 from kpax.testing.sim.transport import Acceptor, MemoryNetwork, MemoryTransport
 
 __all__ = ["SimulationDeadlock", "VirtualTimeLoop"]
@@ -74,6 +84,9 @@ class VirtualTimeLoop(asyncio.BaseEventLoop):
         self._clock_resolution = 1e-9
         self._selector = _VirtualSelector(self)
         self.network = MemoryNetwork(self)
+        #: Processes killed: their callbacks never run again.
+        self.dead: set[str] = set()
+        self._handles: dict[str, weakref.WeakSet[asyncio.Handle]] = {}
 
     # ------------------------------------------------------------ time
 
@@ -95,6 +108,58 @@ class VirtualTimeLoop(asyncio.BaseEventLoop):
     def close(self) -> None:
         self.network.close_all()
         super().close()
+
+    # ------------------------------------------------------------ processes
+
+    def spawn(self, name: str, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        """Run ``coro`` as process ``name`` (see the module docstring)."""
+        if name in self.dead:
+            raise ValueError(f"process {name!r} was killed; spawn another name")
+        ctx = contextvars.copy_context()
+        ctx.run(PROCESS.set, name)
+        task: asyncio.Task[Any] = ctx.run(self.create_task, coro, name=name)  # (a copy of ctx)
+        return task
+
+    def kill(self, name: str) -> int:
+        """SIGKILL process ``name``: its connections reset, none of its callbacks,
+        timers or tasks runs again. Returns how many connections it had open."""
+        self.dead.add(name)
+        for handle in list(self._handles.pop(name, ())):
+            handle.cancel()
+        return self.network.cut_process(name)
+
+    def _owned(self, handle: asyncio.Handle, context: contextvars.Context | None) -> None:
+        proc = PROCESS.get() if context is None else context.get(PROCESS)
+        if proc is None:
+            return
+        if proc in self.dead:
+            handle.cancel()
+            return
+        handles = self._handles.get(proc)
+        if handles is None:
+            handles = self._handles[proc] = weakref.WeakSet()
+        handles.add(handle)
+
+    def call_soon(  # type: ignore[override]
+        self,
+        callback: Callable[..., object],
+        *args: Any,
+        context: contextvars.Context | None = None,
+    ) -> asyncio.Handle:
+        handle = super().call_soon(callback, *args, context=context)
+        self._owned(handle, context)
+        return handle
+
+    def call_at(  # type: ignore[override]
+        self,
+        when: float,
+        callback: Callable[..., object],
+        *args: Any,
+        context: contextvars.Context | None = None,
+    ) -> asyncio.TimerHandle:
+        handle = super().call_at(when, callback, *args, context=context)
+        self._owned(handle, context)
+        return handle
 
     # ------------------------------------------------------------ connections
 

@@ -13,7 +13,7 @@ Either end's protocol may be an ``asyncio.Protocol`` (``data_received``) or
 an ``asyncio.BufferedProtocol`` (``get_buffer``/``buffer_updated``, as
 kpax's broker connection is).
 
-Imports: the standard library only.
+Imports: kpax.testing.sim.process and the standard library.
 """
 
 from __future__ import annotations
@@ -23,7 +23,10 @@ import collections
 from collections.abc import Callable
 from typing import Any
 
+from kpax.testing.sim.process import PROCESS
+
 __all__ = ["Acceptor", "MemoryNetwork", "MemoryTransport"]
+
 
 #: ``acceptor()`` -> the server side's protocol for a new connection.
 Acceptor = Callable[[], asyncio.BaseProtocol]
@@ -223,6 +226,8 @@ class MemoryNetwork:
         self._listeners: dict[tuple[str, int], Acceptor] = {}
         self._delays: dict[tuple[str, int], Callable[[], float]] = {}
         self._connections: dict[tuple[str, int], list[MemoryTransport]] = {}
+        #: process name -> the client ends it opened (kpax.testing.sim.loop.PROCESS)
+        self._by_process: dict[str, list[MemoryTransport]] = {}
         self._next_port = 40000
         #: Connections made so far (a test may count reconnects).
         self.connects = 0
@@ -245,6 +250,13 @@ class MemoryNetwork:
         live = [c for c in conns if not c._lost]
         for c in live:
             c.reset(ConnectionResetError(f"connection to {host}:{port} cut"))
+        return len(live)
+
+    def cut_process(self, name: str) -> int:
+        """Reset every connection process ``name`` opened; returns how many."""
+        live = [c for c in self._by_process.pop(name, []) if not c._lost]
+        for c in live:
+            c.reset(ConnectionResetError(f"process {name} killed"))
         return len(live)
 
     def close_all(self) -> None:
@@ -272,6 +284,9 @@ class MemoryNetwork:
         server = MemoryTransport(self._loop, server_proto, key, local, link_delay)
         client.peer, server.peer = server, client
         self._connections.setdefault(key, []).append(server)
+        proc = PROCESS.get()
+        if proc is not None:
+            self._by_process.setdefault(proc, []).append(client)
         server_proto.connection_made(server)
         client_proto.connection_made(client)
         await asyncio.sleep(0)  # as a real connect returns on a later loop turn

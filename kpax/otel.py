@@ -10,9 +10,10 @@ this module; a client that is not instrumented pays nothing. Three ways in:
 - :class:`KpaxInstrumentor` (``opentelemetry-instrument`` finds it through the
   ``opentelemetry_instrumentor`` entry point ``kpax``; or
   ``KpaxInstrumentor().instrument()``) traces every ``kpax.Producer``,
-  ``kpax.Consumer``, ``kpax.aio.Producer`` and ``kpax.aio.Consumer`` until
-  ``uninstrument()``, which puts the classes back as they were, and exports
-  each traced client's metrics from its first send or poll;
+  ``kpax.Consumer``, ``kpax.aio.Producer``, ``kpax.aio.Consumer`` and the
+  parallel consumers until ``uninstrument()``, which puts the classes back as
+  they were, and exports each traced client's metrics from its first send or
+  poll;
 - ``kpax.otel.export_metrics(client)`` exports one client's metrics.
 
 Producer: each ``send`` starts a span ``"<topic> publish"`` (kind PRODUCER,
@@ -22,6 +23,12 @@ headers with the global propagator. The span ends when the record is
 acknowledged (partition and offset set) or fails (exception, ``error.type``,
 ERROR status): its duration is the delivery latency. ``send_many`` is not
 traced (one span per record is what it exists to avoid).
+
+Parallel consumer (``kpax.ParallelConsumer``, ``kpax.aio.ParallelConsumer``):
+each handler call (every attempt of a record) gets a ``"<topic> process"``
+span, current while the handler runs (on its thread, or in its task), ended
+when it returns, with the error and ERROR status when it raises; linked to the
+producer's span like the consumer's.
 
 Consumer: ``poll`` gives each record a ``"<topic> receive"`` span (kind
 CONSUMER, ended at once); iterating gives each record a ``"<topic> process"``
@@ -48,13 +55,14 @@ counter for ``-total`` and a gauge otherwise, with the Java tags as attributes
 collection.
 
 Imports: opentelemetry-api, opentelemetry-instrumentation; kpax._version,
-kpax.producer, kpax.consumer, kpax.admin (the client types), kpax.proto.errors,
-kpax.structs.
+kpax.producer, kpax.consumer, kpax.admin, kpax.parallel (the client types),
+kpax.proto.errors, kpax.structs.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import math
 import threading
@@ -80,6 +88,8 @@ from kpax.admin.sync import Admin
 from kpax.consumer.client import AsyncConsumer
 from kpax.consumer.record import ConsumerRecord
 from kpax.consumer.sync import Consumer
+from kpax.parallel.client import AsyncParallelConsumer
+from kpax.parallel.sync import ParallelConsumer
 from kpax.producer.batch import RecordFuture
 from kpax.producer.client import AsyncProducer
 from kpax.producer.sync import Producer
@@ -90,8 +100,10 @@ __all__ = [
     "KpaxInstrumentor",
     "MetricsExport",
     "TracedAsyncConsumer",
+    "TracedAsyncParallelConsumer",
     "TracedAsyncProducer",
     "TracedConsumer",
+    "TracedParallelConsumer",
     "TracedProducer",
     "export_metrics",
     "instrument",
@@ -188,7 +200,8 @@ def _error_type(exc: BaseException) -> str:
 
 def _core(client: Any) -> Any:
     """The asyncio core of a client (the client itself for an asyncio one)."""
-    return client.aio if isinstance(client, (Producer, Consumer, Admin)) else client
+    sync = (Producer, Consumer, Admin, ParallelConsumer)
+    return client.aio if isinstance(client, sync) else client
 
 
 def _server(bootstrap: Any) -> tuple[str, int] | None:
@@ -346,6 +359,46 @@ class _Tracing:
                 context.detach(token)
                 span.end()
 
+    def handler(self, client: Any, handler: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        """A parallel consumer's handler run on a thread: each call in a current
+        "process" span."""
+
+        def traced(rec: Any) -> Any:
+            span = self.consumer_span(client, rec, "process")
+            token = context.attach(trace.set_span_in_context(span))
+            try:
+                result = handler(rec)
+            except BaseException as exc:
+                _Tracing.failed(span, exc)
+                raise
+            finally:
+                context.detach(token)
+            span.end()
+            return result
+
+        return traced
+
+    def async_handler(self, client: Any, handler: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        """A parallel consumer's handler run as a task: each call in a current
+        "process" span (the task's own context)."""
+
+        async def traced(rec: Any) -> Any:
+            span = self.consumer_span(client, rec, "process")
+            token = context.attach(trace.set_span_in_context(span))
+            try:
+                result = handler(rec)
+                if inspect.isawaitable(result):
+                    result = await result
+            except BaseException as exc:
+                _Tracing.failed(span, exc)
+                raise
+            finally:
+                context.detach(token)
+            span.end()
+            return result
+
+        return traced
+
     def start_processing(self, client: Any, rec: ConsumerRecord) -> None:
         span = self.consumer_span(client, rec, "process")
         token = context.attach(trace.set_span_in_context(span))
@@ -405,6 +458,8 @@ _ORIGINAL: dict[tuple[type, str], Any] = {
         (AsyncProducer, ("send",)),
         (Consumer, ("poll", "__iter__")),
         (AsyncConsumer, ("poll", "getmany", "__aiter__", "close")),
+        (ParallelConsumer, ("run",)),
+        (AsyncParallelConsumer, ("run",)),
     )
     for name in names
 }
@@ -621,13 +676,37 @@ class TracedAsyncConsumer(_AsyncWrapper):
         await _untraced(AsyncConsumer, "close", self.client)(*args, **kwargs)
 
 
+class TracedParallelConsumer(_Wrapper):
+    """A traced :class:`kpax.ParallelConsumer` (see the module docstring)."""
+
+    client: ParallelConsumer
+
+    def run(self, handler: Callable[[Any], Any], **kwargs: Any) -> None:
+        run = _untraced(ParallelConsumer, "run", self.client)
+        run(self._tracing.handler(self.client, handler), **kwargs)
+
+
+class TracedAsyncParallelConsumer(_AsyncWrapper):
+    """A traced :class:`kpax.aio.ParallelConsumer` (see the module docstring)."""
+
+    client: AsyncParallelConsumer
+
+    async def run(
+        self, handler: Callable[[Any], Any], *, executor: Any = None, **kwargs: Any
+    ) -> None:
+        run = _untraced(AsyncParallelConsumer, "run", self.client)
+        wrap = self._tracing.handler if executor is not None else self._tracing.async_handler
+        await run(wrap(self.client, handler), executor=executor, **kwargs)
+
+
 def _tracer(tracer_provider: trace.TracerProvider | None) -> Tracer:
     return trace.get_tracer(_SCOPE, __version__, tracer_provider=tracer_provider)
 
 
 def instrument(client: Any, tracer_provider: trace.TracerProvider | None = None) -> Any:
-    """A traced wrapper of ``client`` (kpax.Producer, kpax.Consumer or their
-    asyncio faces); ``tracer_provider`` defaults to the global one."""
+    """A traced wrapper of ``client`` (kpax.Producer, kpax.Consumer,
+    kpax.ParallelConsumer or their asyncio faces); ``tracer_provider`` defaults
+    to the global one."""
     tracer = _tracer(tracer_provider)
     if isinstance(client, Producer):
         return TracedProducer(client, tracer)
@@ -637,6 +716,10 @@ def instrument(client: Any, tracer_provider: trace.TracerProvider | None = None)
         return TracedConsumer(client, tracer)
     if isinstance(client, AsyncConsumer):
         return TracedAsyncConsumer(client, tracer)
+    if isinstance(client, ParallelConsumer):
+        return TracedParallelConsumer(client, tracer)
+    if isinstance(client, AsyncParallelConsumer):
+        return TracedAsyncParallelConsumer(client, tracer)
     raise TypeError(
         f"kpax.otel.instrument takes a kpax producer or consumer, not {type(client).__name__}"
     )
@@ -686,10 +769,27 @@ def _patches(tracing: _Tracing) -> dict[tuple[type, str], Any]:
         tracing.end_processing(self)
         await orig[AsyncConsumer, "close"](self, *args, **kwargs)
 
+    def prun(self: ParallelConsumer, handler: Callable[[Any], Any], **kwargs: Any) -> None:
+        orig[ParallelConsumer, "run"](self, tracing.handler(self, handler), **kwargs)
+
+    async def aprun(
+        self: AsyncParallelConsumer,
+        handler: Callable[[Any], Any],
+        *,
+        executor: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        wrap = tracing.handler if executor is not None else tracing.async_handler
+        await orig[AsyncParallelConsumer, "run"](
+            self, wrap(self, handler), executor=executor, **kwargs
+        )
+
     for fn, original in (
         (poll, orig[Consumer, "poll"]),
         (apoll, orig[AsyncConsumer, "poll"]),
         (aclose, orig[AsyncConsumer, "close"]),
+        (prun, orig[ParallelConsumer, "run"]),
+        (aprun, orig[AsyncParallelConsumer, "run"]),
     ):
         fn.__doc__ = original.__doc__
     return {
@@ -701,14 +801,17 @@ def _patches(tracing: _Tracing) -> dict[tuple[type, str], Any]:
         (AsyncConsumer, "getmany"): apoll,
         (AsyncConsumer, "__aiter__"): aiterate,
         (AsyncConsumer, "close"): aclose,
+        (ParallelConsumer, "run"): prun,
+        (AsyncParallelConsumer, "run"): aprun,
     }
 
 
 class KpaxInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     """Traces every kpax producer and consumer (``kpax.Producer``,
-    ``kpax.Consumer``, ``kpax.aio.Producer``, ``kpax.aio.Consumer``), those
-    made before ``instrument()`` too, and exports the metrics of each from its
-    first traced send or poll.
+    ``kpax.Consumer``, ``kpax.aio.Producer``, ``kpax.aio.Consumer``, and the
+    handlers of ``kpax.ParallelConsumer`` and ``kpax.aio.ParallelConsumer``),
+    those made before ``instrument()`` too, and exports the metrics of each
+    from its first traced send, poll or handler call.
 
     ``instrument(tracer_provider=None, meter_provider=None, metrics=True)``;
     ``uninstrument()`` puts the classes' own methods back and ends the metrics
@@ -752,7 +855,7 @@ _TAGGED_ONLY = {"producer": ("byte-total",), "consumer": ("records-lag",), "admi
 def _kind(client: Any) -> str:
     if isinstance(client, (Producer, AsyncProducer)):
         return "producer"
-    if isinstance(client, (Consumer, AsyncConsumer)):
+    if isinstance(client, (Consumer, AsyncConsumer, ParallelConsumer, AsyncParallelConsumer)):
         return "consumer"
     if isinstance(client, (Admin, AsyncAdmin)):
         return "admin"

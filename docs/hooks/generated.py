@@ -128,6 +128,7 @@ TABLES = (
     ("kpax.producer.options", "PRODUCER_OPTIONS", "Producer options"),
     ("kpax.consumer.options", "CONSUMER_OPTIONS", "Consumer options"),
     ("kpax.consumer.share.options", "SHARE_CONSUMER_OPTIONS", "Share consumer options"),
+    ("kpax.parallel.options", "PARALLEL_OPTIONS", "Parallel consumer options"),
     ("kpax.admin.client", "ADMIN_OPTIONS", "Admin options"),
 )
 

@@ -31,12 +31,13 @@ LAYER = {
     "producer": 4,
     "consumer": 4,
     "admin": 4,
-    "aio": 5,
-    "otel": 5,
+    "parallel": 5,  # the parallel consumer: above the consumer and the producer (dead letters)
+    "aio": 6,  # the asyncio face: exports the parallel consumer's too
+    "otel": 6,  # traces the parallel consumer too
     "spark": 5,
     "testing": 5,
     "kpax": 5,  # the package itself: the public API, its attributes loaded lazily
-    "cli": 6,  # the kpax command: an application of the public API
+    "cli": 7,  # the kpax command: an application of the public API
 }
 CLIENTS = {"producer", "consumer", "admin"}
 
@@ -161,3 +162,27 @@ def test_the_fake_kafka_is_built_on_the_protocol_layer_only() -> None:
                 t for t in targets if _part(t) != "proto" and not t.startswith("kpax.testing.fake")
             ]
             assert not others, (module, others)
+
+
+#: The parallel consumer's core: a deterministic state machine, tested without I/O.
+PARALLEL_CORE = {"codec", "offsets", "schedule", "engine"}
+
+
+def test_the_parallel_consumer_core_is_sans_io() -> None:
+    """kpax.parallel's core (offsets, ordering, the metadata encoding, back-pressure,
+    retries) takes time as an input and does no I/O: it imports no asyncio, threads,
+    sockets or clock, and of kpax only itself and kpax.structs."""
+    banned = {"asyncio", "threading", "socket", "time", "concurrent", "selectors", "signal"}
+    for name in sorted(PARALLEL_CORE):
+        path = KPAX / "parallel" / f"{name}.py"
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        stdlib = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                stdlib.update(a.name.split(".")[0] for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                stdlib.add(node.module.split(".")[0])
+        assert not stdlib & banned, (name, stdlib & banned)
+        kpax_imports = _imports(path, f"kpax.parallel.{name}")
+        allowed = {f"kpax.parallel.{n}" for n in PARALLEL_CORE} | {"kpax.structs"}
+        assert kpax_imports <= allowed, (name, kpax_imports - allowed)

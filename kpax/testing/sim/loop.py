@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import math
 import weakref
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -63,8 +64,9 @@ class _VirtualSelector:
     def select(self, timeout: float | None) -> list[Any]:
         if timeout is None:
             raise SimulationDeadlock(self._loop.describe_waiting())
-        if timeout > 0:
-            self._loop.advance(min(timeout, _MAX_JUMP))
+        loop = self._loop
+        if not getattr(loop, "_ready", None):  # idle (else a 0 timeout: callbacks to run)
+            loop.advance_to_next_timer(min(timeout, _MAX_JUMP))
         return []
 
     def close(self) -> None:
@@ -81,12 +83,17 @@ class VirtualTimeLoop(asyncio.BaseEventLoop):
     def __init__(self) -> None:
         super().__init__()
         self._now = 0.0
-        self._clock_resolution = 1e-9
+        # (0: a timer fires only once the clock is past it -- never early, while
+        # other callbacks run, at a time that then never comes)
+        self._clock_resolution = 0.0
         self._selector = _VirtualSelector(self)
         self.network = MemoryNetwork(self)
         #: Processes killed: their callbacks never run again.
         self.dead: set[str] = set()
         self._handles: dict[str, weakref.WeakSet[asyncio.Handle]] = {}
+        self._tasks: dict[str, weakref.WeakSet[asyncio.Task[Any]]] = {}
+        #: The killed processes' tasks, held until the run's end (see ``kill``).
+        self.corpses: list[asyncio.Task[Any]] = []
 
     # ------------------------------------------------------------ time
 
@@ -96,6 +103,18 @@ class VirtualTimeLoop(asyncio.BaseEventLoop):
     def advance(self, seconds: float) -> None:
         """Move the clock on by ``seconds`` (the loop does it when idle)."""
         self._now += seconds
+
+    def advance_to_next_timer(self, seconds: float) -> None:
+        """The loop is idle for ``seconds``, until its next timer: the clock moves
+        to that timer's time at least (a timer a few ulps away would otherwise
+        never come: ``now + 1e-16 == now`` in floating point, and code that waits
+        for "the time left" until a deadline would wait for ever)."""
+        scheduled: list[asyncio.TimerHandle] = getattr(self, "_scheduled", [])
+        target = self._now + seconds
+        if scheduled and seconds < _MAX_JUMP:
+            # just past it: the base loop runs the timers strictly before now
+            target = max(target, math.nextafter(scheduled[0].when(), math.inf))
+        self._now = target
 
     # ------------------------------------------------------------ base loop hooks
 
@@ -126,6 +145,10 @@ class VirtualTimeLoop(asyncio.BaseEventLoop):
         self.dead.add(name)
         for handle in list(self._handles.pop(name, ())):
             handle.cancel()
+        # Its tasks are held here: garbage, they would be finalized by the
+        # collector at any later moment (in the middle of other code), running
+        # their cleanup there; simulate() ends them itself once the run is over.
+        self.corpses.extend(self._tasks.pop(name, ()))
         return self.network.cut_process(name)
 
     def _owned(self, handle: asyncio.Handle, context: contextvars.Context | None) -> None:
@@ -139,6 +162,25 @@ class VirtualTimeLoop(asyncio.BaseEventLoop):
         if handles is None:
             handles = self._handles[proc] = weakref.WeakSet()
         handles.add(handle)
+
+    def create_task(  # type: ignore[override]
+        self,
+        coro: Coroutine[Any, Any, Any],
+        *,
+        name: str | None = None,
+        context: contextvars.Context | None = None,
+    ) -> asyncio.Task[Any]:
+        if context is None:  # (the keyword is Python 3.11's)
+            task = super().create_task(coro, name=name)
+        else:
+            task = super().create_task(coro, name=name, context=context)  # type: ignore[call-arg,unused-ignore]
+        proc = PROCESS.get() if context is None else context.get(PROCESS)
+        if proc is not None:
+            tasks = self._tasks.get(proc)
+            if tasks is None:
+                tasks = self._tasks[proc] = weakref.WeakSet()
+            tasks.add(task)
+        return task
 
     def call_soon(  # type: ignore[override]
         self,

@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import random
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
@@ -40,15 +42,18 @@ T = TypeVar("T")
 
 @contextlib.contextmanager
 def virtual_clocks(loop: VirtualTimeLoop, epoch: float) -> Iterator[None]:
-    """While in the block, ``time.monotonic()`` is the loop's time and
-    ``time.time()`` is ``epoch`` plus it."""
-    saved = time.monotonic, time.time
+    """While in the block, ``time.monotonic()`` is the loop's time,
+    ``time.time()`` is ``epoch`` plus it, and ``uuid.uuid4()`` draws from the
+    seeded ``random`` (member ids, transactional ids: names that decide who
+    leads a group or gets which partition)."""
+    saved = time.monotonic, time.time, uuid.uuid4
     time.monotonic = loop.time
     time.time = lambda: epoch + loop.time()
+    uuid.uuid4 = lambda: uuid.UUID(int=random.getrandbits(128), version=4)
     try:
         yield
     finally:
-        time.monotonic, time.time = saved
+        time.monotonic, time.time, uuid.uuid4 = saved
 
 
 def simulate(
@@ -82,9 +87,24 @@ def simulate(
 
 
 def _cancel_all(loop: VirtualTimeLoop) -> None:
-    tasks = [t for t in asyncio.all_tasks(loop) if not t.done()]
+    """End every task the run left behind, the killed processes' too.
+
+    A killed process's tasks never ran again; left pending, they would be
+    closed by the garbage collector at some later, arbitrary point (inside
+    another test), running their ``finally`` blocks there. So the dead are
+    brought back for their last rites: every task is cancelled and the loop
+    runs until they end (at most 60 virtual seconds), then async generators are
+    closed and what is left is collected here, on this loop's clocks.
+    """
+    loop.dead.clear()
+    tasks = [t for t in {*asyncio.all_tasks(loop), *loop.corpses} if not t.done()]
+    loop.corpses.clear()
     for t in tasks:
         t.cancel()
     if tasks:
         with contextlib.suppress(BaseException):
-            loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+            loop.run_until_complete(asyncio.wait(tasks, timeout=60.0))
+    with contextlib.suppress(BaseException):
+        loop.run_until_complete(loop.shutdown_asyncgens())
+    del tasks
+    gc.collect()

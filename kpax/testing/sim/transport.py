@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextvars
 from collections.abc import Callable
 from typing import Any
 
@@ -36,16 +37,21 @@ class MemoryTransport(asyncio.Transport):
     """One end of an in-memory connection. Bytes written are delivered to the
     peer's protocol in order; ``close`` delivers what is in transit first."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0917 - both ends are built in one place
         self,
         loop: asyncio.AbstractEventLoop,
         protocol: asyncio.BaseProtocol,
         address: tuple[str, int],
         peer_address: tuple[str, int],
         delay: Callable[[], float],
+        context: contextvars.Context,
     ) -> None:
         super().__init__()
         self._loop = loop
+        #: Whose callbacks this end's protocol runs in (a simulated process's, or
+        #: none for the broker's side): a killed process must not take the
+        #: broker's timers with it.
+        self._context = context
         self._protocol = protocol
         self._address = address
         self._peer_address = peer_address
@@ -138,9 +144,17 @@ class MemoryTransport(asyncio.Transport):
         at = self._transit[0][0]
         delay = at - self._loop.time()
         if delay > 0:
-            self._delivering = self._loop.call_at(at, self._deliver_head)
+            self._delivering = self._loop.call_at(
+                at, self._deliver_head, context=self._peer_context()
+            )
         else:
-            self._delivering = self._loop.call_soon(self._deliver_head)
+            self._delivering = self._loop.call_soon(
+                self._deliver_head, context=self._peer_context()
+            )
+
+    def _peer_context(self) -> contextvars.Context:
+        peer = self.peer
+        return peer._context if peer is not None else self._context
 
     def _deliver_head(self) -> None:
         self._delivering = None
@@ -189,13 +203,14 @@ class MemoryTransport(asyncio.Transport):
         if self._delivering is not None:
             self._delivering.cancel()
             self._delivering = None
-        self._loop.call_soon(self._protocol.connection_lost, exc)
+        self._loop.call_soon(self._protocol.connection_lost, exc, context=self._context)
         peer = self.peer
         if peer is not None and not peer._lost:
             if exc is None:
-                self._loop.call_soon(peer._peer_closed)
+                self._loop.call_soon(peer._peer_closed, context=peer._context)
             else:
-                self._loop.call_soon(peer._finish, ConnectionResetError("connection reset by peer"))
+                reset = ConnectionResetError("connection reset by peer")
+                self._loop.call_soon(peer._finish, reset, context=peer._context)
 
     def _peer_closed(self) -> None:
         """The peer closed in order: an EOF here, then this end closes too."""
@@ -278,16 +293,19 @@ class MemoryNetwork:
 
         self._next_port += 1
         local = ("127.0.0.1", self._next_port)
+        client_ctx = contextvars.copy_context()  # the connecting process's
+        server_ctx = contextvars.copy_context()
+        server_ctx.run(PROCESS.set, None)  # the broker belongs to no process
         client_proto = protocol_factory()
-        server_proto = acceptor()
-        client = MemoryTransport(self._loop, client_proto, local, key, link_delay)
-        server = MemoryTransport(self._loop, server_proto, key, local, link_delay)
+        server_proto = server_ctx.run(acceptor)
+        client = MemoryTransport(self._loop, client_proto, local, key, link_delay, client_ctx)
+        server = MemoryTransport(self._loop, server_proto, key, local, link_delay, server_ctx)
         client.peer, server.peer = server, client
         self._connections.setdefault(key, []).append(server)
         proc = PROCESS.get()
         if proc is not None:
             self._by_process.setdefault(proc, []).append(client)
-        server_proto.connection_made(server)
+        server_ctx.run(server_proto.connection_made, server)
         client_proto.connection_made(client)
         await asyncio.sleep(0)  # as a real connect returns on a later loop turn
         return client, client_proto

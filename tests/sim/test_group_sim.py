@@ -20,7 +20,6 @@ every run, against the broker's own record of every commit:
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -31,8 +30,9 @@ import kpax
 from kpax.testing.sim.chaos import Chaos
 from kpax.testing.sim.kafka import SimKafka
 from kpax.testing.sim.run import simulate
+from tests.sim import seeds
 
-SEEDS = range(int(os.environ.get("SEEDS", "30")))
+SEEDS = seeds(30)
 TOPIC, PARTITIONS, RECORDS, GROUP = "events", 4, 600, "g"
 END_OFFSETS = dict.fromkeys(range(PARTITIONS), RECORDS // PARTITIONS)  # record i goes to i % 4
 FLAVOURS = {

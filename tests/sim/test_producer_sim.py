@@ -24,7 +24,6 @@ A failing seed prints the faults made; ``SEEDS=n`` runs more (``make test-sim``)
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -36,8 +35,9 @@ from kpax.producer.partitioner import partition_for_key
 from kpax.testing.sim.chaos import Chaos
 from kpax.testing.sim.kafka import SimKafka
 from kpax.testing.sim.run import simulate
+from tests.sim import seeds
 
-SEEDS = range(int(os.environ.get("SEEDS", "60")))
+SEEDS = seeds(60)
 TOPICS = {"orders": 3, "audit": 1}
 NEW_TOPIC = "created-by-send"
 GROWN = 6  # "orders" grows to this many partitions half-way

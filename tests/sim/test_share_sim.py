@@ -18,7 +18,6 @@ acceptance:
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 from dataclasses import dataclass, field
 
@@ -28,8 +27,9 @@ import kpax
 from kpax.testing.sim.chaos import Chaos
 from kpax.testing.sim.kafka import SimKafka
 from kpax.testing.sim.run import simulate
+from tests.sim import seeds
 
-SEEDS = range(int(os.environ.get("SEEDS", "30")))
+SEEDS = seeds(30)
 TOPIC, PARTITIONS, JOBS, GROUP = "jobs", 2, 300, "workers"
 
 

@@ -12,7 +12,7 @@ C_SOURCES  := kpax/proto/_speedups.c kpax/producer/_sendpath.c kpax/proto/_varin
 SPECS_VERSION := $(shell sed -n 's/^SPECS_KAFKA_VERSION = "\(.*\)"/\1/p' tools/kafka_specs.py)
 SPECS  ?= $(HOME)/.cache/kpax/specs/$(SPECS_VERSION)
 
-.PHONY: all demo tools krb5 test test-pythons docs unit integration lint typecheck specs generate check-generated bench bench-franz kafka-jars clean distclean demo-spark test-stress test-matrix test-matrix-smoke
+.PHONY: all demo tools krb5 test test-fast test-sim test-pythons docs unit integration lint typecheck specs generate check-generated bench bench-franz kafka-jars clean distclean demo-spark test-stress test-matrix test-matrix-smoke
 
 all: test
 
@@ -97,9 +97,21 @@ docs: $(STAMP)
 ## (against the default Kafka), then a quick check against the other Kafka versions and
 ## the wheel on each supported Python.
 test: $(STAMP) $(GSSAPI_STAMP) kafka-jars tools lint typecheck check-generated docs
-	$(PY) -m pytest tests
+	PYTHONHASHSEED=0 $(PY) -m pytest tests
 	@$(MAKE) --no-print-directory test-matrix MATRIX="$(MATRIX_OTHERS)" MATRIX_TESTS="$(QUICK_TESTS)"
 	@$(MAKE) --no-print-directory test-pythons
+
+## The fast tier: unit, byte-level, in-process-Kafka and simulation tests, with no JVM
+## (KPAX_TEST_NO_JVM: a test that would start one fails at once). A few minutes.
+FAST_TESTS ?= tests/unit tests/fake tests/sim
+test-fast: $(STAMP)
+	KPAX_TEST_NO_JVM=1 PYTHONHASHSEED=0 $(PY) -m pytest -q $(FAST_TESTS)
+
+## The seeded simulations alone, with more seeds: SEEDS=N (0..N-1), A:B, or A,B,C (see
+## tests/sim/__init__.py); a failing seed fails again the same way.
+SEEDS ?= 200
+test-sim: $(STAMP)
+	SEEDS=$(SEEDS) KPAX_TEST_NO_JVM=1 PYTHONHASHSEED=0 $(PY) -m pytest -q tests/sim
 
 ## The whole suite 3 times in a row while a CPU hog keeps one core busy (not part of `make test`).
 test-stress: $(STAMP) kafka-jars tools
@@ -146,8 +158,9 @@ QUICK_TESTS ?= \
 
 ## The Pythons kpax supports: those pyproject.toml's classifiers declare. `make test` builds
 ## the wheel with each and runs a round trip with it (tools/python_versions.py: a venv per
-## version in .venv-py3X, made again when pyproject.toml, setup.py or the C sources change;
-## the wheel rebuilt when a file in it changes). About 35 s with the venvs made, 3-4.5 min without.
+## version cached in ~/.cache/kpax/pythons, made again when pyproject.toml, setup.py or the C
+## sources change; the wheel rebuilt when a file in it changes). About 35 s with the venvs
+## made, 3-4.5 min without.
 PYVERSIONS ?= $(shell sed -n 's/.*"Programming Language :: Python :: \(3\.[0-9]*\)".*/\1/p' pyproject.toml)
 test-pythons: $(STAMP) kafka-jars
 	$(PY) tools/python_versions.py $(PYVERSIONS)
@@ -166,4 +179,4 @@ clean:
 	find . -name __pycache__ -prune -exec rm -rf {} +
 
 distclean: clean
-	rm -rf $(VENV) .venv-py3*
+	rm -rf $(VENV) .venv-py3* $(HOME)/.cache/kpax/pythons

@@ -5,9 +5,11 @@
 declare), find its interpreter (``python3.X`` on PATH, else the newest
 ``~/.pyenv/versions/3.X.*``), then
 
-1. a venv ``.venv-py3X`` with the build requirements and kpax's runtime
-   dependencies, made again when pyproject.toml, setup.py, the C sources or the
-   interpreter change (a fingerprint in the venv says which it was made for);
+1. a venv with the build requirements and kpax's runtime dependencies, kept in
+   kpax's cache (``~/.cache/kpax/pythons/py3X-<fingerprint>``, so a fresh clone
+   finds it made) and made again when pyproject.toml, setup.py, the C sources or
+   the interpreter change (the fingerprint of those names the directory; older
+   ones of the same version are removed);
 2. kpax's wheel built by that interpreter (``pip wheel --no-build-isolation``:
    the C extensions compiled for it) and installed into the venv, again only
    when a file that goes into the wheel changed;
@@ -122,15 +124,20 @@ def _clean_env() -> dict[str, str]:
 
 def prepare(version: str, python: str, timings: dict[str, float]) -> Path:
     """The venv of *version* with this tree's wheel installed; its interpreter."""
-    venv = ROOT / f".venv-py{version.replace('.', '')}"
-    vpy = venv / "bin" / "python"
+    from kpax.testing.jars import cache_dir
+
     env = _clean_env()
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    stamp = venv / ".kpax-fingerprint"
     fingerprint = _digest([ROOT / n for n in VENV_INPUTS], extra=str(Path(python).resolve()))
+    name = f"py{version.replace('.', '')}"
+    venv = cache_dir() / "pythons" / f"{name}-{fingerprint[:16]}"
+    vpy = venv / "bin" / "python"
+    stamp = venv / ".kpax-fingerprint"
     t = time.monotonic()
     if not vpy.exists() or not stamp.is_file() or stamp.read_text() != fingerprint:
-        shutil.rmtree(venv, ignore_errors=True)
+        for old in venv.parent.glob(f"{name}-*"):  # made from other inputs: stale
+            shutil.rmtree(old, ignore_errors=True)
+        venv.parent.mkdir(parents=True, exist_ok=True)
         _run(f"python{version} -m venv", [python, "-m", "venv", str(venv)], env=env)
         requirements = [
             *pyproject["build-system"]["requires"],

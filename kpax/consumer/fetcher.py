@@ -83,6 +83,11 @@ from kpax.structs import TopicPartition
 
 log = logging.getLogger("kpax.consumer")
 
+#: The highest Fetch version whose fields this fetcher was written for (its
+#: replica-only fields at v18 included). Regenerating the messages with a newer
+#: Fetch does not raise what is sent until this module learns the new fields.
+FETCH_MAX_VERSION = 18
+
 __all__ = ["CommittedLookup", "Fetcher"]
 
 _make = partial(tuple.__new__, ConsumerRecord)
@@ -305,7 +310,7 @@ class Fetcher:
     async def _fetch(self, node: int, parts: list[PartitionState]) -> None:
         broker = self.cluster.fetch_broker(node)
         snapshot = self.cluster.snapshot
-        version = await broker.api_version(FetchRequest)
+        version = await broker.api_version(FetchRequest, FETCH_MAX_VERSION)
         if version >= 13:
             for st in parts:
                 info = snapshot.topics.get(st.tp.topic)

@@ -255,7 +255,9 @@ class ConsumerGroup(GroupBase):
             await self.revoke(revoked)
         if added or not owned:
             await self.assign(added)
-        self._ack = True
+        # Report what is owned now, at once, only when it changed: an assignment
+        # sent again unchanged needs no answer (answering it at once would loop).
+        self._ack = bool(added or revoked)
         self.stable.set()
 
     @property

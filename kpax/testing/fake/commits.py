@@ -20,6 +20,7 @@ Imports: kpax.testing.fake.{codes,context}, kpax.proto.messages and the standard
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,6 +61,9 @@ class CommittedOffsets:
         self.groups: dict[str, dict[TP, Committed]] = {}
         #: group -> producer id -> staged offsets
         self.staged: dict[str, dict[int, dict[TP, Committed]]] = {}
+        #: Called with every commit applied (group, offsets): a simulation checks
+        #: what was committed when (e.g. never past what was processed).
+        self.listeners: list[Callable[[str, dict[TP, Committed]], None]] = []
 
     def has_group(self, group_id: str) -> bool:
         return bool(self.groups.get(group_id))
@@ -69,6 +73,8 @@ class CommittedOffsets:
 
     def commit(self, group_id: str, offsets: dict[TP, Committed]) -> None:
         self.groups.setdefault(group_id, {}).update(offsets)
+        for listener in self.listeners:
+            listener(group_id, offsets)
 
     def get(self, group_id: str) -> dict[TP, Committed]:
         return self.groups.get(group_id, {})

@@ -221,7 +221,18 @@ class ConsumerGroups:
         self._refresh(group, bump=joined or changed)
         before = (m.epoch, _count(m.assigned))
         self._reconcile(group, m, now)
-        full = epoch == 0 or req.topic_partitions is not None or m.last_sent is None
+        # Kafka sends the assignment to a joining member, to a full request (all of
+        # rebalance timeout, subscription and owned partitions) and when it changed;
+        # not in answer to a member that only reports what it owns.
+        full = (
+            epoch == 0
+            or m.last_sent is None
+            or (
+                req.rebalance_timeout_ms != -1
+                and (req.subscribed_topic_names is not None or regex is not None)
+                and req.topic_partitions is not None
+            )
+        )
         changed = before != (m.epoch, _count(m.assigned)) or m.last_sent != m.assigned
         assignment = None
         if full or changed:

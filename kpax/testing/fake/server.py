@@ -14,8 +14,7 @@ Every method that reads or changes the cluster runs on the loop thread
 coroutine (they block for the short time the loop takes). Starting takes a few
 milliseconds; there is no JVM.
 
-Imports: kpax.testing.fake.{cluster,connection,faults,state}, kpax.proto.records
-and the standard library.
+Imports: kpax.testing.fake.{cluster,faults,serving} and the standard library.
 """
 
 from __future__ import annotations
@@ -27,56 +26,16 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
-from kpax.proto.records import decode_batches
 from kpax.testing.fake.cluster import FakeCluster
-from kpax.testing.fake.connection import FakeConnection
 from kpax.testing.fake.faults import Fault
+from kpax.testing.fake.serving import BrokerSide, Serving
 
 __all__ = ["FakeKafka"]
 
 T = TypeVar("T")
 
 
-class _Protocol(asyncio.Protocol):
-    def __init__(self, fake: FakeKafka, node_id: int) -> None:
-        self.fake = fake
-        self.node_id = node_id
-        self.transport: asyncio.Transport | None = None
-        self.conn: FakeConnection | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-        try:
-            self.conn = self.fake.cluster.connect(self.node_id, self.fake.now_ms())
-        except ConnectionRefusedError:
-            transport.abort()
-            return
-        self.fake._protocols[self.conn.conn_id] = self
-
-    def data_received(self, data: bytes) -> None:
-        if self.conn is not None:
-            self.conn.receive(data, self.fake.now_ms())
-            self.fake._flush()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self.conn is not None:
-            self.fake._protocols.pop(self.conn.conn_id, None)
-            self.conn.close()
-            self.fake._flush()
-
-    def flush(self) -> None:
-        conn, transport = self.conn, self.transport
-        if conn is None or transport is None:
-            return
-        data = conn.data_to_send()
-        if data and not transport.is_closing():
-            transport.write(data)
-        if conn.closed and not transport.is_closing():
-            transport.close()
-
-
-class FakeKafka:
+class FakeKafka(Serving):
     """An in-process Kafka for tests (see the module docstring and docs/testing.md).
 
     ``brokers``: how many (node ids 1..n) or which node ids; ``topics``: topics to
@@ -95,7 +54,7 @@ class FakeKafka:
         host: str = "127.0.0.1",
     ) -> None:
         self._t0 = time.time() - time.monotonic()
-        self.cluster = FakeCluster(
+        cluster = FakeCluster(
             brokers,
             seed=seed,
             config={
@@ -105,14 +64,12 @@ class FakeKafka:
             racks=dict(racks or {}),
             now_ms=self.now_ms(),
         )
+        super().__init__(cluster)
         self.host = host
         self._topics = dict(topics or {})
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._servers: dict[int, asyncio.Server] = {}
-        self._protocols: dict[int, _Protocol] = {}
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_at: int | None = None
 
     # ------------------------------------------------------------ life
 
@@ -152,7 +109,7 @@ class FakeKafka:
         async def shutdown() -> None:
             for server in self._servers.values():
                 server.close()
-            for proto in list(self._protocols.values()):
+            for proto in list(self.sides.values()):
                 if proto.transport is not None:
                     proto.transport.abort()
             self._servers.clear()
@@ -196,7 +153,7 @@ class FakeKafka:
         broker = self.cluster.state.brokers[node_id]
         broker.host = self.host
         server = await loop.create_server(
-            lambda: _Protocol(self, node_id), self.host, broker.port, reuse_address=True
+            lambda: BrokerSide(self, node_id), self.host, broker.port, reuse_address=True
         )
         self._servers[node_id] = server
         broker.port = server.sockets[0].getsockname()[1]
@@ -216,7 +173,7 @@ class FakeKafka:
             return fn(self.cluster)
         if threading.current_thread() is self._thread:
             out = fn(self.cluster)
-            self._flush()
+            self.flush()
             return out
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
 
@@ -225,34 +182,13 @@ class FakeKafka:
                 future.set_result(fn(self.cluster))
             except BaseException as exc:
                 future.set_exception(exc)
-            self._flush()
+            self.flush()
 
         loop.call_soon_threadsafe(run)
         return future.result(30)
 
-    def _flush(self) -> None:
-        for proto in list(self._protocols.values()):
-            proto.flush()
-        self._schedule()
-
-    def _schedule(self) -> None:
-        loop = self._loop
-        if loop is None:
-            return
-        deadline = self.cluster.next_deadline()
-        if deadline is None or (self._timer_at is not None and self._timer_at <= deadline):
-            return
-        if self._timer is not None:
-            self._timer.cancel()
-        self._timer_at = deadline
-        delay = max(0.0, (deadline - self.now_ms() + 1) / 1000)
-        self._timer = loop.call_later(delay, self._on_timer)
-
-    def _on_timer(self) -> None:
-        self._timer = None
-        self._timer_at = None
-        self.cluster.tick(self.now_ms())
-        self._flush()
+    def event_loop(self) -> asyncio.AbstractEventLoop | None:
+        return self._loop
 
     # ------------------------------------------------------------ setup and faults
 
@@ -364,16 +300,8 @@ class FakeKafka:
     ) -> list[tuple[int, bytes | None, bytes | None]]:
         """(offset, key, value) of every record in the partition's log, control
         records (transaction markers) left out; aborted records included."""
-
-        def read(c: FakeCluster) -> list[bytes]:
-            return [b.data for b in c.partition(topic, partition).log.batches if not b.control]
-
-        out: list[tuple[int, bytes | None, bytes | None]] = []
-        for data in self.call(read):
-            for batch in decode_batches(data):
-                out.extend((o, k, v) for o, _t, k, v, _h in batch.tuples())
-        return out
+        return self.call(lambda c: c.records(topic, partition))
 
     def committed(self, group: str) -> dict[tuple[str, int], int]:
         """(topic, partition) -> committed offset of a group."""
-        return self.call(lambda c: {tp: o.offset for tp, o in c.offsets.get(group).items()})
+        return self.call(lambda c: c.committed(group))

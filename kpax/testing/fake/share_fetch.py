@@ -32,6 +32,7 @@ standard library.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -74,12 +75,17 @@ class SharePartition:
     #: offsets at and after it were never acquired
     end: int
     inflight: dict[int, InFlight] = field(default_factory=dict)
+    #: offsets archived (delivery count limit, rejected, or not a record) and
+    #: since left behind by ``start``: what a test's bookkeeping can still see
+    archived: set[int] = field(default_factory=set)
 
     def advance(self) -> None:
         while self.start < self.end:
             rec = self.inflight.get(self.start)
             if rec is not None and rec.state not in (ACKNOWLEDGED, ARCHIVED):
                 return
+            if rec is not None and rec.state == ARCHIVED:
+                self.archived.add(self.start)
             self.inflight.pop(self.start, None)
             self.start += 1
 
@@ -90,6 +96,9 @@ class SharePartitions:
     def __init__(self, cluster: FakeCluster) -> None:
         self.cluster = cluster
         self.parts: dict[SPKey, SharePartition] = {}
+        #: Called with every record accepted (group, topic, partition, offset): a
+        #: simulation checks it was processed first.
+        self.listeners: list[Callable[[str, str, int, int], None]] = []
         #: (node id, group, member) -> [next epoch, {(topic id, partition)}]
         self.sessions: dict[
             tuple[int, str, str], tuple[int, dict[tuple[uuid.UUID, int], None]]
@@ -213,6 +222,8 @@ class SharePartitions:
                     continue
                 if kind == ACCEPT:
                     rec.state, rec.owner = ACKNOWLEDGED, None
+                    for listener in self.listeners:
+                        listener(group, topic, partition, off)
                 elif kind == RELEASE:
                     rec.state = ARCHIVED if rec.delivery >= limit else AVAILABLE
                     rec.owner = None

@@ -1,0 +1,110 @@
+"""Running one simulation: seeds, the virtual clocks, the loop and the in-process Kafka.
+
+Role: :func:`simulate` runs ``scenario(sim)`` -- a coroutine function given a
+:class:`~kpax.testing.sim.kafka.SimKafka` -- to its end on a fresh
+:class:`~kpax.testing.sim.loop.VirtualTimeLoop`, with the module-level
+``random`` seeded (kpax draws jitter and correlation ids from it) and, while it
+runs, ``time.monotonic()`` and ``time.time()`` reading the loop's virtual clock
+(:func:`virtual_clocks`): code that measures time with them (deadlines, record
+timestamps) sees the same time as the loop's timers. (The C send path stamps
+records with the real clock; the virtual one starts at the real time, so the
+two agree to within the run's length.) Returns what the scenario
+returned; a scenario stuck for good raises
+:class:`~kpax.testing.sim.loop.SimulationDeadlock`, one that runs past
+``max_virtual`` seconds a TimeoutError.
+
+The same seed gives the same run, as long as the scenario draws its own
+randomness from a seeded ``random.Random`` and the process's ``PYTHONHASHSEED``
+is the same (the order of sets of strings depends on it; ``make test-sim`` sets
+it).
+
+Imports: kpax.testing.sim.{kafka,loop} and the standard library.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import random
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from typing import Any, TypeVar
+
+from kpax.testing.sim.kafka import SimKafka
+from kpax.testing.sim.loop import VirtualTimeLoop
+
+__all__ = ["simulate", "virtual_clocks"]
+
+T = TypeVar("T")
+
+
+@contextlib.contextmanager
+def virtual_clocks(loop: VirtualTimeLoop, epoch: float) -> Iterator[None]:
+    """While in the block, ``time.monotonic()`` is the loop's time,
+    ``time.time()`` is ``epoch`` plus it, and ``uuid.uuid4()`` draws from the
+    seeded ``random`` (member ids, transactional ids: names that decide who
+    leads a group or gets which partition)."""
+    saved = time.monotonic, time.time, uuid.uuid4
+    time.monotonic = loop.time
+    time.time = lambda: epoch + loop.time()
+    uuid.uuid4 = lambda: uuid.UUID(int=random.getrandbits(128), version=4)
+    try:
+        yield
+    finally:
+        time.monotonic, time.time, uuid.uuid4 = saved
+
+
+def simulate(
+    scenario: Callable[[SimKafka], Awaitable[T]],
+    *,
+    seed: int = 0,
+    brokers: int | Iterable[int] = 3,
+    topics: Mapping[str, int] | None = None,
+    config: Mapping[str, Any] | None = None,
+    max_virtual: float = 3600.0,
+) -> T:
+    """See the module docstring."""
+    random.seed(seed)
+    loop = VirtualTimeLoop()
+    # The wall clock now: records stamped by the C send path (which reads the
+    # real clock) then agree with the fake broker's clock to within the run's
+    # length (only timestamps depend on it, never what happens).
+    epoch = time.time()
+    try:
+        with virtual_clocks(loop, epoch):
+            sim = SimKafka(loop, brokers, topics=topics, config=config, seed=seed, epoch=epoch)
+
+            async def bounded() -> T:
+                return await asyncio.wait_for(scenario(sim), max_virtual)
+
+            return loop.run_until_complete(bounded())
+    finally:
+        with virtual_clocks(loop, epoch):
+            _cancel_all(loop)
+        loop.close()
+
+
+def _cancel_all(loop: VirtualTimeLoop) -> None:
+    """End every task the run left behind, the killed processes' too.
+
+    A killed process's tasks never ran again; left pending, they would be
+    closed by the garbage collector at some later, arbitrary point (inside
+    another test), running their ``finally`` blocks there. So the dead are
+    brought back for their last rites: every task is cancelled and the loop
+    runs until they end (at most 60 virtual seconds), then async generators are
+    closed and what is left is collected here, on this loop's clocks.
+    """
+    loop.dead.clear()
+    tasks = [t for t in {*asyncio.all_tasks(loop), *loop.corpses} if not t.done()]
+    loop.corpses.clear()
+    for t in tasks:
+        t.cancel()
+    if tasks:
+        with contextlib.suppress(BaseException):
+            loop.run_until_complete(asyncio.wait(tasks, timeout=60.0))
+    with contextlib.suppress(BaseException):
+        loop.run_until_complete(loop.shutdown_asyncgens())
+    del tasks
+    gc.collect()

@@ -16,7 +16,8 @@ one of the things that happen to a real cluster (:data:`KINDS`):
 - ``drop_after``: the next such request is applied and its connection
   dropped unanswered (the client cannot know it was applied);
 - ``delay``: a broker's links get slow for a while;
-- ``move_coordinator``: a group's coordinator moves to another broker.
+- ``move_coordinator``: a group's (or a transactional id's) coordinator moves
+  to another broker.
 
 Every fault it made is in :attr:`Chaos.log` with the virtual time, so a failing
 run says what happened; the same seed makes the same faults at the same times
@@ -37,7 +38,7 @@ from dataclasses import dataclass, field
 from kpax.testing.fake.codes import code_of_name
 from kpax.testing.sim.kafka import SimKafka
 
-__all__ = ["KINDS", "RETRIABLE_ERRORS", "Chaos"]
+__all__ = ["DEFAULT_APIS", "KINDS", "RETRIABLE_ERRORS", "Chaos"]
 
 KINDS = (
     "move_leader",
@@ -64,13 +65,21 @@ RETRIABLE_ERRORS: dict[str, tuple[str, ...]] = {
     "Heartbeat": ("COORDINATOR_LOAD_IN_PROGRESS", "NOT_COORDINATOR"),
     "ConsumerGroupHeartbeat": ("COORDINATOR_LOAD_IN_PROGRESS", "NOT_COORDINATOR"),
     "InitProducerId": ("COORDINATOR_LOAD_IN_PROGRESS", "NOT_COORDINATOR"),
+    "AddPartitionsToTxn": ("CONCURRENT_TRANSACTIONS", "COORDINATOR_LOAD_IN_PROGRESS"),
+    "AddOffsetsToTxn": ("CONCURRENT_TRANSACTIONS", "NOT_COORDINATOR"),
+    "TxnOffsetCommit": ("COORDINATOR_LOAD_IN_PROGRESS", "NOT_COORDINATOR"),
+    "EndTxn": ("CONCURRENT_TRANSACTIONS", "NOT_COORDINATOR"),
 }
+#: The APIs ``error`` and ``drop_after`` hit unless told (the transaction APIs
+#: only when named: a scenario with transactions passes ``apis``).
+DEFAULT_APIS = tuple(k for k in RETRIABLE_ERRORS if "Txn" not in k)
 
 
 @dataclass
 class Chaos:
     """See the module docstring. ``topics``: the topics whose partitions may move
     or go offline; ``groups``: the groups whose coordinator may move;
+    ``transactional_ids``: those whose transaction coordinator may move too;
     ``apis``: the APIs ``error`` and ``drop_after`` may hit; ``mean_gap``: mean
     seconds between faults (exponential); ``max_outage``: the longest a
     partition stays offline, a broker down or a link slow."""
@@ -80,7 +89,8 @@ class Chaos:
     topics: Sequence[str] = ()
     groups: Sequence[str] = ()
     kinds: Sequence[str] = KINDS
-    apis: Sequence[str] = tuple(RETRIABLE_ERRORS)
+    transactional_ids: Sequence[str] = ()
+    apis: Sequence[str] = DEFAULT_APIS
     mean_gap: float = 0.5
     max_outage: float = 2.0
     brokers_alive: int = 1
@@ -257,12 +267,16 @@ class Chaos:
 
     def _move_coordinator(self) -> str | None:
         alive = self._alive()
-        if not self.groups or len(alive) < 2:
+        names = [*self.groups, *self.transactional_ids]
+        if not names or len(alive) < 2:
             return None
-        group = self.rng.choice(list(self.groups))
+        name = self.rng.choice(names)
         to = self.rng.choice(alive)
-        self.sim.call(lambda c: c.move_coordinator(to=to, group=group))
-        return f"coordinator of group {group!r} moved to broker {to}"
+        if name in self.groups:
+            self.sim.call(lambda c: c.move_coordinator(to=to, group=name))
+            return f"coordinator of group {name!r} moved to broker {to}"
+        self.sim.call(lambda c: c.move_coordinator(to=to, transactional_id=name))
+        return f"transaction coordinator of {name!r} moved to broker {to}"
 
 
 def _ordinal(n: int) -> str:

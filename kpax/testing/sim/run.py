@@ -93,8 +93,9 @@ def _cancel_all(loop: VirtualTimeLoop) -> None:
     closed by the garbage collector at some later, arbitrary point (inside
     another test), running their ``finally`` blocks there. So the dead are
     brought back for their last rites: every task is cancelled and the loop
-    runs until they end (at most 60 virtual seconds), then async generators are
-    closed and what is left is collected here, on this loop's clocks.
+    runs until they end (at most 600 virtual seconds), then async generators are
+    closed and what is left (a task whose wake-up the kill cancelled never
+    ends) is collected here, on this loop's clocks.
     """
     loop.dead.clear()
     tasks = [t for t in {*asyncio.all_tasks(loop), *loop.corpses} if not t.done()]
@@ -103,7 +104,7 @@ def _cancel_all(loop: VirtualTimeLoop) -> None:
         t.cancel()
     if tasks:
         with contextlib.suppress(BaseException):
-            loop.run_until_complete(asyncio.wait(tasks, timeout=60.0))
+            loop.run_until_complete(asyncio.wait(tasks, timeout=600.0))
     with contextlib.suppress(BaseException):
         loop.run_until_complete(loop.shutdown_asyncgens())
     del tasks

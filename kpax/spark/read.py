@@ -96,7 +96,9 @@ def consumer_config(opts: ReadOptions) -> dict[str, Any]:
         isolation_level=opts.isolation_level,
         max_poll_records=MAX_RECORDS,
     )
-    cfg.setdefault("client_id", "kpax-spark")
+    # Named after the consumer group, as the JVM source's consumers ("consumer-<group>"):
+    # they carry the id but never join the group or commit to it.
+    cfg.setdefault("client_id", f"consumer-{opts.group_id}" if opts.group_id else "kpax-spark")
     cfg.setdefault("fetch_buffer_chunks", 4)
     return cfg
 

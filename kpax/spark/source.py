@@ -9,13 +9,20 @@ partition, or one piece of it with ``minPartitions``) is read on an executor
 by :func:`kpax.spark.read.read_range`. Objects Spark ships to executors hold
 plain data only (options, offset ranges), never a client.
 
-Imports: pyspark.sql.datasource, kpax.spark.*.
+Errors a user makes (a bad option, a topic that does not exist) are
+:class:`~kpax.errors.ConfigError` s: :func:`user_errors` has Spark show them as
+one line (``kpax.errors.ConfigError: option 'x' ...``) instead of a Python
+traceback inside its AnalysisException; other errors keep their traceback.
+
+Imports: pyspark.sql.datasource, kpax.errors, kpax.spark.*.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+import functools
+import os
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 from pyspark.sql.datasource import (
     DataSource,
@@ -26,10 +33,30 @@ from pyspark.sql.datasource import (
     InputPartition,
 )
 
+from kpax.errors import ConfigError
 from kpax.spark.options import ReadOptions, parse_read_options, parse_write_options
 from kpax.spark.planning import OffsetRange
 
-__all__ = ["KpaxDataSource", "KpaxBatchReader", "RangePartition"]
+__all__ = ["KpaxBatchReader", "KpaxDataSource", "RangePartition", "user_errors"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def user_errors(fn: F) -> F:
+    """A ConfigError out of ``fn`` reaches the user as its message alone: the Python
+    worker that reports it (to Spark, then exits) is told to leave out the
+    traceback (``SPARK_HIDE_TRACEBACK``, read when it formats the error). Spark's
+    workers exit after reporting an error, so nothing else is affected."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except ConfigError:
+            os.environ["SPARK_HIDE_TRACEBACK"] = "1"
+            raise
+
+    return wrapper  # type: ignore[return-value]
 
 
 class RangePartition(InputPartition):
@@ -44,6 +71,7 @@ class KpaxBatchReader(DataSourceReader):
     def __init__(self, opts: ReadOptions) -> None:
         self.opts = opts
 
+    @user_errors
     def partitions(self) -> list[RangePartition]:
         from kpax.spark.planning import Planner
 
@@ -73,24 +101,29 @@ class KpaxDataSource(DataSource):
 
         return _bool("includeHeaders", str(self.options.get("includeHeaders", "false")))
 
+    @user_errors
     def schema(self) -> Any:
         from kpax.spark.schema import spark_schema
 
         return spark_schema(self._include_headers())
 
+    @user_errors
     def reader(self, schema: Any) -> DataSourceReader:
         return KpaxBatchReader(parse_read_options(self.options, batch=True))
 
+    @user_errors
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
         from kpax.spark.stream import KpaxStreamReader
 
         return KpaxStreamReader(parse_read_options(self.options, batch=False))
 
+    @user_errors
     def writer(self, schema: Any, overwrite: bool) -> DataSourceWriter:
         from kpax.spark.write import KpaxBatchWriter
 
         return KpaxBatchWriter(parse_write_options(self.options), schema)
 
+    @user_errors
     def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamWriter:
         from kpax.spark.write import KpaxStreamWriter
 

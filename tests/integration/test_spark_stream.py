@@ -1,6 +1,7 @@
 """The "kpax" Spark data source: batch and streaming writes read back equal, and a
 streaming read stopped and restarted from its checkpoint sees every record once
-(maxOffsetsPerTrigger respected, new partitions picked up). One local[2] SparkSession."""
+(maxOffsetsPerTrigger respected, new partitions picked up). One SparkSession per mode
+(local[2], the standalone cluster)."""
 
 from __future__ import annotations
 
@@ -14,14 +15,14 @@ import pytest
 
 import kpax
 from kpax.testing.pytest_plugin import create_topic
-from tests.integration.spark_helpers import produce, spark_session
+from tests.integration.spark_helpers import SPARK_MODES, produce, spark_session
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    yield from spark_session("kpax-spark-stream")
+@pytest.fixture(scope="module", params=SPARK_MODES)
+def spark(request: pytest.FixtureRequest) -> Iterator[Any]:
+    yield from spark_session("kpax-spark-stream", request.param)
 
 
 def _consume_all(bootstrap: str, topic: str, expect: int, timeout: float = 30) -> list[Any]:

@@ -7,7 +7,8 @@ no record) to numbers with one ``kpax.Admin.list_offsets`` call per spec,
 retrying a failed lookup as ``fetchOffset.numRetries`` /
 ``fetchOffset.retryIntervalMs`` say, and cut the result into
 :class:`OffsetRange` s (split for ``maxRecordsPerPartition`` and
-``minPartitions``).
+``minPartitions``), grouped into Spark partitions (small ranges packed
+together up to ``minRecordsPerPartition`` records).
 
 Imports: kpax.errors, kpax.proto.error_families, kpax.structs, kpax.spark.options;
 kpax.admin (Admin) on first use.
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kpax.spark")
 
-__all__ = ["OffsetRange", "Planner", "spec_name", "split_ranges"]
+__all__ = ["OffsetRange", "Planner", "pack_ranges", "plan_tasks", "spec_name", "split_ranges"]
 
 T = TypeVar("T")
 
@@ -260,7 +261,11 @@ class Planner:
                 log.warning("%s: nothing read from that partition", msg)
                 s = e
             ranges.append(OffsetRange(tp.topic, tp.partition, s, e))
-        return split_ranges(ranges, self.opts.min_partitions, self.opts.max_records_per_partition)
+        return ranges
+
+    def batch_tasks(self) -> list[list[OffsetRange]]:
+        """The ranges of a batch read, grouped into Spark partitions (plan_tasks)."""
+        return plan_tasks(self.batch_ranges(), self.opts)
 
 
 def spec_name(spec: OffsetSpec, which: str) -> str:
@@ -299,6 +304,44 @@ def split_ranges(
     for r, count in zip(ranges, counts, strict=True):
         out.extend(_even(r, min(count, max(1, r.size))))
     return out
+
+
+def pack_ranges(
+    ranges: list[OffsetRange], min_records: int, max_records: int | None = None
+) -> list[list[OffsetRange]]:
+    """Group consecutive ranges into Spark partitions of at least ``min_records``
+    records (a range that big stays alone; the last group may hold fewer), never
+    more than ``max_records``: fewer, larger tasks when Kafka partitions hold few
+    records each (a task's set-up costs more than reading thousands of records).
+    Empty ranges are dropped; ``min_records`` 0 keeps one range per partition."""
+    groups: list[list[OffsetRange]] = []
+    current: list[OffsetRange] = []
+    size = 0
+    for r in ranges:
+        if r.size <= 0:
+            continue
+        if current and (
+            size >= min_records or (max_records is not None and size + r.size > max_records)
+        ):
+            groups.append(current)
+            current, size = [], 0
+        current.append(r)
+        size += r.size
+    if current:
+        groups.append(current)
+    return groups
+
+
+def plan_tasks(ranges: list[OffsetRange], opts: ReadOptions) -> list[list[OffsetRange]]:
+    """The Spark partitions of a read: ranges split for ``maxRecordsPerPartition`` and
+    ``minPartitions`` (as the JVM source), then, unless ``minPartitions`` asks for
+    a number of partitions, small ranges packed together up to
+    ``minRecordsPerPartition`` records (kpax's; 0: one per Kafka partition, the JVM
+    source's mapping)."""
+    pieces = split_ranges(ranges, opts.min_partitions, opts.max_records_per_partition)
+    if opts.min_partitions or not opts.min_records_per_partition:
+        return [[r] for r in pieces if r.size > 0]
+    return pack_ranges(pieces, opts.min_records_per_partition, opts.max_records_per_partition)
 
 
 def _even(r: OffsetRange, parts: int) -> list[OffsetRange]:

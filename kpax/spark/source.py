@@ -5,8 +5,9 @@ Role: ``spark.dataSource.register(KpaxDataSource)`` makes
 work with the option names of Spark's built-in Kafka source. Options are
 checked when Spark plans the query (``reader()`` / ``writer()``); offsets are
 resolved on the driver (kpax.Admin); each input partition (one Kafka
-partition, or one piece of it with ``minPartitions``) is read on an executor
-by :func:`kpax.spark.read.read_range`. Objects Spark ships to executors hold
+partition, a piece of one with ``minPartitions``, or several small ones
+packed together) is read on an executor by
+:func:`kpax.spark.read.read_ranges`. Objects Spark ships to executors hold
 plain data only (options, offset ranges), never a client.
 
 Errors a user makes (a bad option, a topic that does not exist) are
@@ -60,11 +61,15 @@ def user_errors(fn: F) -> F:
 
 
 class RangePartition(InputPartition):
-    """One offset range to read (plain data: pickles)."""
+    """The offset ranges one Spark task reads, one after the other (plain data: pickles)."""
 
-    def __init__(self, r: OffsetRange) -> None:
-        super().__init__(r)
-        self.range = r
+    def __init__(self, ranges: list[OffsetRange]) -> None:
+        super().__init__(ranges)
+        self.ranges = list(ranges)
+
+    @property
+    def size(self) -> int:
+        return sum(r.size for r in self.ranges)
 
 
 class KpaxBatchReader(DataSourceReader):
@@ -77,16 +82,16 @@ class KpaxBatchReader(DataSourceReader):
 
         planner = Planner(self.opts)
         try:
-            ranges = planner.batch_ranges()
+            tasks = planner.batch_tasks()
         finally:
             planner.close()
-        return [RangePartition(r) for r in ranges]
+        return [RangePartition(t) for t in tasks]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        from kpax.spark.read import read_range
+        from kpax.spark.read import read_ranges
 
-        assert isinstance(partition, RangePartition)
-        yield from read_range(self.opts, partition.range)
+        if isinstance(partition, RangePartition):  # (Spark's stand-in when there is none: no rows)
+            yield from read_ranges(self.opts, partition.ranges)
 
 
 class KpaxDataSource(DataSource):

@@ -1,18 +1,19 @@
 """Streaming reads through the "kpax" data source (micro-batches).
 
-Role: the stream's offsets are Spark's Kafka offset JSON,
-``{topic: {"partition": next_offset}}``. ``initialOffset`` resolves
-``startingOffsets`` (default latest) or the starting timestamps;
-``latestOffset`` looks for new partitions (read from their earliest offset),
-caps the batch at ``maxOffsetsPerTrigger`` (split over partitions by their
-backlog) and holds it back while fewer than ``minOffsetsPerTrigger`` records
-wait, at most ``maxTriggerDelay`` since the last batch (as the JVM source);
+Role: the stream's offsets are Spark's Kafka offset JSON, ``{topic:
+{"partition": next_offset}}``. ``initialOffset`` resolves ``startingOffsets``
+(default latest) or the starting timestamps; ``latestOffset`` looks for new
+partitions (read from their earliest offset), caps the batch at
+``maxOffsetsPerTrigger`` (split over partitions by their backlog) and holds it
+back while fewer than ``minOffsetsPerTrigger`` records wait, at most
+``maxTriggerDelay`` since the last batch (as the JVM source);
 ``reportLatestOffset`` gives Spark's progress the latest offsets seen;
 ``partitions`` turns ``start..end`` into offset ranges read on executors by
-:func:`kpax.spark.read.read_range`. A restarted query gets its offsets back
-from the checkpoint, so it resumes exactly where it stopped. Records deleted
-before they were read fail the batch (``failOnDataLoss=true``, the default)
-or are skipped with a warning. ``Trigger.AvailableNow`` is supported.
+:func:`kpax.spark.read.read_ranges` (small ranges packed into one task). A
+restarted query gets its offsets back from the checkpoint, so it resumes
+exactly where it stopped. Records deleted before they were read fail the batch
+(``failOnDataLoss=true``, the default) or are skipped with a warning.
+``Trigger.AvailableNow`` is supported.
 
 The driver-side Admin client is made on first use and never pickled.
 
@@ -44,8 +45,8 @@ from kpax.spark.planning import (
     Planner,
     offsets_from_json,
     offsets_json,
+    plan_tasks,
     spec_name,
-    split_ranges,
 )
 from kpax.spark.source import RangePartition, user_errors
 from kpax.structs import TopicPartition
@@ -234,14 +235,13 @@ class KpaxStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             for tp in sorted(stop)
             if stop[tp] > begin[tp]
         ]
-        pieces = split_ranges(ranges, self.opts.min_partitions, self.opts.max_records_per_partition)
-        return [RangePartition(r) for r in pieces]
+        return [RangePartition(t) for t in plan_tasks(ranges, self.opts)]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        from kpax.spark.read import read_range
+        from kpax.spark.read import read_ranges
 
-        assert isinstance(partition, RangePartition)
-        yield from read_range(self.opts, partition.range)
+        if isinstance(partition, RangePartition):  # (Spark's stand-in when there is none: no rows)
+            yield from read_ranges(self.opts, partition.ranges)
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to do: Spark's checkpoint holds the offsets (Kafka gets no commits)."""

@@ -4,7 +4,8 @@ JVM of its own, started here from the pyspark package), and producing known
 records with kpax.Producer.
 
 The standalone cluster is started once per test session, when a test first asks
-for it (``SPARK_MODES``: every Spark test module runs on both). Its executors
+for it (test_spark_cluster.py, the deployment and exactly-once tests); the
+other Spark test modules share one local[2] session (tests/integration/conftest.py). Its executors
 import kpax from this checkout (``spark.executorEnv.PYTHONPATH``), as a node
 with kpax installed would; the driver-side planning workers inherit the test
 process's environment.
@@ -30,10 +31,6 @@ import kpax
 
 REPO = Path(__file__).resolve().parents[2]
 
-#: The Spark test modules run once per mode.
-SPARK_MODES = ["local", "standalone"]
-
-
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -47,8 +44,11 @@ def _spark_class() -> str:
 
 
 class StandaloneCluster:
-    """A Spark standalone master and ``workers`` workers (1 core, 1 GiB each) on
-    127.0.0.1; :attr:`url` is the master's ``spark://`` URL."""
+    """A Spark standalone master and ``workers`` workers on 127.0.0.1; :attr:`url`
+    is the master's ``spark://`` URL. Each worker offers 2 cores and 2 GiB; an
+    application gets 2 cores (``spark.cores.max``), one executor on each worker:
+    the shared test session and a test's own application (the kill test's
+    driver) run side by side."""
 
     def __init__(self, workers: int = 2) -> None:
         self.workers = workers
@@ -108,9 +108,9 @@ class StandaloneCluster:
                 "--host",
                 "127.0.0.1",
                 "--cores",
-                "1",
+                "2",
                 "--memory",
-                "1g",
+                "2g",
                 "--webui-port",
                 str(_free_port()),
                 "--work-dir",
@@ -185,7 +185,12 @@ def session_config(mode: str, app: str, master: str | None = None) -> dict[str, 
     return conf
 
 
-def make_spark(app: str, mode: str = "local") -> Any:
+def make_spark(app: str, mode: str = "local", **extra: str) -> Any:
+    """A SparkSession in ``mode`` with "kpax" registered (``extra``: more settings).
+
+    PYSPARK_PYTHON is set first: the Python workers that plan a query on the
+    driver host run the Python it names (PySpark reads it when the context
+    starts; ``spark.pyspark.python`` set on a session builder does not reach them)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
@@ -193,7 +198,7 @@ def make_spark(app: str, mode: str = "local") -> Any:
     import kpax.spark
 
     builder = SparkSession.builder
-    for k, v in session_config(mode, app).items():
+    for k, v in {**session_config(mode, app), **extra}.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")

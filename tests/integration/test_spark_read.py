@@ -8,24 +8,18 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 import kpax
-from tests.integration.spark_helpers import SPARK_MODES, produce, spark_session
+from tests.integration.spark_helpers import produce
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 BASE_TS = 1_700_000_000_000
 PARTS = 3
 PER_PART = 40
-
-
-@pytest.fixture(scope="module", params=SPARK_MODES)
-def spark(request: pytest.FixtureRequest) -> Iterator[Any]:
-    yield from spark_session("kpax-spark-read", request.param)
 
 
 @pytest.fixture(scope="module")
@@ -319,7 +313,7 @@ def test_everything_spark_ships_pickles(kafka: Any, data: Any) -> None:
     opts = {"kafka.bootstrap.servers": kafka.bootstrap, "subscribe": topic}
     reader = KpaxBatchReader(parse_read_options(opts, batch=True))
     parts = reader.partitions()
-    assert sum(p.range.size for p in parts) == len(expected)
+    assert sum(p.size for p in parts) == len(expected)
     for obj in [reader, *parts]:
         assert pickle.loads(pickle.dumps(obj)).__dict__.keys() == obj.__dict__.keys()
     stream = KpaxStreamReader(parse_read_options(opts, batch=False))

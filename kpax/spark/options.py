@@ -3,8 +3,8 @@
 Role: turn Spark's string options (the names of Spark's JVM Kafka connector,
 spark-sql-kafka-0-10) into checked Python values: which topics (``subscribe``
 / ``subscribePattern`` / ``assign``), offset and timestamp specs with the
-JVM connector's precedence, trigger limits, split limits, and the
-``kafka.*`` pass-through mapped to kpax client option names
+JVM connector's precedence, trigger limits, split limits, the sink's delivery
+guarantee, and the ``kafka.*`` pass-through mapped to kpax client option names
 (``kafka.security.protocol`` -> ``security_protocol``) with values converted
 to the option's type and checked by the kpax client's own option table. An
 option the source or sink does not know is refused naming the closest known
@@ -35,7 +35,9 @@ from kpax.errors import ConfigError
 log = logging.getLogger("kpax.spark")
 
 __all__ = [
+    "AT_LEAST_ONCE",
     "EARLIEST",
+    "EXACTLY_ONCE",
     "LATEST",
     "READ_OPTIONS",
     "WRITE_OPTIONS",
@@ -51,6 +53,9 @@ __all__ = [
 #: Spark's sentinels in offset JSON.
 EARLIEST = -2
 LATEST = -1
+
+AT_LEAST_ONCE = "at-least-once"
+EXACTLY_ONCE = "exactly-once"
 
 #: Read options by their canonical spelling (Spark lower-cases option names; messages
 #: name them as a user writes them). ``kafka.*`` options are checked separately.
@@ -74,6 +79,7 @@ READ_OPTIONS = (
     "maxTriggerDelay",
     "minPartitions",
     "maxRecordsPerPartition",
+    "minRecordsPerPartition",
     "groupIdPrefix",
     "includeHeaders",
     "isolation.level",
@@ -84,9 +90,15 @@ READ_OPTIONS = (
 WRITE_OPTIONS = (
     "topic",
     "includeHeaders",
+    "deliveryGuarantee",
+    "transactionalIdPrefix",
     "checkpointLocation",
     "queryName",
 )
+
+#: minRecordsPerPartition's default: a Spark task costs more to set up (~0.1 s) than
+#: reading this many records (~0.04 s).
+MIN_RECORDS_PER_PARTITION = 20_000
 
 _STREAM_ONLY = ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay")
 _BATCH_ONLY = ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp")
@@ -103,7 +115,10 @@ _REFUSED_WRITE = {
     "key.serializer": "write a binary or string 'key' column",
     "value.serializer": "write a binary or string 'value' column",
     "interceptor.classes": "interceptors are not supported",
-    "transactional.id": "the sink's writes are not transactional",
+    "transactional.id": (
+        "the sink names one transactional id per task; set deliveryGuarantee=exactly-once "
+        "and, for ACLs, transactionalIdPrefix"
+    ),
 }
 
 _TRUE = {"true", "1", "yes"}
@@ -187,16 +202,17 @@ def client_options(options: Mapping[str, str], *, what: str) -> dict[str, Any]:
     """The ``kafka.*`` options as kpax client keyword arguments (``what``: "reader" or
     "writer"), checked against the kpax consumer's or producer's option table.
 
-    ``kafka.bootstrap.servers`` is required. Options the kpax client does not know
-    are a ConfigError naming the closest one (kpax has no silent pass-through); a
-    producer option on a read (or a consumer option on a write) is ignored, as the
-    JVM connector's clients ignore options of the other kind."""
+    ``kafka.bootstrap.servers`` is required. An option the kpax client does not
+    know is a ConfigError naming the closest one (kpax has no silent
+    pass-through), and so is a producer option on a read or a consumer option on
+    a write (it would do nothing). Only the table of the client used is imported
+    unless an option is unknown."""
     from kpax.config import resolve
-    from kpax.consumer.options import CONSUMER_OPTIONS
-    from kpax.producer.options import PRODUCER_OPTIONS
 
-    table = CONSUMER_OPTIONS if what == "reader" else PRODUCER_OPTIONS
-    other = PRODUCER_OPTIONS if what == "reader" else CONSUMER_OPTIONS
+    if what == "reader":
+        from kpax.consumer.options import CONSUMER_OPTIONS as table
+    else:
+        from kpax.producer.options import PRODUCER_OPTIONS as table
     refused = _REFUSED_READ if what == "reader" else _REFUSED_WRITE
     out: dict[str, Any] = {}
     for key, value in options.items():
@@ -211,14 +227,7 @@ def client_options(options: Mapping[str, str], *, what: str) -> dict[str, Any]:
             continue  # the source's own options (isolation.level, kafka.group.id)
         option = table.get(name)
         if option is None:
-            if name in other:
-                continue
-            close = difflib.get_close_matches(name, list(table), n=1, cutoff=0.6)
-            hint = f" (did you mean 'kafka.{close[0].replace('_', '.')}'?)" if close else ""
-            raise ConfigError(
-                f"option {key!r}: kpax {what}s have no option {name!r}{hint}; kafka.* "
-                f"options map to kpax names: kafka.security.protocol -> security_protocol"
-            )
+            raise ConfigError(_unknown_client_option(key, name, table, what))
         out[name] = _convert(key, option, str(value))
     if "bootstrap_servers" not in out:
         raise ConfigError("option 'kafka.bootstrap.servers' is required")
@@ -228,6 +237,22 @@ def client_options(options: Mapping[str, str], *, what: str) -> dict[str, Any]:
     except ConfigError as exc:
         raise ConfigError(f"a kafka.* option: {exc}") from None
     return out
+
+
+def _unknown_client_option(key: str, name: str, table: Mapping[str, Any], what: str) -> str:
+    if what == "reader":
+        from kpax.producer.options import PRODUCER_OPTIONS as other
+    else:
+        from kpax.consumer.options import CONSUMER_OPTIONS as other
+    if name in other:
+        kind, use = ("a producer", "a read") if what == "reader" else ("a consumer", "a write")
+        return f"option {key!r} is {kind} option: {use} does not use it"
+    close = difflib.get_close_matches(name, list(table), n=1, cutoff=0.6)
+    hint = f" (did you mean 'kafka.{close[0].replace('_', '.')}'?)" if close else ""
+    return (
+        f"option {key!r}: kpax {what}s have no option {name!r}{hint}; kafka.* options map "
+        f"to kpax names: kafka.security.protocol -> security_protocol"
+    )
 
 
 def _parse_offsets(name: str, value: str, *, batch: bool, ending: bool) -> OffsetSpec:
@@ -354,6 +379,9 @@ class ReadOptions:
     timestamp_strategy: str = "error"
     min_partitions: int | None = None
     max_records_per_partition: int | None = None
+    #: kpax's: small ranges are packed into Spark partitions of at least this many
+    #: records (0: one Spark partition per Kafka partition, the JVM source's mapping).
+    min_records_per_partition: int = MIN_RECORDS_PER_PARTITION
     max_offsets_per_trigger: int | None = None
     min_offsets_per_trigger: int | None = None
     max_trigger_delay_ms: int = 15 * 60_000
@@ -516,6 +544,11 @@ def parse_read_options(options: Mapping[str, str], *, batch: bool) -> ReadOption
         timestamp_strategy=strategy,
         min_partitions=optional("minPartitions", 1),
         max_records_per_partition=optional("maxRecordsPerPartition", 1),
+        min_records_per_partition=_int(
+            "minRecordsPerPartition",
+            opts.get("minrecordsperpartition", str(MIN_RECORDS_PER_PARTITION)),
+            0,
+        ),
         max_offsets_per_trigger=max_per_trigger,
         min_offsets_per_trigger=min_per_trigger,
         max_trigger_delay_ms=delay,
@@ -541,6 +574,12 @@ class WriteOptions:
 
     client: dict[str, Any]
     topic: str | None = None
+    delivery: str = AT_LEAST_ONCE
+    transactional_id_prefix: str = "kpax-spark"
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.delivery == EXACTLY_ONCE
 
 
 def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
@@ -550,8 +589,37 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     if topic is not None and not topic.strip():
         raise ConfigError("option 'topic' is empty")
     _bool("includeHeaders", opts.get("includeheaders", "false"))  # the JVM sink's; see docs
+    delivery = opts.get("deliveryguarantee", AT_LEAST_ONCE).strip().lower()
+    if delivery not in (AT_LEAST_ONCE, EXACTLY_ONCE):
+        raise ConfigError(
+            f"option 'deliveryGuarantee': must be {AT_LEAST_ONCE!r} or {EXACTLY_ONCE!r}, got "
+            f"{opts['deliveryguarantee']!r}"
+        )
+    prefix = opts.get("transactionalidprefix", "kpax-spark").strip()
+    if not prefix:
+        raise ConfigError("option 'transactionalIdPrefix' is empty")
+    if "transactionalidprefix" in opts and delivery != EXACTLY_ONCE:
+        raise ConfigError(
+            "option 'transactionalIdPrefix' applies only with deliveryGuarantee=exactly-once"
+        )
     client = client_options(opts, what="writer")
-    return WriteOptions(client=client, topic=topic.strip() if topic else None)
+    if delivery == EXACTLY_ONCE:
+        if client.get("enable_idempotence") is False:
+            raise ConfigError(
+                "option 'kafka.enable.idempotence': false is not allowed with "
+                "deliveryGuarantee=exactly-once (transactions need idempotence)"
+            )
+        if client.get("acks", -1) not in (-1, "all"):
+            raise ConfigError(
+                f"option 'kafka.acks': {client['acks']!r} is not allowed with "
+                "deliveryGuarantee=exactly-once (transactions need acks=all)"
+            )
+    return WriteOptions(
+        client=client,
+        topic=topic.strip() if topic else None,
+        delivery=delivery,
+        transactional_id_prefix=prefix,
+    )
 
 
 def admin_options(client: Mapping[str, Any]) -> dict[str, Any]:

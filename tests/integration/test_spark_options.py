@@ -10,7 +10,6 @@ The docs/spark.md option table names these tests."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ from kpax.errors import ConfigError, KafkaTimeoutError
 from kpax.spark.options import parse_read_options, parse_write_options
 from kpax.spark.planning import OffsetRange, Planner, split_ranges
 from kpax.structs import TopicPartition
-from tests.integration.spark_helpers import SPARK_MODES, produce, spark_session
+from tests.integration.spark_helpers import produce
 from tests.wait import eventually
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
@@ -28,11 +27,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.integration]
 BASE_TS = 1_700_000_000_000
 PARTS = 3
 PER_PART = 40
-
-
-@pytest.fixture(scope="module", params=SPARK_MODES)
-def spark(request: pytest.FixtureRequest) -> Iterator[Any]:
-    yield from spark_session("kpax-spark-options", request.param)
 
 
 @pytest.fixture(scope="module")
@@ -399,10 +393,12 @@ def test_group_id_reads_through_spark(spark: Any, kafka: Any, data: str) -> None
         ({"maxOffsetPerTrigger": "5"}, "did you mean 'maxOffsetsPerTrigger'?"),
         ({"failOnDataLos": "false"}, "did you mean 'failOnDataLoss'?"),
         ({"topic": "x"}, "option 'topic' is a write option"),
+        ({"deliveryGuarantee": "exactly-once"}, "option 'deliveryGuarantee' is a write option"),
         ({"path": "/x"}, "kpax takes no path"),
         ({"kafka.auto.offset.reset": "earliest"}, "use startingOffsets"),
         ({"kafka.fetch.max.byte": "5"}, "did you mean 'kafka.fetch.max.bytes'?"),
         ({"kafka.max.poll.records": "-3"}, "max_poll_records"),
+        ({"kafka.acks": "all"}, "option 'kafka.acks' is a producer option: a read does not use it"),
     ],
 )
 def test_unknown_read_options_are_refused(options: dict[str, str], message: str) -> None:
@@ -415,8 +411,24 @@ def test_unknown_read_options_are_refused(options: dict[str, str], message: str)
     ("options", "message"),
     [
         ({"topik": "x"}, "did you mean 'topic'?"),
+        ({"deliveryGuarante": "exactly-once"}, "did you mean 'deliveryGuarantee'?"),
         ({"subscribe": "x"}, "option 'subscribe' is a read option"),
+        ({"deliveryGuarantee": "twice"}, "must be 'at-least-once' or 'exactly-once'"),
+        ({"transactionalIdPrefix": "p"}, "applies only with deliveryGuarantee=exactly-once"),
+        ({"kafka.transactional.id": "t"}, "the sink names one transactional id per task"),
+        (
+            {"deliveryGuarantee": "exactly-once", "kafka.acks": "1"},
+            "not allowed with deliveryGuarantee=exactly-once",
+        ),
+        (
+            {"deliveryGuarantee": "exactly-once", "kafka.enable.idempotence": "false"},
+            "transactions need idempotence",
+        ),
         ({"kafka.key.serializer": "x"}, "write a binary or string 'key' column"),
+        (
+            {"kafka.max.poll.records": "5"},
+            "option 'kafka.max.poll.records' is a consumer option: a write does not use it",
+        ),
         ({"includeHeaders": "perhaps"}, "option 'includeHeaders'"),
     ],
 )
@@ -436,7 +448,7 @@ def test_spark_level_options_reach_a_sink_and_are_accepted() -> None:
             "includeHeaders": "true",
         }
     )
-    assert opts.topic == "t"
+    assert opts.topic == "t" and not opts.exactly_once
 
 
 def test_a_misspelt_option_is_one_clear_line_through_spark(
@@ -471,3 +483,34 @@ def test_poll_timeout_fails_a_task_that_makes_no_progress(kafka: Any, data: str)
     ):
         list(read_range(opts, OffsetRange(data, 0, 30, PER_PART + 5)))
     assert time.monotonic() - started < 30
+
+
+def test_small_partitions_are_packed_into_one_task(spark: Any, kafka: Any, data: str) -> None:
+    """minRecordsPerPartition (kpax's; default 20,000): Kafka partitions with few
+    records are read by one task, every record once and in order per partition;
+    0, or minPartitions, keeps the JVM source's one task per Kafka partition."""
+    from kpax.spark.planning import pack_ranges
+
+    df = _load(spark, kafka.bootstrap, subscribe=data)
+    assert df.rdd.getNumPartitions() == 1
+    rows = [(r["partition"], r["offset"]) for r in df.select("partition", "offset").collect()]
+    assert sorted(rows) == [(p, o) for p in range(PARTS) for o in range(PER_PART)]
+    for p in range(PARTS):
+        mine = [o for q, o in rows if q == p]
+        assert mine == sorted(mine)
+    one_each = _load(spark, kafka.bootstrap, subscribe=data, minRecordsPerPartition="0")
+    assert one_each.rdd.getNumPartitions() == PARTS
+    assert (
+        _load(spark, kafka.bootstrap, subscribe=data, minPartitions="3").rdd.getNumPartitions() >= 3
+    )
+    packed = _load(spark, kafka.bootstrap, subscribe=data, minRecordsPerPartition="50")
+    assert packed.rdd.getNumPartitions() == 2  # 40 + 40, then 40
+    assert packed.count() == PARTS * PER_PART
+
+    def sizes(groups: list[list[OffsetRange]]) -> list[list[int]]:
+        return [[r.size for r in g] for g in groups]
+
+    ranges = [OffsetRange("t", p, 0, n) for p, n in enumerate([10, 500, 5, 5, 0, 30])]
+    assert sizes(pack_ranges(ranges, 100)) == [[10, 500], [5, 5, 30]]
+    assert sizes(pack_ranges(ranges, 100, max_records=39)) == [[10], [500], [5, 5], [30]]
+    assert sizes(pack_ranges(ranges, 0)) == [[10], [500], [5], [5], [30]]

@@ -4,7 +4,7 @@ option names are refused with a did-you-mean (the JVM connector ignores them).
 
 Most checks run the source's own planning code against the real broker (no
 Spark needed: it is what the planning worker runs); the ones whose result a
-user sees through Spark run a query, on local[2] and on the standalone cluster.
+user sees through Spark run a query on the shared local[2] session.
 The docs/spark.md option table names these tests."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The "kpax" Spark data source, batch reads: what Spark sees equals what was produced,
 for every offset option; minPartitions splits without gap or overlap; bad options
-are clear planning-time errors. One SparkSession per mode for the module: local[2]
-and the standalone cluster (tests/integration/spark_helpers.py)."""
+are clear planning-time errors. On the shared local[2] session
+(tests/integration/conftest.py); test_spark_cluster.py runs some on the standalone cluster."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The "kpax" Spark data source: batch and streaming writes read back equal, and a
 streaming read stopped and restarted from its checkpoint sees every record once
-(maxOffsetsPerTrigger respected, new partitions picked up). One SparkSession per mode
-(local[2], the standalone cluster)."""
+(maxOffsetsPerTrigger respected, new partitions picked up). On the shared local[2]
+session; test_spark_cluster.py runs some on the standalone cluster."""
 
 from __future__ import annotations
 

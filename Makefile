@@ -3,30 +3,58 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.kpax-installed
+## What `make demo` needs, in the same venv: kpax and its `testing` extra only
+## (the `dev` extra that `make test` installs is a superset, so it marks this done too).
+DEMO_STAMP := $(VENV)/.kpax-demo-installed
+C_SOURCES  := kpax/proto/_speedups.c kpax/producer/_sendpath.c kpax/proto/_varint.h
 ## Apache Kafka's JSON message specs kpax/proto is generated from: taken out of the
 ## kafka-clients jar of SPECS_VERSION (tools/kafka_specs.py; cached under ~/.cache/kpax).
 SPECS_VERSION := $(shell sed -n 's/^SPECS_KAFKA_VERSION = "\(.*\)"/\1/p' tools/kafka_specs.py)
 SPECS  ?= $(HOME)/.cache/kpax/specs/$(SPECS_VERSION)
 
-.PHONY: all demo tools test docs unit integration lint typecheck specs generate check-generated bench bench-franz kafka-jars clean distclean demo-spark test-stress test-matrix test-matrix-smoke
+.PHONY: all demo tools krb5 test test-pythons docs unit integration lint typecheck specs generate check-generated bench bench-franz kafka-jars clean distclean demo-spark test-stress test-matrix test-matrix-smoke
 
 all: test
 
-$(STAMP): pyproject.toml setup.py kpax/proto/_speedups.c kpax/producer/_sendpath.c kpax/proto/_varint.h
+$(STAMP): pyproject.toml setup.py $(C_SOURCES)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
-	@touch $(STAMP)
+	@touch $(STAMP) $(DEMO_STAMP)
+
+$(DEMO_STAMP): pyproject.toml setup.py $(C_SOURCES)
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[testing]'
+	@touch $(DEMO_STAMP)
 
 venv: $(STAMP)
 
 ## Fetch Apache Kafka's jars from Maven Central once (cached under ~/.cache/kpax).
-kafka-jars: $(STAMP)
+kafka-jars: $(DEMO_STAMP)
 	$(PY) -m kpax.testing.cli fetch
 
-## The main job, against a local Kafka it starts and stops.
-demo: $(STAMP) kafka-jars
+## The main job, against a local Kafka it starts and stops (needs kpax[testing] only).
+demo: $(DEMO_STAMP) kafka-jars
 	$(PY) -m kpax.cli.demo
+
+## MIT Kerberos (Debian packages) for the SASL GSSAPI tests: a test KDC (krb5kdc, kdb5_util;
+## kadmin.local from krb5-admin-server) and the headers the gssapi package builds against
+## (libkrb5-dev). Best effort: without them tests/integration/test_kerberos.py fails, naming them.
+KRB5_PACKAGES := krb5-kdc krb5-admin-server libkrb5-dev
+krb5:
+	@{ command -v krb5kdc || test -x /usr/sbin/krb5kdc; } >/dev/null \
+		&& { command -v kadmin.local || test -x /usr/sbin/kadmin.local; } >/dev/null \
+		&& command -v krb5-config >/dev/null \
+		|| (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(KRB5_PACKAGES)) \
+		|| echo "krb5: could not install $(KRB5_PACKAGES); tests/integration/test_kerberos.py will fail"
+
+## The gssapi package (the `gssapi` extra of pyproject.toml), for SASL GSSAPI: on Linux pip
+## builds it against MIT Kerberos (make krb5). Best effort, as above.
+GSSAPI_STAMP := $(VENV)/.kpax-gssapi
+$(GSSAPI_STAMP): $(STAMP) | krb5
+	@$(PY) -m pip install -q 'gssapi>=1.8' && touch $@ \
+		|| echo "venv: could not install the gssapi package; tests/integration/test_kerberos.py will fail"
 
 ## kcat (Debian package) for the CLI interop tests; best effort: without it those tests fail.
 tools:
@@ -57,7 +85,7 @@ check-generated: specs
 unit: $(STAMP)
 	$(PY) -m pytest tests/unit
 
-integration: $(STAMP) kafka-jars tools
+integration: $(STAMP) $(GSSAPI_STAMP) kafka-jars tools
 	$(PY) -m pytest tests/integration tests/interop tests/faults
 
 ## The documentation site (guides + API reference from the docstrings) into site/;
@@ -66,10 +94,12 @@ docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --quiet
 
 ## Everything: lint, types, generated code up to date, docs build, unit + integration suites
-## (against the default Kafka), then a quick check against the other Kafka versions.
-test: $(STAMP) kafka-jars tools lint typecheck check-generated docs
+## (against the default Kafka), then a quick check against the other Kafka versions and
+## the wheel on each supported Python.
+test: $(STAMP) $(GSSAPI_STAMP) kafka-jars tools lint typecheck check-generated docs
 	$(PY) -m pytest tests
 	@$(MAKE) --no-print-directory test-matrix MATRIX="$(MATRIX_OTHERS)" MATRIX_TESTS="$(QUICK_TESTS)"
+	@$(MAKE) --no-print-directory test-pythons
 
 ## The whole suite 3 times in a row while a CPU hog keeps one core busy (not part of `make test`).
 test-stress: $(STAMP) kafka-jars tools
@@ -114,6 +144,14 @@ QUICK_TESTS ?= \
 	tests/integration/test_consumer_group.py::test_commit_sync_async_and_restart_resumes_at_committed \
 	tests/integration/test_transactions.py::test_commit_and_abort_visibility
 
+## The Pythons kpax supports: those pyproject.toml's classifiers declare. `make test` builds
+## the wheel with each and runs a round trip with it (tools/python_versions.py: a venv per
+## version in .venv-py3X, made again when pyproject.toml, setup.py or the C sources change;
+## the wheel rebuilt when a file in it changes). About 35 s with the venvs made, 3-4.5 min without.
+PYVERSIONS ?= $(shell sed -n 's/.*"Programming Language :: Python :: \(3\.[0-9]*\)".*/\1/p' pyproject.toml)
+test-pythons: $(STAMP) kafka-jars
+	$(PY) tools/python_versions.py $(PYVERSIONS)
+
 bench: $(STAMP) kafka-jars bench-franz
 	$(PY) -m bench all
 
@@ -128,4 +166,4 @@ clean:
 	find . -name __pycache__ -prune -exec rm -rf {} +
 
 distclean: clean
-	rm -rf $(VENV)
+	rm -rf $(VENV) .venv-py3*

@@ -6,6 +6,7 @@ and Fetch message codecs), ``producer``, ``consumer`` (throughput, commit
 latency and commit-after-each-poll; vs kafka-python, aiokafka,
 confluent-kafka, franz-go and the Java tools), ``share`` (share-group
 consumption vs Java's KafkaShareConsumer and confluent-kafka's ShareConsumer),
+``parallel`` (the parallel consumer vs the plain consumer loop),
 ``cli`` (the ``kpax`` command vs kcat), ``spark`` (the PySpark source vs Spark's
 built-in Kafka source), ``compare`` (kpax at one revision against another, in pairs).
 ``all`` runs all but ``compare`` one after another with their default options. See
@@ -26,6 +27,7 @@ BENCHMARKS = {
     "producer": "bench.producer",
     "consumer": "bench.consumer",
     "share": "bench.share",
+    "parallel": "bench.parallel",
     "cli": "bench.cli",
     "spark": "bench.spark",
     "compare": "bench.compare",

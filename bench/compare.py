@@ -5,6 +5,7 @@ Usage::
     python -m bench compare --base REV [--head HEAD] [--pairs 12] [--records 3000000]
                             [--scenarios "consumer 1p,consumer 6p,producer 1p,producer 6p"]
                             [--peer "kpax sync"] [--compression none|lz4|...]
+                            [--keyed-records 50000]
 
 What a change did to kpax's own speed, for a "no slower than before" check. A
 whole-run table (``python -m bench producer``) cannot say it: two runs of the
@@ -23,7 +24,10 @@ copied to a temporary directory), so both revisions run the very same loop; only
 Scenarios: ``consumer Np`` reads a topic of N partitions filled once (``--records``
 values of 100 bytes, confluent-kafka producer, as ``bench consumer`` does);
 ``producer Np`` sends ``--records`` values to a fresh topic of N partitions, acks=1,
-compressed with ``--compression`` (none by default; as ``bench producer``).
+compressed with ``--compression`` (none by default; as ``bench producer``);
+``producer Np keyed`` sends ``--keyed-records`` (50,000) records keyed ``key-<i>``,
+acks=all, kpax's default settings but linger_ms=5 (``bench producer``'s keyed
+scenarios), e.g. ``producer 1000p keyed``.
 The verdict is ``within 5%`` when the median pair ratio is at least 0.95.
 
 Imports: bench.harness, bench.consumer (fill), the standard library.
@@ -86,16 +90,27 @@ def peer_dir(tmp: Path) -> Path:
     return out
 
 
-def parse_scenario(name: str) -> tuple[str, int]:
-    kind, _, parts = name.partition(" ")
-    if kind not in ("consumer", "producer") or not parts.endswith("p") or not parts[:-1].isdigit():
-        raise SystemExit(f"bad scenario {name!r}: expected like 'consumer 1p' or 'producer 6p'")
-    return kind, int(parts[:-1])
+def parse_scenario(name: str) -> tuple[str, int, bool]:
+    """(kind, partitions, keyed) of ``consumer Np``, ``producer Np``, ``producer Np keyed``."""
+    kind, _, rest = name.partition(" ")
+    parts, _, flag = rest.partition(" ")
+    if (
+        kind not in ("consumer", "producer")
+        or not parts.endswith("p")
+        or not parts[:-1].isdigit()
+        or flag not in ("", "keyed")
+        or (flag and kind != "producer")
+    ):
+        raise SystemExit(
+            f"bad scenario {name!r}: expected like 'consumer 1p', 'producer 6p' or "
+            "'producer 1000p keyed'"
+        )
+    return kind, int(parts[:-1]), flag == "keyed"
 
 
 def run_side(
     tree: Path, peers: Path, kind: str, peer: str, bootstrap: str, topic: str, n: int,
-    records: int, timeout: float, compression: str = "none",
+    records: int, timeout: float, compression: str = "none", keyed: bool = False,
 ) -> float | None:  # fmt: skip
     """One run of ``peer`` with ``tree``'s kpax: records/s, or None when it failed."""
     argv = [sys.executable, "-m", f"bench.{kind}", "--peer", peer, "--bootstrap", bootstrap,
@@ -104,6 +119,8 @@ def run_side(
         argv += ["--partitions", str(n)]
     else:
         argv += ["--compression", compression]
+        if keyed:
+            argv += ["--keyed", "--defaults", "--acks", "all"]
     env = {**os.environ, "PYTHONPATH": str(tree)}
     env.pop("KPAX_PURE_PYTHON", None)
     try:
@@ -169,6 +186,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--peer", default="kpax sync", help="kpax sync or kpax asyncio")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per run")
     ap.add_argument("--compression", default="none", help="the producer scenarios' codec")
+    ap.add_argument(
+        "--keyed-records", type=int, default=50_000, help="records of a 'producer Np keyed' run"
+    )
     ap.add_argument("--no-write", action="store_true", help="do not write bench/results/")
     a = ap.parse_args(argv)
     scenarios = [parse_scenario(s.strip()) for s in a.scenarios.split(",") if s.strip()]
@@ -187,8 +207,9 @@ def main(argv: list[str] | None = None) -> int:
                 trees[side] = checkout(rev, tmp / side)
             peers = peer_dir(tmp)
             with h.broker() as bootstrap:
-                for kind, n in scenarios:
-                    name = f"{kind} {n}p"
+                for kind, n, keyed in scenarios:
+                    name = f"{kind} {n}p" + (" keyed" if keyed else "")
+                    records = a.keyed_records if keyed else a.records
                     filled = None
                     if kind == "consumer":
                         filled = h.make_topic(bootstrap, n, prefix="bench-compare")
@@ -200,8 +221,8 @@ def main(argv: list[str] | None = None) -> int:
                         for side in order:
                             topic = filled or h.make_topic(bootstrap, n, prefix="bench-compare")
                             pair[side] = run_side(trees[side], peers, kind, a.peer, bootstrap,
-                                                  topic, n, a.records, a.timeout,
-                                                  a.compression)  # fmt: skip
+                                                  topic, n, records, a.timeout,
+                                                  a.compression, keyed)  # fmt: skip
                             if filled is None:
                                 h.delete_topic(bootstrap, topic)
                         b, hd = pair["base"], pair["head"]
@@ -222,6 +243,8 @@ def main(argv: list[str] | None = None) -> int:
     args = " ".join(
         [f"--base {a.base}"] + ([f"--head {a.head}"] if a.head != "HEAD" else [])
         + [f"--pairs {a.pairs}", f"--records {a.records}", f'--peer "{a.peer}"']
+        + [f'--scenarios "{a.scenarios}"']
+        + ([f"--keyed-records {a.keyed_records}"] if any(k for _, _, k in scenarios) else [])
         + ([f"--compression {a.compression}"] if a.compression != "none" else [])
     )  # fmt: skip
     table = render(rows, names[a.base], names[a.head], args)

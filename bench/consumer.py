@@ -51,7 +51,8 @@ round of each peer is kept (commit latency: all rounds' samples pooled).
 ``--quick``: 200,000 records, 1 partition, the commit scenarios with 50
 commits and 50,000 records, 1 round.
 
-Writes bench/results/consumer.{md,json,png} (throughput) and
+Writes bench/results/consumer.{md,json,png} (throughput; ``--out NAME``:
+NAME.{md,json,png}) and
 bench/results/consumer-commit.{md,json,png} (commits), and prints the tables.
 
 Imports: bench.harness, kpax and each peer library (only inside its own subprocess).
@@ -95,6 +96,13 @@ COMMIT_PEERS = [
 COMMIT_REFERENCE = "confluent-kafka"
 POLL_RECORDS = 500
 IDLE_S = 1.0
+
+
+def _loadavg() -> str:
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "unknown"
 
 
 def commit_offsets(records: int, commits: int) -> range:
@@ -725,6 +733,7 @@ def driver_main(a: argparse.Namespace) -> int:
     commit_peers = [p for p in COMMIT_PEERS if p in peers]
     results: list[h.Result] = []
     commit_results: list[h.Result] = []
+    load_start = _loadavg()
     with h.broker() as bootstrap:
         a.bootstrap = bootstrap
         for sc in scenarios:
@@ -766,17 +775,20 @@ def driver_main(a: argparse.Namespace) -> int:
         )  # fmt: skip
         print()
         print(table)
+        out_arg = f" --out {a.out}" if a.out != "consumer" else ""
         header = (
             f"{a.records:,} pre-produced records of {a.size} bytes (no key) per scenario, read "
             "from the beginning by each client in its own process (assigned partitions, no "
             "group; franz-go: bench/franz; Java: ConsumerPerformance in a group, its fetch "
-            f"rate). One local broker. Best of {a.rounds} interleaved rounds. {machine} "
+            "rate), every record's value touched (len(value); franz-go: len(Value); Java: its "
+            f"byte count). One local broker. Best of {a.rounds} interleaved rounds. {machine} "
+            f"Load average (1/5/15 min) {load_start} at the start, {_loadavg()} at the end. "
             f"Reproduce: `python -m bench consumer --records {a.records} --rounds {a.rounds} "
-            f'--scenarios "{",".join(scenarios)}"`.'
+            f'--scenarios "{",".join(scenarios)}"{out_arg}`.'
         )
         if not a.no_write:
             for path in h.write_results(
-                "consumer", table, results, title="Consumer throughput (records/s)",
+                a.out, table, results, title="Consumer throughput (records/s)",
                 header=header, peers=peers, scenarios=scenarios,
             ):  # fmt: skip
                 print("wrote", path)
@@ -838,6 +850,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per peer run")
     ap.add_argument("--no-write", action="store_true", help="do not write bench/results/")
+    ap.add_argument(
+        "--out", default="consumer", help="results name of the throughput table (<out>.*)"
+    )
     # subprocess side
     ap.add_argument("--peer", choices=sorted(PEER_FUNCS), help=argparse.SUPPRESS)
     ap.add_argument(

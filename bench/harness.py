@@ -10,7 +10,7 @@ Stable API (the consumer benchmark reuses it)::
     from bench import harness as h
 
     with h.broker() as bootstrap:                     # KPAX_TEST_BOOTSTRAP, else a local broker
-        topic = h.make_topic(bootstrap, partitions=6)   # fresh random topic, all partitions led
+        topic = h.make_topic(bootstrap, partitions=6)   # fresh random topic, every partition served
         h.delete_topic(bootstrap, topic)                # at the end (best effort)
         res = h.run_peer(
             [sys.executable, "-m", "bench.producer", "--peer", "kafka-python", ...],
@@ -118,7 +118,11 @@ def make_topic(
     config: dict[str, str] | None = None,
     timeout: float = 60.0,
 ) -> str:
-    """Create a fresh topic (random name) and wait until every partition has a leader."""
+    """Create a fresh topic (random name) and wait until every partition has a leader
+    that serves it: a ListOffsets of every partition answered without error (the
+    metadata names a leader before the broker has loaded the partition, and
+    until then it answers NOT_LEADER_OR_FOLLOWER: with 1,000 partitions that
+    took ~10 s on a busy machine, time a producer would spend retrying)."""
     import kpax
 
     name = f"{prefix}-{uuid.uuid4().hex[:10]}"
@@ -134,10 +138,14 @@ def make_topic(
                 and len(desc.partitions) == partitions
                 and all(p.leader >= 0 for p in desc.partitions)
             ):
-                return name
+                break
             if time.monotonic() > deadline:
                 raise TimeoutError(f"topic {name} has no leader for every partition")
             time.sleep(0.1)
+        left = max(deadline - time.monotonic(), 1.0)
+        specs = {kpax.TopicPartition(name, p): "latest" for p in range(partitions)}
+        admin.list_offsets(specs, timeout=left).raise_for_errors()  # (retried until served)
+        return name
 
 
 def delete_topic(bootstrap: str, name: str) -> None:

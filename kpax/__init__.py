@@ -10,7 +10,7 @@ the client, asyncio and the generated protocol code. ``from kpax import Producer
 and ``kpax.Producer`` work as before; a name is looked up once, then cached here.
 
 Imports: kpax._version; the rest on first use (kpax.producer, kpax.consumer,
-kpax.admin, kpax.structs, kpax.errors, ...).
+kpax.parallel, kpax.admin, kpax.structs, kpax.errors, ...).
 """
 
 from __future__ import annotations
@@ -52,7 +52,9 @@ if TYPE_CHECKING:
         ConfigError,
         CorruptRecordError,
         DecompressionLimitError,
+        ForkedClientError,
         IllegalStateError,
+        InvalidTopicError,
         KafkaConnectionError,
         KafkaError,
         KafkaTimeoutError,
@@ -64,6 +66,7 @@ if TYPE_CHECKING:
         UnsupportedApiError,
         UnsupportedCodecError,
     )
+    from kpax.parallel import ParallelConsumer
     from kpax.producer import BulkFuture, Producer, RecordFuture
     from kpax.structs import (
         BatchResult,
@@ -101,6 +104,7 @@ __all__ = [
     "NewTopic",
     "OffsetAndMetadata",
     "OffsetAndTimestamp",
+    "ParallelConsumer",
     "PatternType",
     "Producer",
     "RecordFuture",
@@ -115,7 +119,9 @@ __all__ = [
     "ConfigError",
     "CorruptRecordError",
     "DecompressionLimitError",
+    "ForkedClientError",
     "IllegalStateError",
+    "InvalidTopicError",
     "KafkaConnectionError",
     "KafkaError",
     "KafkaTimeoutError",
@@ -167,7 +173,9 @@ _LAZY: dict[str, str] = {
             "ConfigError",
             "CorruptRecordError",
             "DecompressionLimitError",
+            "ForkedClientError",
             "IllegalStateError",
+            "InvalidTopicError",
             "KafkaConnectionError",
             "KafkaError",
             "KafkaTimeoutError",
@@ -182,6 +190,7 @@ _LAZY: dict[str, str] = {
         "kpax.errors",
     ),
     **dict.fromkeys(("BulkFuture", "Producer", "RecordFuture"), "kpax.producer"),
+    "ParallelConsumer": "kpax.parallel",
     **dict.fromkeys(
         (
             "BatchResult",
@@ -210,6 +219,7 @@ _SUBMODULES = frozenset(
         "errors",
         "metrics",
         "otel",
+        "parallel",
         "producer",
         "proto",
         "spark",

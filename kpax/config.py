@@ -6,6 +6,14 @@ naming the closest valid one; a value of the wrong type or out of range is a
 :class:`ConfigError` naming the option and what it accepts. :class:`Timeouts`
 gives a client's typed settings its timeouts in seconds.
 
+Secrets are never printed: a resolved configuration (:class:`ClientConfig`)
+and the objects built from it show ``[hidden]`` (as the Java client does) for
+every secret option or field (:func:`is_secret`: passwords, tokens, token
+providers, JAAS configs), in their reprs (:func:`safe_repr`,
+:func:`dataclass_repr`) and in configuration errors; the typed objects the
+broker layer keeps hold them as :class:`Secret` (``[hidden]`` in any repr,
+``vars()`` included; :func:`reveal` gives the value where it is used).
+
 Imports: kpax.proto.errors and the standard library.
 """
 
@@ -13,10 +21,102 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from typing import Any
 
 from kpax.proto.errors import ConfigError
+
+#: What a secret value prints as (the Java client's word).
+HIDDEN = "[hidden]"
+
+#: Parts of option and field names that hold secrets: ``sasl_plain_password``,
+#: ``ssl_password``, ``sasl_oauth_token_provider`` and the connection options'
+#: ``sasl_password`` and ``sasl_token_provider``, the CLI's Java names
+#: (``ssl_key_password``, ``sasl_jaas_config``, ``*_store_password``), a
+#: JAAS config's or SCRAM upsertion's ``password``.
+_SECRET_WORDS = ("password", "token", "secret", "jaas", "credential")
+
+
+class Secret:
+    """A secret value (a password, a token provider) that prints as ``[hidden]``;
+    :meth:`get` (or :func:`reveal`) gives it where it is used."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: Any) -> None:
+        self._value = value
+
+    def get(self) -> Any:
+        return self._value
+
+    def __repr__(self) -> str:
+        return HIDDEN
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+
+def hide(value: Any) -> Any:
+    """``value`` as a :class:`Secret` (None stays None; a Secret stays as it is)."""
+    return value if value is None or isinstance(value, Secret) else Secret(value)
+
+
+def reveal(value: Any) -> Any:
+    """The value of a :class:`Secret`; anything else as it is."""
+    return value.get() if isinstance(value, Secret) else value
+
+
+def is_secret(name: object) -> bool:
+    """Does the option or field ``name`` hold a secret (a password, a token or
+    its provider, a JAAS config)?"""
+    if not isinstance(name, str):
+        return False
+    low = name.lower()
+    return any(word in low for word in _SECRET_WORDS)
+
+
+def _shown(name: object, value: Any) -> str:
+    return HIDDEN if value is not None and is_secret(name) else safe_repr(value)
+
+
+def safe_repr(value: Any) -> str:
+    """``repr(value)`` with the values of secret keys (mappings) and fields
+    (dataclasses) shown as ``[hidden]``, through nested mappings, lists,
+    tuples and dataclasses."""
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{k!r}: {_shown(k, v)}" for k, v in value.items()) + "}"
+    if is_dataclass(value) and not isinstance(value, type):
+        return dataclass_repr(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(safe_repr(v) for v in value) + "]"
+    if isinstance(value, tuple) and type(value) is tuple:
+        inner = ", ".join(safe_repr(v) for v in value)
+        return f"({inner},)" if len(value) == 1 else f"({inner})"
+    return repr(value)
+
+
+def dataclass_repr(obj: Any) -> str:
+    """A dataclass's repr as ``dataclasses`` writes it, secret fields shown as
+    ``[hidden]`` (for a dataclass's ``__repr__``)."""
+    shown = ", ".join(
+        f"{f.name}={_shown(f.name, getattr(obj, f.name))}" for f in fields(obj) if f.repr
+    )
+    return f"{type(obj).__qualname__}({shown})"
+
+
+class ClientConfig(dict[str, Any]):
+    """A client's resolved configuration (:func:`resolve`): a dict whose repr
+    and str show secret values as ``[hidden]``."""
+
+    def __repr__(self) -> str:
+        return safe_repr(dict(self))
+
+    __str__ = __repr__
 
 
 @dataclass(frozen=True)
@@ -86,12 +186,18 @@ def bootstrap_list(value: Any) -> list[str]:
     return out
 
 
-def resolve(kind: str, options: Mapping[str, Option], given: Mapping[str, Any]) -> dict[str, Any]:
+def resolve(kind: str, options: Mapping[str, Option], given: Mapping[str, Any]) -> ClientConfig:
     """Merge ``given`` over the defaults of ``options``, checking each value.
 
-    ``kind`` names the client in messages ("producer", "consumer", "admin").
+    ``kind`` names the client in messages ("producer", "consumer", "admin");
+    a secret option's value is never in them (its type is).
     """
-    out: dict[str, Any] = {name: opt.default for name, opt in options.items()}
+    # A default takes the same check as a given value: every value of the
+    # result has one form (``bootstrap_servers`` a list, whether given or not).
+    out: dict[str, Any] = {
+        name: opt.default if opt.check is None or opt.default is None else opt.check(opt.default)
+        for name, opt in options.items()
+    }
     for name, raw in given.items():
         value = raw
         key = name.replace(".", "_").replace("-", "_")
@@ -104,9 +210,10 @@ def resolve(kind: str, options: Mapping[str, Option], given: Mapping[str, Any]) 
             try:
                 value = opt.check(value)
             except (TypeError, ValueError) as exc:
-                raise ConfigError(f"{kind} option {key}={value!r}: {exc}") from None
+                shown = f"{HIDDEN} (a {type(value).__name__})" if is_secret(key) else repr(value)
+                raise ConfigError(f"{kind} option {key}={shown}: {exc}") from None
         out[key] = value
-    return out
+    return ClientConfig(out)
 
 
 class Timeouts:

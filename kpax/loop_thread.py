@@ -144,6 +144,11 @@ class LoopThread:
         if not self._stopped:
             self.loop.call_soon_threadsafe(fn, *args)
 
+    def abandon(self) -> None:
+        """This is a child of fork(): the thread does not exist here and the
+        loop's self-pipe is the parent's. Nothing is sent to the loop again."""
+        self._stopped = True
+
     def stop(self, timeout: float | None = 5.0) -> None:
         """Stop the loop (pending tasks are cancelled) and join the thread."""
         if self._stopped:

@@ -13,16 +13,27 @@ later calls do nothing), the context manager, and :meth:`SyncFace._wait_until`
 timeout error: the producer's buffer-memory waits, the consumer's wait for
 an assignment). A face uses only its core's public API.
 
-Imports: kpax.loop_thread, kpax.proto.errors and the standard library.
+Lifecycle: a face is unusable in a child of fork() (kpax.forks: every public
+call raises ForkedClientError there). A face collected without ``close()``
+emits a ResourceWarning (as aiokafka's clients do) and closes in the
+background: its core's close runs on the I/O thread (the face's
+:meth:`SyncFace._unreferenced_close`), which then ends. Nothing on the I/O
+thread holds the face, so an unreferenced face is collected.
+
+Imports: kpax.loop_thread, kpax.forks, kpax.proto.errors and the standard library.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import time
+import warnings
 from collections.abc import Callable, Coroutine
 from types import TracebackType
 from typing import Any, ClassVar, TypeVar
 
+from kpax.forks import forked_error
+from kpax.forks import track as track_fork
 from kpax.loop_thread import LoopThread
 from kpax.proto.errors import ClientClosedError
 
@@ -42,6 +53,10 @@ class SyncFace:
     _call_what: ClassVar[str] = "call"
     #: The message of ClientClosedError after close (``{what}``: the call's name).
     _closed_text: ClassVar[str] = "the client is closed"
+    #: The face's public name, in warnings and errors.
+    _client_name: ClassVar[str] = "kpax client"
+    #: Set on a face inherited through fork() (kpax.forks).
+    _forked: bool = False
 
     def __init__(
         self, thread_name: str, default_timeout: float, margin: float, *, track_idle: bool = False
@@ -53,6 +68,7 @@ class SyncFace:
         self._margin = margin
         self._closed = False
         self._thread = LoopThread(thread_name, track_idle=track_idle)
+        track_fork(self)
 
     def _start(
         self,
@@ -74,6 +90,8 @@ class SyncFace:
             raise
 
     def _closed_error(self, what: str) -> ClientClosedError:
+        if self._forked:
+            return forked_error(self, what)
         return ClientClosedError(self._closed_text.format(what=what))
 
     def _run(
@@ -139,6 +157,8 @@ class SyncFace:
         seconds) and stops the thread; later calls do nothing."""
         if self._closed:
             close.close()
+            if self._forked:
+                raise self._closed_error("close()")
             return
         submitted = False
         try:
@@ -156,6 +176,44 @@ class SyncFace:
 
     def close(self) -> None:
         raise NotImplementedError
+
+    # ------------------------------------------------------------ lifecycle
+
+    def _after_fork(self) -> None:
+        """In a child of fork() (kpax.forks): closed (a method bound before the
+        fork raises too), the parent's loop never touched."""
+        self._closed = True
+        self._thread.abandon()
+
+    def _unreferenced_close(self) -> Coroutine[Any, Any, Any]:
+        """The core's close, for a face collected unclosed (run in the background)."""
+        raise NotImplementedError
+
+    def _closing_unreferenced(self, done: concurrent.futures.Future[Any]) -> None:
+        """A face collected unclosed is closing in the background (``done``:
+        the core's close); the producer's face counts what it delivers."""
+
+    def __del__(self) -> None:
+        if self.__dict__.get("_closed", True) or self._forked:
+            return
+        self._closed = True
+        try:
+            warnings.warn(
+                f"unclosed {self._client_name} (closing it in the background): close() it, "
+                "or use it in a `with` block",
+                ResourceWarning,
+                stacklevel=1,
+                source=self,
+            )
+        finally:
+            thread = self._thread
+            try:
+                done = thread.submit(self._unreferenced_close())
+            except Exception:  # (the interpreter is shutting down: nothing to run it)
+                return
+            # the thread ends once the core is closed
+            done.add_done_callback(lambda _: thread.stop(0))
+            self._closing_unreferenced(done)
 
     def __enter__(self: F) -> F:
         return self

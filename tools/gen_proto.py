@@ -1134,6 +1134,9 @@ DESCRIPTIONS: dict[str, str] = {
     "CONTROLLER_ID_NOT_REGISTERED": "No controller with this id is registered.",
 }
 AUTHN = {"SASL_AUTHENTICATION_FAILED", "ILLEGAL_SASL_STATE", "UNSUPPORTED_SASL_MECHANISM"}
+#: Codes the consumer raises about a position in a partition: their classes
+#: carry RecordPosition's ``topic_partition`` and ``offset``.
+POSITIONED = {"OFFSET_OUT_OF_RANGE"}
 
 
 def error_class_name(name: str) -> str:
@@ -1173,6 +1176,7 @@ def render_errors(path: Path) -> str:
         "    AuthenticationError,",
         "    AuthorizationError,",
         "    BrokerResponseError,",
+        "    RecordPosition,",
         "    register_error,",
         ")",
         "",
@@ -1183,7 +1187,8 @@ def render_errors(path: Path) -> str:
             continue
         cls = error_class_name(name)
         names.append(cls)
-        bases = ["BrokerResponseError"]
+        bases = ["RecordPosition"] if name in POSITIONED else []
+        bases.append("BrokerResponseError")
         if name.endswith("_AUTHORIZATION_FAILED"):
             bases.append("AuthorizationError")
         if name in AUTHN:

@@ -4,15 +4,20 @@
 // "RESULT {json}" line that bench/harness.py parses.
 //
 //	franz-bench produce      -brokers B -topic T -records N -size 100 -acks 1|all -compression none|lz4
+//	                         [-linger-ms 5] [-batch-bytes 16384] [-keyed]
 //	franz-bench consume      -brokers B -topic T -records N -partitions P
 //	franz-bench commit-latency -brokers B -topic T -records N -commits C
 //	franz-bench commit-loop  -brokers B -topic T -records N
 //
-// produce: N values of -size random bytes (a pool of 10,000, no key) with
-// linger 5 ms and batch size 16384 (ProducerBatchMaxBytes), after one
-// warm-up record; timed from the first Produce to Flush's return (every
-// record acknowledged). acks=all keeps franz-go's default idempotence,
-// acks=1 needs it off (as for every client).
+// produce: N values of -size random bytes (a pool of 10,000), no key or with
+// -keyed the key "key-<i>" (the i-th record's; keys made before the clock
+// starts, partitioned by franz-go's default partitioner: murmur2 of the key,
+// as Java's), after one warm-up record; timed from the first Produce to
+// Flush's return (every record acknowledged). -linger-ms and -batch-bytes
+// (ProducerLinger, ProducerBatchMaxBytes) are left at franz-go's defaults
+// (v1.22.2: 10 ms, 1,000,012 bytes) when not given (-1, 0). acks=all keeps
+// franz-go's default idempotence, acks=1 needs it off (as for every client).
+// The RESULT line also gives the process's peak RSS (rss_peak_mb, MiB).
 //
 // consume: assigned partitions from the start, no group; timed from the
 // first poll (after a Ping) to the N-th record; every value is touched.
@@ -50,6 +55,25 @@ type result struct {
 	Seconds   float64   `json:"seconds"`
 	Latencies []float64 `json:"latencies_ms,omitempty"`
 	FirstRecs float64   `json:"first_records_s,omitempty"`
+	RSSPeakMB float64   `json:"rss_peak_mb,omitempty"`
+}
+
+// peakRSS is the process's peak resident set size in MiB: VmHWM of /proc/self/status
+// (getrusage's ru_maxrss would start from the RSS of the process that forked this one);
+// 0 where there is no /proc.
+func peakRSS() float64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(line, "VmHWM:") {
+			var kb float64
+			fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(line, "VmHWM:")), "%f", &kb)
+			return kb / 1024
+		}
+	}
+	return 0
 }
 
 func emit(r result) {
@@ -75,6 +99,9 @@ type options struct {
 	partitions  int
 	commits     int
 	group       string
+	lingerMs    int
+	batchBytes  int
+	keyed       bool
 }
 
 func main() {
@@ -93,6 +120,9 @@ func main() {
 	fs.IntVar(&o.partitions, "partitions", 1, "partitions to consume")
 	fs.IntVar(&o.commits, "commits", 100, "commits to time (commit-latency)")
 	fs.StringVar(&o.group, "group", "", "group id (commit-*)")
+	fs.IntVar(&o.lingerMs, "linger-ms", -1, "ProducerLinger in ms (-1: franz-go's default)")
+	fs.IntVar(&o.batchBytes, "batch-bytes", 0, "ProducerBatchMaxBytes (0: franz-go's default)")
+	fs.BoolVar(&o.keyed, "keyed", false, "produce: key each record key-<i>")
 	if err := fs.Parse(os.Args[2:]); err != nil {
 		die("%v", err)
 	}
@@ -136,9 +166,13 @@ func codec(name string) kgo.CompressionCodec {
 func produce(o options) {
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(o.brokers...),
-		kgo.ProducerLinger(5 * time.Millisecond),
-		kgo.ProducerBatchMaxBytes(16384),
 		kgo.ProducerBatchCompression(codec(o.compression)),
+	}
+	if o.lingerMs >= 0 {
+		opts = append(opts, kgo.ProducerLinger(time.Duration(o.lingerMs)*time.Millisecond))
+	}
+	if o.batchBytes > 0 {
+		opts = append(opts, kgo.ProducerBatchMaxBytes(int32(o.batchBytes)))
 	}
 	switch o.acks {
 	case "all", "-1":
@@ -175,9 +209,20 @@ func produce(o options) {
 			firstErr.CompareAndSwap(nil, err.Error())
 		}
 	}
+	var keys [][]byte
+	if o.keyed {
+		keys = make([][]byte, o.records)
+		for i := range keys {
+			keys[i] = []byte(fmt.Sprintf("key-%d", i))
+		}
+	}
 	t0 := time.Now()
 	for i := 0; i < o.records; i++ {
-		cl.Produce(ctx, &kgo.Record{Topic: o.topic, Value: pool[i%len(pool)]}, promise)
+		rec := &kgo.Record{Topic: o.topic, Value: pool[i%len(pool)]}
+		if keys != nil {
+			rec.Key = keys[i]
+		}
+		cl.Produce(ctx, rec, promise)
 	}
 	if err := cl.Flush(ctx); err != nil {
 		die("flush: %v", err)
@@ -186,7 +231,7 @@ func produce(o options) {
 	if n := failed.Load(); n > 0 {
 		die("%d of %d records failed, first: %v", n, o.records, firstErr.Load())
 	}
-	emit(result{Records: o.records, Bytes: o.records * o.size, Seconds: elapsed})
+	emit(result{Records: o.records, Bytes: o.records * o.size, Seconds: elapsed, RSSPeakMB: peakRSS()})
 }
 
 // ---------------------------------------------------------------- consume

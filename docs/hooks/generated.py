@@ -54,11 +54,13 @@ OPTION_DOCS: dict[str, str] = {
     "ssl_password": "password of `ssl_keyfile`",
     "ssl_check_hostname": "check that the broker's certificate names the host",
     "ssl_verify": "verify the broker's certificate (turn off for test clusters only)",
-    "sasl_mechanism": "`plain`, `scram-sha-256`, `scram-sha-512` or `oauthbearer` (any case)",
+    "sasl_mechanism": "`plain`, `scram-sha-256`, `scram-sha-512`, `oauthbearer` or `gssapi` "
+    "(any case)",
     "sasl_plain_username": "user name for PLAIN and SCRAM",
     "sasl_plain_password": "password for PLAIN and SCRAM",
     "sasl_oauth_token_provider": "OAUTHBEARER: a function (or coroutine function) "
-    "returning a token string",
+    "returning a token string, or an object with a `token()` method, sync or async, "
+    "and optionally `extensions()` (kafka-python's and aiokafka's token providers)",
     "connection_max_in_flight": "kpax only: most requests pipelined on one connection",
     # producer
     "acks": '`0`, `1`, `-1` or `"all"` (shown as -1)',
@@ -81,6 +83,9 @@ OPTION_DOCS: dict[str, str] = {
     "before aborting it",
     "allow_auto_create_topics": "let a Metadata request create a missing topic (where "
     "the broker allows it)",
+    "metadata_max_idle_ms": "a topic not sent to for this long (nothing of it buffered or in "
+    "flight) is forgotten: metadata requests stop naming it, so a deleted topic is not "
+    "re-created; the next send looks it up again",
     "partitioner": "a `kpax.producer.partitioner.Partitioner` or "
     "`f(topic, key, value, num_partitions) -> int`; None: Java's (murmur2, sticky)",
     "key_serializer": 'a callable `obj -> bytes`, or `"bytes"`, `"str"`, `"json"`; '
@@ -123,6 +128,7 @@ TABLES = (
     ("kpax.producer.options", "PRODUCER_OPTIONS", "Producer options"),
     ("kpax.consumer.options", "CONSUMER_OPTIONS", "Consumer options"),
     ("kpax.consumer.share.options", "SHARE_CONSUMER_OPTIONS", "Share consumer options"),
+    ("kpax.parallel.options", "PARALLEL_OPTIONS", "Parallel consumer options"),
     ("kpax.admin.client", "ADMIN_OPTIONS", "Admin options"),
 )
 

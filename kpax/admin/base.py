@@ -26,10 +26,11 @@ from kpax.cluster.cluster import GROUP, Cluster
 from kpax.cluster.request_path import Deadline, RequestPath, RetryPolicy, ToLeader
 from kpax.config import Option, positive_int, resolve
 from kpax.metrics import ConnectionMetrics, Metrics, metrics_enabled
-from kpax.proto.error_codes import NonEmptyGroupError
+from kpax.proto.error_codes import InvalidTopicError, NonEmptyGroupError
 from kpax.proto.error_families import COORDINATOR_ERRORS, UNKNOWN_TOPIC_ERRORS, code_in
 from kpax.proto.errors import KafkaError, error_for_code
 from kpax.proto.messages import DeleteGroupsRequest
+from kpax.proto.topic_names import check_topic
 from kpax.structs import BatchResult, TopicPartition
 
 K = TypeVar("K", bound=Hashable)
@@ -88,6 +89,7 @@ class AdminBase:
         *,
         on_retry: Callable[[], Awaitable[None]] | None = None,
         unknown_topic_grace: float = 0.0,
+        topic_of: Callable[[K], str | None] | None = None,
     ) -> BatchResult[K, Any]:
         """Run ``attempt`` over the pending items until each has a value or a
         final error; retriable failures are retried with backoff until the
@@ -95,7 +97,11 @@ class AdminBase:
 
         An unknown topic is final after ``unknown_topic_grace`` seconds (the
         protocol calls it retriable, but an admin call should not wait a
-        minute to say a topic does not exist)."""
+        minute to say a topic does not exist). ``topic_of(item)``: the topic
+        name an item names (None: none), checked first -- an item naming a
+        topic Kafka would refuse fails with InvalidTopicError and is not sent
+        (as the Java admin does for a name it cannot represent)."""
+        items, invalid = _split_invalid(items, topic_of)
         await self.cluster.start()
 
         def retry(err: KafkaError, deadline: Deadline) -> bool:
@@ -110,7 +116,7 @@ class AdminBase:
             async def refresh(_keys: list[K]) -> None:
                 await again()
 
-        return await self.requests.each(
+        result = await self.requests.each(
             what,
             items,
             attempt,
@@ -118,6 +124,7 @@ class AdminBase:
             retry=retry,
             on_retry=refresh,
         )
+        return _with_invalid(result, invalid)
 
     async def _refresh(self) -> None:
         await self.cluster.refresh()
@@ -139,7 +146,9 @@ class AdminBase:
         all at once, through the one request path; partitions whose request or
         answer failed retriably are routed again and retried. An unknown topic
         is final after a short grace period (a topic just created may not be
-        known to every broker yet)."""
+        known to every broker yet). A partition of a topic Kafka would refuse
+        fails with InvalidTopicError, unsent."""
+        partitions, invalid = _split_invalid(partitions, topic_of_partition)
         await self.cluster.start()
 
         def retry(err: KafkaError, deadline: Deadline) -> bool:
@@ -147,7 +156,7 @@ class AdminBase:
                 return deadline.elapsed() < NEW_TOPIC_GRACE
             return err.retriable
 
-        return await self.requests.fan_out(
+        result = await self.requests.fan_out(
             what,
             partitions,
             lambda tp: ToLeader(tp.topic, tp.partition),
@@ -156,6 +165,7 @@ class AdminBase:
             retry=retry,
             resolve_timeout=0.5,
         )
+        return _with_invalid(result, invalid)
 
     # ------------------------------------------------------------ group coordinator calls
 
@@ -208,6 +218,44 @@ class AdminBase:
                 )
 
         return await self._coordinator_call(f"delete {kind}", group_ids, one, timeout)
+
+
+def topic_of_name(name: str) -> str:
+    """An item that is a topic name (the ``topic_of`` of per-topic calls)."""
+    return name
+
+
+def topic_of_partition(tp: TopicPartition) -> str:
+    """The topic of a partition (the ``topic_of`` of per-partition calls)."""
+    return tp[0]
+
+
+def _split_invalid(
+    items: Iterable[K], topic_of: Callable[[K], str | None] | None
+) -> tuple[list[K], dict[K, KafkaError]]:
+    """``items`` without those naming an invalid topic, and those with their
+    InvalidTopicError (:func:`kpax.proto.topic_names.check_topic`)."""
+    kept = list(items)
+    if topic_of is None:
+        return kept, {}
+    invalid: dict[K, KafkaError] = {}
+    good: list[K] = []
+    for item in kept:
+        name = topic_of(item)
+        try:
+            if name is not None:
+                check_topic(name)
+        except InvalidTopicError as exc:
+            invalid[item] = exc
+        else:
+            good.append(item)
+    return good, invalid
+
+
+def _with_invalid(result: BatchResult[K, Any], invalid: dict[K, KafkaError]) -> BatchResult[K, Any]:
+    if not invalid:
+        return result
+    return BatchResult(result.succeeded, {**result.errors, **invalid})
 
 
 async def _wrap_one(key: str, call: Callable[[], Awaitable[Any]]) -> dict[str, Any]:

@@ -20,12 +20,21 @@ the operations live in one mixin per domain, each deriving from
 * kpax.admin.acls -- describe, create and delete ACLs
 * kpax.admin.users -- SCRAM credentials
 
+An admin client belongs to the event loop that started it (a call from
+another loop is an IllegalStateError: its cluster checks, kpax.event_loops),
+is unusable in a child of fork() (kpax.forks) and warns (ResourceWarning)
+when collected unclosed.
+
 Imports: kpax.admin.base, kpax.admin.cluster, kpax.admin.topics, kpax.admin.configs,
 kpax.admin.offsets, kpax.admin.groups, kpax.admin.share_groups, kpax.admin.acls,
-kpax.admin.users.
+kpax.admin.users, kpax.forks and the standard library.
 """
 
 from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from typing import Any
 
 from kpax.admin.acls import AclAdmin
 from kpax.admin.base import ADMIN_OPTIONS, AdminBase
@@ -36,6 +45,8 @@ from kpax.admin.offsets import OFFSET_SPECS, OffsetAdmin
 from kpax.admin.share_groups import ShareGroupAdmin
 from kpax.admin.topics import TopicAdmin
 from kpax.admin.users import UserAdmin
+from kpax.forks import forked_error
+from kpax.forks import track as track_fork
 
 __all__ = ["ADMIN_OPTIONS", "OFFSET_SPECS", "AsyncAdmin"]
 
@@ -53,6 +64,16 @@ class AsyncAdmin(
 ):
     """``kpax.aio.Admin``: ``async with AsyncAdmin("host:9092") as admin: ...``."""
 
+    _client_name = "kpax.aio.Admin"
+    #: Set on an admin client inherited through fork() (kpax.forks).
+    _forked = False
+
+    def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, **config: Any) -> None:
+        super().__init__(bootstrap_servers, **config)
+        self.cluster.client_name = self._client_name
+        self._started = self._closed = False
+        track_fork(self)
+
     @property
     def timeout(self) -> float:
         """``default_api_timeout_ms`` in seconds: the timeout of calls given none."""
@@ -66,10 +87,29 @@ class AsyncAdmin(
             # connection that answered with bytes it could not decode stays open.
             await self.cluster.close()
             raise
+        self._started = True
         return self
 
     async def close(self) -> None:
+        """Close the connections (on the event loop that started the client:
+        IllegalStateError from another loop)."""
         await self.cluster.close()
+        self._closed = True
+
+    def _after_fork(self) -> None:
+        """In a child of fork() (kpax.forks): every call refuses (a method bound
+        before the fork included: its cluster is unusable)."""
+        self.cluster.unusable = forked_error(self, "a call")
+
+    def __del__(self) -> None:
+        if self.__dict__.get("_started") and not self._closed and not self._forked:
+            warnings.warn(
+                f"unclosed {self._client_name}: await close() (or use `async with`) "
+                "before its event loop ends",
+                ResourceWarning,
+                stacklevel=1,
+                source=self,
+            )
 
     def metrics(self) -> dict[str, float]:
         """The Java admin client's metrics that apply, as ``{name: value}``

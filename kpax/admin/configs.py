@@ -95,7 +95,9 @@ class ConfigAdmin(AdminBase):
                     }
             return out
 
-        return await self._per_item("describe configs", resources, attempt, timeout)
+        return await self._per_item(
+            "describe configs", resources, attempt, timeout, topic_of=_topic_of
+        )
 
     async def incremental_alter_configs(
         self,
@@ -141,7 +143,7 @@ class ConfigAdmin(AdminBase):
                     )
             return out
 
-        return await self._per_item("alter configs", ops, attempt, timeout)
+        return await self._per_item("alter configs", ops, attempt, timeout, topic_of=_topic_of)
 
 
 def _config_source(value: int) -> ConfigSource:
@@ -149,3 +151,8 @@ def _config_source(value: int) -> ConfigSource:
         return ConfigSource(value)
     except ValueError:
         return ConfigSource.UNKNOWN
+
+
+def _topic_of(resource: ConfigResource) -> str | None:
+    """The topic a config resource names (None: a broker, group...)."""
+    return resource.name if resource.type == ConfigResourceType.TOPIC else None

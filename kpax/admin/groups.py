@@ -19,7 +19,13 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kpax.admin.base import NEW_TOPIC_GRACE, AdminBase, Outcome, broker_error
+from kpax.admin.base import (
+    NEW_TOPIC_GRACE,
+    AdminBase,
+    Outcome,
+    broker_error,
+    topic_of_partition,
+)
 from kpax.admin.types import CLASSIC, CONSUMER, GroupDescription, GroupListing, MemberDescription
 from kpax.broker.broker import Broker
 from kpax.cluster.cluster import GROUP
@@ -310,7 +316,12 @@ class GroupAdmin(AdminBase):
 
         # (a topic created a moment ago may not be known to the coordinator yet)
         return await self._per_item(
-            "alter group offsets", wanted, attempt, timeout, unknown_topic_grace=NEW_TOPIC_GRACE
+            "alter group offsets",
+            wanted,
+            attempt,
+            timeout,
+            unknown_topic_grace=NEW_TOPIC_GRACE,
+            topic_of=topic_of_partition,
         )
 
     async def delete_group_offsets(
@@ -360,7 +371,9 @@ class GroupAdmin(AdminBase):
                     )
             return out
 
-        return await self._per_item("delete group offsets", tps, attempt, timeout)
+        return await self._per_item(
+            "delete group offsets", tps, attempt, timeout, topic_of=topic_of_partition
+        )
 
 
 def _decode_consumer_protocol(cls: Any, data: Any) -> Any:

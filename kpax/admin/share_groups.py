@@ -19,7 +19,14 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kpax.admin.base import NEW_TOPIC_GRACE, AdminBase, Outcome, broker_error
+from kpax.admin.base import (
+    NEW_TOPIC_GRACE,
+    AdminBase,
+    Outcome,
+    broker_error,
+    topic_of_name,
+    topic_of_partition,
+)
 from kpax.admin.types import ShareGroupDescription, ShareMemberDescription, SharePartitionOffset
 from kpax.broker.broker import Broker
 from kpax.cluster.cluster import GROUP
@@ -240,7 +247,12 @@ class ShareGroupAdmin(AdminBase):
 
         # (a topic created a moment ago may not be known to the coordinator yet)
         return await self._per_item(
-            what, wanted, attempt, timeout, unknown_topic_grace=NEW_TOPIC_GRACE
+            what,
+            wanted,
+            attempt,
+            timeout,
+            unknown_topic_grace=NEW_TOPIC_GRACE,
+            topic_of=topic_of_partition,
         )
 
     async def delete_share_group_offsets(
@@ -279,7 +291,12 @@ class ShareGroupAdmin(AdminBase):
             }
 
         return await self._per_item(
-            what, names, attempt, timeout, unknown_topic_grace=NEW_TOPIC_GRACE
+            what,
+            names,
+            attempt,
+            timeout,
+            unknown_topic_grace=NEW_TOPIC_GRACE,
+            topic_of=topic_of_name,
         )
 
     async def _share_group_request(

@@ -11,7 +11,7 @@ Imports: kpax.admin.client, kpax.admin.types, kpax.sync_face, kpax.structs.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from typing import Any
 
 from kpax.admin.client import AsyncAdmin
@@ -48,6 +48,7 @@ class Admin(SyncFace):
 
     _call_what = "admin call"
     _closed_text = "the admin client is closed"
+    _client_name = "kpax.Admin"
 
     def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, **config: Any) -> None:
         core = self._core = AsyncAdmin(bootstrap_servers, **config)  # validates options first
@@ -62,6 +63,9 @@ class Admin(SyncFace):
 
     def close(self) -> None:
         self._close_once(self._core.close(), 10.0, "admin close")
+
+    def _unreferenced_close(self) -> Coroutine[Any, Any, Any]:
+        return self._core.close()
 
     @property
     def aio(self) -> AsyncAdmin:

@@ -4,7 +4,8 @@ Role: the mixin of :class:`~kpax.admin.client.AsyncAdmin` for topics: listing
 and describing come from metadata, creating, deleting and growing go to the
 controller (retried after a metadata refresh); per-topic results. Calls on
 an existing topic retry UNKNOWN_TOPIC_OR_PARTITION for ``NEW_TOPIC_GRACE``
-(a topic just created may not be known everywhere yet), then report it.
+(a topic just created may not be known everywhere yet), then report it. A name
+Kafka would refuse fails for that topic alone with InvalidTopicError, unsent.
 
 Imports: kpax.admin.base, kpax.proto, kpax.structs, the standard library.
 """
@@ -14,7 +15,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kpax.admin.base import NEW_TOPIC_GRACE, AdminBase, Outcome, broker_error
+from kpax.admin.base import (
+    NEW_TOPIC_GRACE,
+    AdminBase,
+    Outcome,
+    broker_error,
+    topic_of_name,
+)
 from kpax.proto.error_codes import LeaderNotAvailableError, UnknownTopicOrPartitionError
 from kpax.proto.error_families import code_in
 from kpax.proto.errors import error_for_code
@@ -71,7 +78,12 @@ class TopicAdmin(AdminBase):
             return out
 
         return await self._per_item(
-            "describe topic", topics, attempt, timeout, unknown_topic_grace=NEW_TOPIC_GRACE
+            "describe topic",
+            topics,
+            attempt,
+            timeout,
+            unknown_topic_grace=NEW_TOPIC_GRACE,
+            topic_of=topic_of_name,
         )
 
     async def create_topics(
@@ -108,7 +120,9 @@ class TopicAdmin(AdminBase):
                     out[t.name] = None
             return out
 
-        return await self._per_item("create topic", specs, attempt, timeout, on_retry=self._refresh)
+        return await self._per_item(
+            "create topic", specs, attempt, timeout, on_retry=self._refresh, topic_of=topic_of_name
+        )
 
     async def delete_topics(
         self, topics: Iterable[str], *, timeout: float | None = None
@@ -147,6 +161,7 @@ class TopicAdmin(AdminBase):
             timeout,
             on_retry=self._refresh,
             unknown_topic_grace=NEW_TOPIC_GRACE,
+            topic_of=topic_of_name,
         )
 
     async def create_partitions(
@@ -188,6 +203,7 @@ class TopicAdmin(AdminBase):
             timeout,
             on_retry=self._refresh,
             unknown_topic_grace=NEW_TOPIC_GRACE,
+            topic_of=topic_of_name,
         )
 
 

@@ -3,7 +3,7 @@
 Role: what :class:`kpax.Admin` takes and returns besides the shared types of
 :mod:`kpax.structs`. Enum values are the protocol's own numbers.
 
-Imports: kpax.structs and the standard library.
+Imports: kpax.structs, kpax.config and the standard library.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from kpax.config import dataclass_repr
 from kpax.structs import TopicPartition
 
 
@@ -319,11 +320,15 @@ class ScramCredentialInfo:
 
 @dataclass(frozen=True)
 class UserScramCredentialUpsertion:
+    """A user's SCRAM credential to set (its repr hides the password)."""
+
     user: str
     mechanism: ScramMechanism
     password: str
     iterations: int = 4096
     salt: bytes | None = None
+
+    __repr__ = dataclass_repr
 
 
 @dataclass(frozen=True)

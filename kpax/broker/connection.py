@@ -45,7 +45,7 @@ a wrong correlation id or a connection cut in the middle of a response is
 named in the error that every request in flight fails with, and in the error
 of any later request on the closed connection.
 
-Imports: kpax.proto, kpax.broker.*, kpax._version, the standard library.
+Imports: kpax.proto, kpax.broker.*, kpax.config, kpax._version, the standard library.
 """
 
 from __future__ import annotations
@@ -58,16 +58,20 @@ import random
 import ssl
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from functools import partial
+from typing import Any, TypeVar, cast
 
 from kpax._version import __version__
 from kpax.broker.options import ConnectionOptions
 from kpax.broker.sasl import (
+    GssapiMechanism,
     OAuthBearerMechanism,
     PlainMechanism,
     SaslMechanism,
     ScramMechanism,
+    oauth_token,
 )
+from kpax.config import reveal
 from kpax.proto.error_codes import (
     IllegalSaslStateError,
     RebootstrapRequiredError,
@@ -330,23 +334,37 @@ class BrokerConnection(asyncio.BufferedProtocol):
         opts = self.options
         name = opts.sasl_mechanism
         if name == "PLAIN":
-            return PlainMechanism(opts.sasl_username or "", opts.sasl_password or "")
+            return PlainMechanism(opts.sasl_username or "", reveal(opts.sasl_password) or "")
         if name.startswith("SCRAM-"):
-            return ScramMechanism(name, opts.sasl_username or "", opts.sasl_password or "")
+            return ScramMechanism(name, opts.sasl_username or "", reveal(opts.sasl_password) or "")
+        if name == "GSSAPI":
+            return GssapiMechanism(
+                opts.sasl_kerberos_service_name,
+                opts.sasl_kerberos_domain_name or self.host,
+                principal=opts.sasl_kerberos_principal,
+                keytab=opts.sasl_kerberos_keytab,
+                broker=self.describe(),
+            )
         raise AuthenticationError(f"SASL mechanism {name} needs a token (OAUTHBEARER)")
 
     async def _make_mechanism(self) -> SaslMechanism:
         provider = self.options.sasl_token_provider
         if self.options.sasl_mechanism == "OAUTHBEARER" and provider is not None:
-            token = provider()
-            if not isinstance(token, str):
-                token = await token
-            return OAuthBearerMechanism(token)
+            return OAuthBearerMechanism(*await oauth_token(reveal(provider)))
         return self._mechanism()
+
+    @staticmethod
+    async def _sasl_step(
+        mechanism: SaslMechanism, step: Callable[[], bytes | None]
+    ) -> bytes | None:
+        """One step of *mechanism*; in a worker thread if it may block (GSSAPI asks the KDC)."""
+        if getattr(mechanism, "blocking", False):
+            return await asyncio.to_thread(step)
+        return step()
 
     async def _authenticate(self) -> None:
         mechanism = await self._make_mechanism()
-        who = self.options.sasl_username or "(token)"
+        who = getattr(mechanism, "identity", None) or self.options.sasl_username or "(token)"
         hs = await self.request(SaslHandshakeRequest(mechanism=mechanism.name), bypass_gate=True)
         if hs.error_code:
             if issubclass(error_for_code(hs.error_code), IllegalSaslStateError):
@@ -361,7 +379,7 @@ class BrokerConnection(asyncio.BufferedProtocol):
                 f"SASL mechanism {mechanism.name} is not enabled on {self.describe()} "
                 f"(enabled: {enabled})"
             )
-        token: bytes | None = mechanism.first()
+        token = await self._sasl_step(mechanism, mechanism.first)
         lifetime_ms = 0
         while token is not None:
             resp = await self.request(SaslAuthenticateRequest(auth_bytes=token), bypass_gate=True)
@@ -372,7 +390,8 @@ class BrokerConnection(asyncio.BufferedProtocol):
                     f"{self.describe()}: {detail}"
                 )
             lifetime_ms = getattr(resp, "session_lifetime_ms", 0) or 0
-            token = mechanism.respond(bytes(resp.auth_bytes or b""))
+            server_token = bytes(resp.auth_bytes or b"")
+            token = await self._sasl_step(mechanism, partial(mechanism.respond, server_token))
         self.authentications += 1
         if lifetime_ms > 0:
             # KIP-368: re-authenticate before the broker's session expires.
@@ -662,8 +681,9 @@ class BrokerConnection(asyncio.BufferedProtocol):
     # ------------------------------------------------------------ transport callbacks
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        # A stream transport, of whatever loop: uvloop's (and other loops')
+        # transports are not subclasses of asyncio.Transport.
+        self._transport = cast(asyncio.Transport, transport)
         if self._metrics is not None:
             self._counted = True
             self._metrics.created.record()

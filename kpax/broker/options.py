@@ -10,17 +10,20 @@ Imports: kpax.config, kpax.metrics, kpax.broker.tls, kpax.broker.sasl, kpax.prot
 
 from __future__ import annotations
 
+import os
 import ssl
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kpax.broker.sasl import SUPPORTED_MECHANISMS
+from kpax.broker.sasl import SUPPORTED_MECHANISMS, import_gssapi
 from kpax.broker.tls import build_ssl_context
 from kpax.config import (
     Option,
+    Secret,
     boolean,
     bootstrap_list,
+    hide,
     non_negative_int,
     one_of,
     optional_str,
@@ -29,9 +32,31 @@ from kpax.config import (
 from kpax.metrics import ConnectionMetrics
 from kpax.proto.errors import ConfigError
 
-TokenProvider = Callable[[], "str | Awaitable[str]"]
+#: ``sasl_oauth_token_provider``: a function (or coroutine function) returning a
+#: token, or an object with a ``token()`` method, sync or async, and optionally
+#: ``extensions()`` (kafka-python's and aiokafka's ``AbstractTokenProvider``).
+TokenProvider = Any
+
+
+def token_provider(value: Any) -> Any:
+    """The check of ``sasl_oauth_token_provider`` (see :data:`TokenProvider`)."""
+    if callable(getattr(value, "token", None)) or callable(value):
+        return value
+    raise TypeError(
+        "must be a function returning an OAUTHBEARER token (a str, or an awaitable of one), "
+        "or an object with a token() method (kafka-python's or aiokafka's "
+        "AbstractTokenProvider)"
+    )
+
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+def _service_name(value: Any) -> str:
+    if not isinstance(value, str) or not value or "@" in value or "/" in value:
+        raise ValueError("must be a service name such as 'kafka' (no '/' or '@')")
+    return value
+
 
 #: Options every client accepts (merged into each client's own table).
 COMMON_OPTIONS: dict[str, Option] = {
@@ -57,7 +82,31 @@ COMMON_OPTIONS: dict[str, Option] = {
     "sasl_mechanism": Option("PLAIN", one_of(*[m.lower() for m in SUPPORTED_MECHANISMS])),
     "sasl_plain_username": Option(None, optional_str),
     "sasl_plain_password": Option(None, optional_str),
-    "sasl_oauth_token_provider": Option(None),
+    "sasl_oauth_token_provider": Option(None, token_provider),
+    "sasl_kerberos_service_name": Option(
+        "kafka",
+        _service_name,
+        "GSSAPI: the service part of the brokers' Kerberos principal "
+        "(`kafka` for `kafka/host@REALM`)",
+    ),
+    "sasl_kerberos_domain_name": Option(
+        None,
+        optional_str,
+        "GSSAPI: the host part of the brokers' principal; None: the host kpax connects to",
+    ),
+    "sasl_kerberos_principal": Option(
+        None,
+        optional_str,
+        "GSSAPI, kpax and librdkafka only: this client's principal (`app@REALM`); "
+        "None: the keytab's first one, or the default credentials' (`kinit`)",
+    ),
+    "sasl_kerberos_keytab": Option(
+        None,
+        optional_str,
+        "GSSAPI, kpax and librdkafka only: keytab file to get this client's tickets from "
+        "(kept in memory, renewed from it); None: the default credentials (`kinit`, "
+        "`KRB5CCNAME`, `KRB5_CLIENT_KTNAME`)",
+    ),
     #: kpax-specific: cap on requests pipelined on one connection.
     "connection_max_in_flight": Option(1024, positive_int),
 }
@@ -65,7 +114,9 @@ COMMON_OPTIONS: dict[str, Option] = {
 
 @dataclass(frozen=True)
 class ConnectionOptions:
-    """What one broker connection needs to know."""
+    """What one broker connection needs to know. The password and the token
+    provider are kept as :class:`~kpax.config.Secret` (given plain, they are
+    wrapped): ``[hidden]`` in reprs and ``vars()``."""
 
     client_id: str = "kpax"
     request_timeout_ms: int = 30000
@@ -78,12 +129,20 @@ class ConnectionOptions:
     ssl_context: ssl.SSLContext | None = None
     sasl_mechanism: str = "PLAIN"
     sasl_username: str | None = None
-    sasl_password: str | None = None
-    sasl_token_provider: TokenProvider | None = None
+    sasl_password: Secret | str | None = None
+    sasl_token_provider: Secret | TokenProvider | None = None
+    sasl_kerberos_service_name: str = "kafka"
+    sasl_kerberos_domain_name: str | None = None
+    sasl_kerberos_principal: str | None = None
+    sasl_kerberos_keytab: str | None = None
     #: Largest response frame accepted (a larger size prefix is a protocol error).
     max_response_size: int = 512 * 1024 * 1024
     #: The client's connection metrics (kpax.metrics); None: not counted.
     metrics: ConnectionMetrics | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sasl_password", hide(self.sasl_password))
+        object.__setattr__(self, "sasl_token_provider", hide(self.sasl_token_provider))
 
     @property
     def uses_tls(self) -> bool:
@@ -116,6 +175,11 @@ def connection_options(
         if mechanism == "OAUTHBEARER":
             if config.get("sasl_oauth_token_provider") is None:
                 raise ConfigError("sasl_mechanism OAUTHBEARER needs sasl_oauth_token_provider")
+        elif mechanism == "GSSAPI":
+            import_gssapi()  # ConfigError naming the extra when it is not installed
+            keytab = config.get("sasl_kerberos_keytab")
+            if keytab is not None and not os.path.isfile(keytab):
+                raise ConfigError(f"sasl_kerberos_keytab {keytab!r}: no such file")
         elif not config.get("sasl_plain_username") or config.get("sasl_plain_password") is None:
             raise ConfigError(
                 f"sasl_mechanism {mechanism} needs sasl_plain_username and sasl_plain_password"
@@ -136,5 +200,9 @@ def connection_options(
         sasl_username=config.get("sasl_plain_username"),
         sasl_password=config.get("sasl_plain_password"),
         sasl_token_provider=config.get("sasl_oauth_token_provider"),
+        sasl_kerberos_service_name=str(config.get("sasl_kerberos_service_name") or "kafka"),
+        sasl_kerberos_domain_name=config.get("sasl_kerberos_domain_name"),
+        sasl_kerberos_principal=config.get("sasl_kerberos_principal"),
+        sasl_kerberos_keytab=config.get("sasl_kerberos_keytab"),
         metrics=metrics,
     )

@@ -1,12 +1,20 @@
-"""SASL mechanisms as small sans-I/O state machines: PLAIN, SCRAM-SHA-256/512, OAUTHBEARER.
+"""SASL mechanisms as small state machines: PLAIN, SCRAM-SHA-256/512, OAUTHBEARER, GSSAPI.
 
 Role: turn credentials into the token exchange that SaslAuthenticate carries.
 Each mechanism answers ``first()`` with the client's opening token and
 ``respond(server_token)`` with the next token, or ``None`` once the exchange is
 complete; a failed server check raises :class:`AuthenticationError` naming the
 mechanism. The connection (:mod:`kpax.broker.connection`) does the I/O.
+:func:`oauth_token` asks an OAUTHBEARER token provider for its token (kpax's
+function form, or kafka-python's and aiokafka's ``token()`` objects). No
+message here holds a password or a token.
 
-Imports: kpax.proto.errors and the standard library.
+PLAIN, SCRAM and OAUTHBEARER are sans-I/O. GSSAPI (Kerberos V5, RFC 4752) hands
+the tokens to the ``gssapi`` package (the ``kpax[gssapi]`` extra, MIT Kerberos or
+Heimdal underneath), which may ask the KDC for tickets: its steps may block, so
+it says ``blocking = True`` and the connection runs them in a worker thread.
+
+Imports: kpax.proto.errors, the standard library; gssapi (optional, on first use).
 """
 
 from __future__ import annotations
@@ -14,12 +22,15 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import inspect
+import os
+import re
 import secrets
-from typing import Protocol
+from typing import Any, Protocol
 
 from kpax.proto.errors import AuthenticationError, ConfigError
 
-SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI")
 
 
 class SaslMechanism(Protocol):
@@ -118,6 +129,40 @@ class ScramMechanism:
             raise self._fail("server signature does not verify (is this the real broker?)")
 
 
+async def oauth_token(provider: Any) -> tuple[str, dict[str, str]]:
+    """The token and SASL extensions of an OAUTHBEARER ``provider``: a function
+    (or coroutine function) returning the token, or an object with a
+    ``token()`` method, sync or async, and optionally ``extensions()`` (a dict,
+    or an awaitable of one): kafka-python's and aiokafka's AbstractTokenProvider."""
+    method = getattr(provider, "token", None)
+    get = method if callable(method) else provider
+    what = "sasl_oauth_token_provider" + (".token()" if get is method else "()")
+    try:
+        token = get()
+        if inspect.isawaitable(token):
+            token = await token
+    except Exception as exc:
+        raise AuthenticationError(
+            f"OAUTHBEARER: {what} failed: {type(exc).__name__}: {exc}"
+        ) from exc
+    if not isinstance(token, str) or not token:
+        raise AuthenticationError(
+            f"OAUTHBEARER: {what} returned a {type(token).__name__}, not a token string"
+        )
+    extensions: Any = {}
+    ext = getattr(provider, "extensions", None)
+    if get is method and callable(ext):
+        extensions = ext()
+        if inspect.isawaitable(extensions):
+            extensions = await extensions
+        if not isinstance(extensions, dict):
+            raise AuthenticationError(
+                "OAUTHBEARER: sasl_oauth_token_provider.extensions() returned a "
+                f"{type(extensions).__name__}, not a dict"
+            )
+    return token, {str(k): str(v) for k, v in (extensions or {}).items()}
+
+
 class OAuthBearerMechanism:
     """RFC 7628 client response ``n,,\\x01auth=Bearer <token>[\\x01k=v...]\\x01\\x01``."""
 
@@ -138,3 +183,161 @@ class OAuthBearerMechanism:
             # (RFC 7628 3.2.3) and let the broker fail the exchange.
             return b"\x01"
         return None
+
+
+GSSAPI_PACKAGE_HINT = (
+    "sasl_mechanism GSSAPI needs the gssapi package: pip install 'kpax[gssapi]' (on Linux "
+    "it is built against MIT Kerberos: apt-get install libkrb5-dev, or dnf install krb5-devel)"
+)
+
+
+def import_gssapi() -> Any:
+    """The ``gssapi`` module, or a :class:`ConfigError` saying how to install it."""
+    try:
+        import gssapi
+    except (ImportError, OSError) as exc:  # OSError: the Kerberos library cannot load
+        raise ConfigError(f"{GSSAPI_PACKAGE_HINT} ({exc})") from None
+    return gssapi
+
+
+def _gss_errors() -> tuple[type[BaseException], ...]:
+    try:
+        from gssapi.raw.misc import GSSError
+    except (ImportError, OSError):
+        return ()
+    return (GSSError,)
+
+
+def _gss_detail(exc: BaseException) -> str:
+    """A GSSError without its numeric status codes: what the library says, major then minor."""
+    text = re.sub(r"(Major|Minor) \(\d+\): ", "", str(exc)).strip()
+    return text or type(exc).__name__
+
+
+def keytab_ccache(principal: str | None, keytab: str) -> str:
+    """The in-memory credential cache a keytab's tickets go to: one per (principal,
+    keytab) in a process, so the clients that share them share their tickets."""
+    key = hashlib.sha256(f"{principal or ''}\0{os.path.abspath(keytab)}".encode()).hexdigest()
+    return f"MEMORY:kpax-{key[:16]}"
+
+
+class GssapiMechanism:
+    """RFC 4752 Kerberos V5 through GSS-API, as Kafka brokers speak it.
+
+    The client's GSS tokens go in SaslAuthenticate frames until the security
+    context is established (the broker's last token is the mutual-authentication
+    reply; the client then sends an empty token). The broker then sends, wrapped,
+    the security layers it offers and its largest buffer; the client answers,
+    wrapped, with "no security layer" (Kafka has none: TLS is the listener's
+    business), a maximum buffer of 0 (RFC 4752: no layer, no buffer) and an empty
+    authorization identity (act as the authenticated principal).
+
+    Credentials: with ``keytab``, tickets for ``principal`` (default: the keytab's
+    first principal) are got from that keytab into an in-memory cache of this
+    process; without it, the default Kerberos credentials (``kinit``'s cache,
+    ``KRB5CCNAME``, or MIT's ``KRB5_CLIENT_KTNAME``) are used, as kafka-python and
+    aiokafka do. The target is the host-based service ``service@host``
+    (``kafka/broker.example.com@REALM``).
+    """
+
+    name = "GSSAPI"
+    #: Steps may wait on the KDC: the connection runs them in a worker thread.
+    blocking = True
+
+    def __init__(
+        self,
+        service: str,
+        host: str,
+        *,
+        principal: str | None = None,
+        keytab: str | None = None,
+        broker: str = "",
+        context: Any = None,
+    ) -> None:
+        self.target = f"{service}@{host}"
+        self._on = f" on {broker}" if broker else ""
+        self._principal = principal
+        self._keytab = keytab
+        self.identity: str
+        if principal:
+            self.identity = principal
+        elif keytab:
+            self.identity = f"(the first principal of keytab {keytab})"
+        else:
+            self.identity = "(the default Kerberos credentials)"
+        self._ctx = context  # an established-or-not gssapi.SecurityContext (tests pass one)
+        self._state = "context"
+
+    def _fail(self, why: str) -> AuthenticationError:
+        return AuthenticationError(
+            f"SASL GSSAPI authentication as {self.identity} to {self.target}{self._on} "
+            f"failed: {why}"
+        )
+
+    def _new_context(self) -> Any:
+        gssapi = import_gssapi()
+        creds = None
+        if self._principal or self._keytab:
+            name = (
+                gssapi.Name(self._principal, gssapi.NameType.kerberos_principal)
+                if self._principal
+                else None
+            )
+            store = None
+            if self._keytab:
+                store = {
+                    "client_keytab": self._keytab,
+                    "ccache": keytab_ccache(self._principal, self._keytab),
+                }
+            creds = gssapi.Credentials(name=name, usage="initiate", store=store)
+        target = gssapi.Name(self.target, gssapi.NameType.hostbased_service)
+        return gssapi.SecurityContext(name=target, creds=creds, usage="initiate")
+
+    def first(self) -> bytes:
+        try:
+            if self._ctx is None:
+                self._ctx = self._new_context()
+            return bytes(self._ctx.step(None) or b"")
+        except _gss_errors() as exc:
+            raise self._fail(
+                f"{_gss_detail(exc)} (check the keytab or `kinit`, the KDC of the realm in "
+                "krb5.conf or KRB5_CONFIG, and that the broker's principal is "
+                f"{self.target.replace('@', '/', 1)}@REALM: sasl_kerberos_service_name, "
+                "sasl_kerberos_domain_name)"
+            ) from None
+
+    def respond(self, server_token: bytes) -> bytes | None:
+        try:
+            if self._state == "context":
+                # (A context complete at first() -- no mutual authentication --
+                # has no token to take: the broker's answer is empty.)
+                token = None if self._ctx.complete else self._ctx.step(server_token)
+                if self._ctx.complete:
+                    # The broker sends its security-layer offer in answer to the
+                    # next message: the last GSS token, or an empty one.
+                    self._state = "layers"
+                return bytes(token or b"")
+            if self._state == "layers":
+                self._state = "done"
+                return self._choose_layer(server_token)
+        except _gss_errors() as exc:
+            raise self._fail(_gss_detail(exc)) from None
+        if server_token:
+            raise self._fail("unexpected extra server message after the security layer")
+        return None
+
+    def _choose_layer(self, server_token: bytes) -> bytes:
+        offer = bytes(self._ctx.unwrap(server_token).message)
+        if len(offer) != 4:
+            raise self._fail(f"the broker's security-layer offer is {len(offer)} bytes, not 4")
+        if not offer[0] & _NO_SECURITY_LAYER:
+            raise self._fail(
+                f"the broker requires a security layer (offered 0x{offer[0]:02x}); "
+                "kpax, like Kafka's clients, runs without one"
+            )
+        # no security layer, max buffer 0, no authorization identity (RFC 4752 3.1)
+        return bytes(self._ctx.wrap(bytes((_NO_SECURITY_LAYER, 0, 0, 0)), False).message)
+
+
+#: RFC 4752 3.1: bit 1 of the security-layer octet is "no security layer".
+_NO_SECURITY_LAYER = 0x01

@@ -29,8 +29,8 @@ turn their option names into kpax's, for ``--config`` and ``-X``:
   to ignore (files) or pass on (``-X``); any other name is an error naming
   every unknown key and the closest valid name of each.
 
-Imports: kpax.cli.errors, the option tables of kpax's clients (lazily),
-the standard library.
+Imports: kpax.cli.errors, kpax.config, the option tables of kpax's clients
+(lazily), the standard library.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from kpax.cli.errors import UsageError
+from kpax.config import dataclass_repr
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _BLANK = " \t\f"
@@ -147,6 +148,8 @@ class Jaas:
     flag: str
     options: dict[str, str] = field(default_factory=dict)
 
+    __repr__ = dataclass_repr  # (its password shown as [hidden])
+
 
 _JAAS_HEAD = re.compile(r"\s*([A-Za-z_$][\w.$]*)\s+(required|requisite|sufficient|optional)\b")
 _JAAS_OPTION = re.compile(r"\s*([^\s=;\"]+)\s*=\s*(?:\"((?:[^\"\\]|\\.)*)\"|([^\s;\"]+))", re.S)
@@ -198,8 +201,8 @@ _UNSUPPORTED_MODULES = {
         "OAUTHBEARER takes a token provider, Python code: use kpax's API "
         "(sasl_oauth_token_provider), not a config file"
     ),
-    "com.sun.security.auth.module.Krb5LoginModule": "GSSAPI (Kerberos) is not supported by kpax",
 }
+KRB5_MODULE = "com.sun.security.auth.module.Krb5LoginModule"
 
 #: Names that are not the kpax option in snake_case (TOML profile names and
 #: Java/librdkafka names, dots already turned into underscores).
@@ -310,6 +313,8 @@ class Translated:
     client: dict[str, Any] = field(default_factory=dict)
     client_keys: list[str] = field(default_factory=list)
 
+    __repr__ = dataclass_repr  # (passwords shown as [hidden])
+
 
 def translate(raw: Mapping[str, Any], where: str) -> Translated:
     """Map option names (kpax snake_case, TOML profile names, Java or librdkafka
@@ -380,10 +385,13 @@ def translate(raw: Mapping[str, Any], where: str) -> Translated:
 def _apply_jaas(jaas: Jaas, key: str, conn: dict[str, Any], where: str) -> None:
     if jaas.module in _UNSUPPORTED_MODULES:
         raise UsageError(f"{where}: {key}: {_UNSUPPORTED_MODULES[jaas.module]}")
+    if jaas.module == KRB5_MODULE:
+        _apply_krb5(jaas, key, conn, where)
+        return
     if jaas.module not in (PLAIN_MODULE, SCRAM_MODULE):
         raise UsageError(
             f"{where}: {key}: login module {jaas.module!r} is not supported (kpax takes "
-            f"{PLAIN_MODULE} and {SCRAM_MODULE})"
+            f"{PLAIN_MODULE}, {SCRAM_MODULE} and {KRB5_MODULE})"
         )
     missing = [o for o in ("username", "password") if o not in jaas.options]
     if missing:
@@ -402,3 +410,20 @@ def _apply_jaas(jaas: Jaas, key: str, conn: dict[str, Any], where: str) -> None:
         )
     conn.setdefault("sasl_plain_username", jaas.options["username"])
     conn.setdefault("sasl_plain_password", jaas.options["password"])
+
+
+def _apply_krb5(jaas: Jaas, key: str, conn: dict[str, Any], where: str) -> None:
+    """Krb5LoginModule: GSSAPI (Java's default mechanism), its keytab, principal and service."""
+    mechanism = str(conn.get("sasl_mechanism") or "GSSAPI").upper()
+    if mechanism != "GSSAPI":
+        raise UsageError(f"{where}: {key} uses Krb5LoginModule but sasl.mechanism is {mechanism}")
+    conn["sasl_mechanism"] = "GSSAPI"
+    use_keytab = jaas.options.get("useKeyTab", "false").lower() == "true"
+    if use_keytab and "keyTab" not in jaas.options:
+        raise UsageError(f'{where}: {key}: useKeyTab=true needs keyTab="<file>"')
+    if use_keytab:
+        conn.setdefault("sasl_kerberos_keytab", jaas.options["keyTab"])
+    if "principal" in jaas.options:
+        conn.setdefault("sasl_kerberos_principal", jaas.options["principal"])
+    if "serviceName" in jaas.options:
+        conn.setdefault("sasl_kerberos_service_name", jaas.options["serviceName"])

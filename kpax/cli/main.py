@@ -7,7 +7,8 @@ formats, config files), 1 for Kafka/connection/data errors, 130 for Ctrl-C
 (SIGINT), 143 for ``kill`` (SIGTERM).
 ``--debug`` shows tracebacks and kpax's logs.
 
-Imports: kpax.cli.* (subcommand modules lazily), kpax.errors, the standard library.
+Imports: kpax.cli.* (subcommand modules lazily), kpax.errors, kpax.proto.topic_names (lazily),
+the standard library.
 """
 
 from __future__ import annotations
@@ -21,7 +22,14 @@ import sys
 import textwrap
 from collections.abc import Sequence
 
-from kpax.cli.errors import EXIT_ERROR, EXIT_USAGE, CliError, Interrupted, interrupted_status
+from kpax.cli.errors import (
+    EXIT_ERROR,
+    EXIT_USAGE,
+    CliError,
+    Interrupted,
+    UsageError,
+    interrupted_status,
+)
 from kpax.cli.settings import DEFAULT_TIMEOUT, MAX_TIMEOUT, check_timeout
 
 _FMT = argparse.RawDescriptionHelpFormatter
@@ -210,7 +218,7 @@ def _global_options(p: argparse.ArgumentParser, sub: bool = False) -> None:
         choices=["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"],
         type=str.upper,
     )
-    g.add_argument("--sasl-mechanism", help="PLAIN, SCRAM-SHA-256, SCRAM-SHA-512")
+    g.add_argument("--sasl-mechanism", help="PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, GSSAPI")
     g.add_argument("--sasl-username", metavar="USER")
     g.add_argument("--sasl-password", metavar="PASS", help="(better: $KPAX_SASL_PASSWORD)")
     g.add_argument("--ssl-cafile", metavar="PEM")
@@ -464,9 +472,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _check_topic_names(args: argparse.Namespace) -> None:
+    """A TOPIC argument Kafka would refuse (a lone surrogate from a non-UTF-8
+    argument, a space, 250 characters...) is a usage error naming it, before
+    anything connects."""
+    from kpax.errors import InvalidTopicError
+    from kpax.proto.topic_names import check_topic
+
+    names = [args.topic] if isinstance(getattr(args, "topic", None), str) else []
+    names += getattr(args, "topics", None) or []
+    for name in names:
+        try:
+            check_topic(name)
+        except InvalidTopicError as exc:
+            raise UsageError(exc.message) from None
+
+
 def _dispatch(args: argparse.Namespace) -> int:
     from kpax.cli import settings as s
 
+    _check_topic_names(args)
     conf = s.client_config(args)
     cmd = args.command
     if cmd == "produce":

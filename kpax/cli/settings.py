@@ -37,7 +37,7 @@ command's flags and ``-X`` set those); an unknown name is an error naming
 it and the closest valid one. ``-X`` takes connection options (given to
 every client of the command) and the command's producer or consumer options.
 
-Imports: kpax.cli.errors, kpax.cli.javaconf, the standard library (tomllib,
+Imports: kpax.cli.errors, kpax.cli.javaconf, kpax.config, the standard library (tomllib,
 or tomli on 3.10).
 """
 
@@ -51,6 +51,7 @@ from typing import Any
 
 from kpax.cli import javaconf
 from kpax.cli.errors import UsageError
+from kpax.config import dataclass_repr
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -219,6 +220,8 @@ class Settings:
     conn: dict[str, Any]
     extra: dict[str, Any] = field(default_factory=dict)
     timeout: float = DEFAULT_TIMEOUT
+
+    __repr__ = dataclass_repr  # (passwords shown as [hidden])
 
     @property
     def bootstrap(self) -> str:

@@ -9,6 +9,16 @@ on demand (unknown topic, missing leader), after ``leader_is_down`` /
 (``metadata_max_age_ms``). Concurrent refreshes are coalesced into one
 request.
 
+Topics of interest: a refresh asks for the topics the client named so far
+(``refresh(topics)``, ``topic(name)``), until it :meth:`Cluster.forget` them (the
+producer does, for a topic idle for ``metadata_max_idle_ms``; ``before_refresh``
+is its hook). A name Kafka would refuse (:mod:`kpax.proto.topic_names`) never
+reaches a request: ``topic(name)`` raises InvalidTopicError at once, and a
+refresh that finds one among its topics drops it, records the error for it
+(``snapshot.topic_errors``) and asks for the others -- one bad name cannot
+break the metadata of every topic. Each listener (:meth:`Cluster.add_listener`)
+is called after every metadata update, periodic or on demand.
+
 Connections: one per broker for everything but long-poll fetches, which get
 a second one per broker (:meth:`Cluster.fetch_broker`). A Kafka broker reads
 one request per connection at a time (it mutes the connection until the
@@ -31,7 +41,8 @@ behind the same addresses) drops the old metadata whole -- topic ids, leaders,
 coordinators -- instead of merging into it. ``"none"`` keeps to the brokers of
 the metadata.
 
-Imports: kpax.broker, kpax.cluster.metadata, kpax.metrics, kpax.proto, the standard library.
+Imports: kpax.broker, kpax.cluster.metadata, kpax.event_loops, kpax.metrics, kpax.proto,
+the standard library.
 """
 
 from __future__ import annotations
@@ -41,15 +52,17 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kpax.broker.backoff import Backoff
 from kpax.broker.broker import Broker
 from kpax.broker.options import ConnectionOptions, connection_options
 from kpax.cluster.metadata import ClusterSnapshot, PartitionInfo, TopicInfo, snapshot_from_response
+from kpax.event_loops import check_loop
 from kpax.metrics import ConnectionMetrics
 from kpax.proto.error_codes import (
+    InvalidTopicError,
     LeaderNotAvailableError,
     RebootstrapRequiredError,
     UnknownTopicOrPartitionError,
@@ -66,6 +79,7 @@ from kpax.proto.errors import (
     error_for_code,
 )
 from kpax.proto.messages import FindCoordinatorRequest, MetadataRequest
+from kpax.proto.topic_names import check_topic, topic_problem
 
 log = logging.getLogger("kpax.cluster")
 
@@ -105,6 +119,8 @@ class Cluster:
         self._brokers: dict[int, Broker] = {}
         self._bootstrap_brokers: list[Broker] = []
         self._interest: set[str] = set()
+        #: topic -> when a caller last named it (``refresh(topics)``, ``topic()``).
+        self._asked_at: dict[str, float] = {}
         self._want_all = False
         #: Ask every refresh (the periodic one too) for every topic: a consumer's
         #: pattern subscription matches against all topic names (and a request
@@ -120,7 +136,21 @@ class Cluster:
         self._closed = False
         self._started = False
         self._start_lock: asyncio.Lock | None = None
+        #: The event loop the cluster was started on (None before).
+        self.loop: asyncio.AbstractEventLoop | None = None
+        #: The client's name in errors (the client sets it).
+        self.client_name = "kpax.aio client"
+        #: Why this cluster must never be used again (set in a child of fork():
+        #: its connections are the parent's); raised by every call.
+        self.unusable: KafkaError | None = None
         self._background: set[asyncio.Future[None]] = set()
+        #: Called after every metadata update (:meth:`add_listener`).
+        self._listeners: list[Callable[[], None]] = []
+        #: Called at the start of each refresh, before the topics to ask for are
+        #: chosen (the producer forgets its idle topics there).
+        self.before_refresh: Callable[[], None] | None = None
+        #: Names a refresh dropped from the topics of interest: not valid topic names.
+        self._rejected: dict[str, str] = {}
 
     @classmethod
     def from_config(
@@ -152,8 +182,12 @@ class Cluster:
     # ------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        """Bootstrap: fetch the first metadata from any bootstrap address."""
+        """Bootstrap: fetch the first metadata from any bootstrap address. Once
+        started, the cluster belongs to that event loop (:attr:`loop`): a call
+        from another loop is an IllegalStateError (kpax.event_loops)."""
+        self._check_usable()
         if self._started:
+            check_loop(self.loop, "a call", self.client_name)
             return
         if self._start_lock is None:
             self._start_lock = asyncio.Lock()
@@ -161,10 +195,13 @@ class Cluster:
             if self._started:
                 return
             await self.refresh()
+            self.loop = asyncio.get_running_loop()
             self._started = True
             self._periodic = asyncio.ensure_future(self._refresh_periodically())
 
     async def close(self) -> None:
+        self._check_usable()
+        check_loop(self.loop, "close()", self.client_name)
         self._closed = True
         for task in (self._periodic, self._refresh_task):
             if task is not None and not task.done():
@@ -187,8 +224,13 @@ class Cluster:
         return self._all_brokers()
 
     def _check_open(self) -> None:
+        self._check_usable()
         if self._closed:
             raise ClientClosedError("the client is closed")
+
+    def _check_usable(self) -> None:
+        if self.unusable is not None:
+            raise type(self.unusable)(self.unusable.message)
 
     # ------------------------------------------------------------ brokers
 
@@ -276,7 +318,64 @@ class Cluster:
         for handles in (self._brokers, self._fetch_brokers, self._coordinator_brokers):
             for b in handles.values():
                 b.cluster_id = snapshot.cluster_id
+        if self._rejected:
+            invalid = code_of(InvalidTopicError)
+            for name in self._rejected:
+                snapshot.topic_errors[name] = invalid
         self.snapshot = snapshot
+        for listener in self._listeners:
+            try:
+                listener()
+            except Exception:  # a listener's bug must not break the metadata
+                log.exception("metadata listener %r failed", listener)
+
+    def add_listener(self, listener: Callable[[], None]) -> None:
+        """Call ``listener()`` (on the client's loop) after every metadata update:
+        the periodic refresh, one asked for, a rebootstrap."""
+        self._listeners.append(listener)
+
+    @property
+    def interest(self) -> frozenset[str]:
+        """The topics the next refresh asks for (unless it asks for every topic)."""
+        return frozenset(self._interest)
+
+    def interested(self, name: str) -> bool:
+        """Whether refreshes ask for topic ``name`` (so its metadata is kept fresh)."""
+        return name in self._interest
+
+    def asked_at(self, name: str) -> float:
+        """When a caller last named topic ``name`` (``refresh(topics)``, ``topic()``;
+        time.monotonic()), 0.0 if never or since forgotten."""
+        return self._asked_at.get(name, 0.0)
+
+    def forget(self, topics: Iterable[str]) -> None:
+        """Stop asking for ``topics`` and drop what is known of them: a later
+        lookup asks the cluster again (and a deleted topic is not re-created by
+        auto-creation in the meantime)."""
+        snapshot = self.snapshot
+        for name in topics:
+            self._interest.discard(name)
+            self._asked_at.pop(name, None)
+            snapshot.topics.pop(name, None)
+            snapshot.topic_errors.pop(name, None)
+            self._rejected.pop(name, None)
+
+    def _drop_invalid(self) -> None:
+        """Take every name Kafka would refuse out of the topics of interest (a
+        Metadata request naming one could not be encoded, or the broker would
+        fail it): each is logged once and recorded as INVALID_TOPIC_EXCEPTION
+        for its waiters; the refresh asks for the others."""
+        for name in list(self._interest):
+            problem = topic_problem(name) if isinstance(name, str) else "not a str"
+            if problem is None:
+                continue
+            self._interest.discard(name)
+            self._asked_at.pop(name, None)
+            if name not in self._rejected:
+                log.warning(
+                    "topic name %r is not valid (%s): left out of metadata requests", name, problem
+                )
+            self._rejected[name] = problem
 
     def _close_later(self, broker: Broker) -> None:
         task = asyncio.ensure_future(broker.close())
@@ -312,6 +411,12 @@ class Cluster:
 
     async def _do_refresh(self) -> None:
         gen = self._requested_gen
+        if self.before_refresh is not None:
+            try:
+                self.before_refresh()
+            except Exception:  # the hook's bug must not stop the refresh
+                log.exception("before_refresh hook %r failed", self.before_refresh)
+        self._drop_invalid()
         every = self._want_all or self.all_topics or not self._started
         topics = None if every else sorted(self._interest)
         if topics is not None and not topics:
@@ -423,7 +528,10 @@ class Cluster:
         or for every topic). Concurrent callers share one request."""
         self._check_open()
         if topics is not None:
-            self._interest.update(topics)
+            now = time.monotonic()
+            for name in topics:
+                self._interest.add(name)
+                self._asked_at[name] = now
         if all_topics:
             self._want_all = True
         self._requested_gen += 1
@@ -470,6 +578,7 @@ class Cluster:
         info = self.snapshot.topics.get(name)
         if info is not None and name in self._interest:
             return info
+        check_topic(name)  # InvalidTopicError naming it, before it is asked for
         total = timeout if timeout is not None else self.options.request_timeout_ms / 1000
         deadline = time.monotonic() + total
         backoff = Backoff(self.retry_backoff_ms, self.retry_backoff_max_ms)

@@ -37,8 +37,8 @@ from kpax.broker.backoff import Backoff
 from kpax.broker.broker import Broker
 from kpax.cluster.cluster import GROUP, Cluster
 from kpax.proto.error_codes import NotLeaderOrFollowerError
-from kpax.proto.error_families import COORDINATOR_ERRORS, STALE_METADATA_ERRORS
-from kpax.proto.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
+from kpax.proto.error_families import Stale, stale_after
+from kpax.proto.errors import KafkaError, KafkaTimeoutError
 from kpax.structs import BatchResult
 
 __all__ = [
@@ -186,14 +186,14 @@ class RequestPath:
         return cluster.least_loaded_broker()
 
     def forget(self, route: Route, error: BaseException) -> None:
-        """Drop what ``error`` proved stale about ``route``: a partition's leader
-        (leader families, broken connection), a coordinator (coordinator family,
-        broken connection)."""
-        broken = isinstance(error, (KafkaConnectionError, KafkaTimeoutError))
+        """Drop what ``error`` proved stale about ``route`` (the table of
+        :func:`~kpax.proto.error_families.stale_after`): a partition's leader, a
+        coordinator, or whichever of them a broken connection led to."""
+        stale = stale_after(error)
         if isinstance(route, ToLeader):
-            if broken or isinstance(error, STALE_METADATA_ERRORS):
+            if stale & (Stale.LEADER | Stale.CONNECTION):
                 self.cluster.leader_is_down(route.topic, route.partition)
-        elif isinstance(route, ToCoordinator) and (broken or isinstance(error, COORDINATOR_ERRORS)):
+        elif isinstance(route, ToCoordinator) and stale & (Stale.COORDINATOR | Stale.CONNECTION):
             self.cluster.coordinator_is_down(route.key, route.key_type)
 
     async def _refresh(self, routes: Iterable[Route], deadline: Deadline) -> None:

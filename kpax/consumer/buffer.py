@@ -26,11 +26,23 @@ next poll returns them (:meth:`FetchBuffer.finish_reading`); and a seek,
 pause or revocation of that partition first ends the reading at the records
 already handed out (:meth:`FetchBuffer.settle_reading`).
 
+What the application has *processed* (what automatic commits may send, see
+:meth:`FetchBuffer.processed_position`) lags the position: records handed out
+are processed only once the application asks for more (Java's rule: calling
+``poll()`` again means the previous batch is done; an iteration is done with a
+record when it asks for the next one). Takes are numbered; a take notes, per
+partition it hands records of, the position before them and its own number
+(``PartitionState.in_hand``, ``in_hand_take``: once per chunk), and the note
+holds only while that take is the last one -- the next take forgets every
+note by counting, touching no partition. During an iteration the record in
+hand is found from the chunk being read, at commit time, so handing out a
+record costs nothing more.
+
 Also runs rebalance-listener calls that must happen on the application's
 thread (see :meth:`FetchBuffer.call_in_app`).
 
-Imports: kpax.consumer.state, kpax.consumer.record, kpax.metrics, kpax.structs, the
-standard library.
+Imports: kpax.consumer.state, kpax.consumer.record, kpax.metrics, the standard
+library.
 """
 
 from __future__ import annotations
@@ -46,7 +58,6 @@ from typing import Any
 from kpax.consumer.record import ConsumerRecord
 from kpax.consumer.state import PartitionState
 from kpax.metrics import Sensor
-from kpax.structs import TopicPartition
 
 __all__ = ["Chunk", "FetchBuffer"]
 
@@ -70,12 +81,6 @@ class Chunk:
         self.next_epoch = next_epoch
         self.gen = gen
         self.pos = 0
-
-
-#: The state of a "chunk" that is really several partitions' records taken at
-#: once (see :meth:`FetchBuffer.take_chunk`): never live, so never given back.
-_LOOSE = PartitionState(TopicPartition("", -1))
-_LOOSE.gen = -1
 
 
 class _AppCall:
@@ -106,6 +111,9 @@ class FetchBuffer:
         self._failed: dict[PartitionState, BaseException] = {}
         #: The chunk an iteration is handing out, and its iterator.
         self._reading: tuple[Chunk, Iterator[ConsumerRecord]] | None = None
+        #: The number of the last take (take or take_chunk): a partition's
+        #: ``in_hand`` holds while its ``in_hand_take`` is this (taking thread writes).
+        self._take_no = 0
 
     # ------------------------------------------------------------ loop side
 
@@ -173,9 +181,17 @@ class FetchBuffer:
                 self._reading = None
             left = length_hint(it)
             state = chunk.state
-            if not left or chunk.gen != state.gen or not state.assigned:
+            if chunk.gen != state.gen or not state.assigned:
                 return
-            rest = chunk.records[len(chunk.records) - left :]
+            done = len(chunk.records) - left
+            if done:  # the record in hand is not processed until more are asked for
+                last = chunk.records[done - 1]
+                state.in_hand = last.offset
+                state.in_hand_epoch = last.leader_epoch
+                state.in_hand_take = self._take_no
+            if not left:
+                return
+            rest = chunk.records[done:]
             back = Chunk(state, rest, chunk.next_offset, chunk.next_epoch, chunk.gen)
             first = rest[0]
             state.position = first.offset
@@ -201,6 +217,37 @@ class FetchBuffer:
         last = recs[done - 1]
         return last.offset + 1, last.leader_epoch
 
+    def processed_position(self, state: PartitionState) -> tuple[int, int] | None:
+        """(offset, leader epoch) before which the application has processed every
+        record of ``state``'s partition -- what automatic commits may send -- or
+        None when the position is unknown. Records handed out count as processed
+        once the application asks for more: until then it is the position before
+        the last take's records, and during an iteration the offset of the record
+        in hand. Safe to call from any thread (reads the position first, so a
+        take racing with it can only make the answer earlier)."""
+        pos, epoch = state.position, state.position_epoch
+        take_no = self._take_no
+        reading = self._reading
+        if reading is not None:
+            chunk, it = reading
+            if chunk.state is state and chunk.gen == state.gen:
+                recs = chunk.records
+                done = len(recs) - length_hint(it)
+                if done > 0:
+                    rec = recs[done - 1]
+                    return rec.offset, rec.leader_epoch
+        if state.in_hand_take == take_no:
+            held = state.in_hand
+            if held is not None:
+                return held, state.in_hand_epoch
+        if pos is None:
+            return None
+        return pos, epoch
+
+    def holds(self, state: PartitionState) -> bool:
+        """Has the application records of ``state`` it has not moved past?"""
+        return state.in_hand_take == self._take_no
+
     def settle_reading(self, state: PartitionState) -> None:
         """End the reading of ``state``'s chunk at the records already handed out,
         and put the position after them (before a seek, pause or revocation)."""
@@ -212,11 +259,16 @@ class FetchBuffer:
         if reading is None or reading[0].state is not state:
             return
         chunk, it = reading
+        recs = chunk.records
+        done = len(recs) - length_hint(it)
+        if done and chunk.gen == state.gen:  # the record in hand: not processed yet
+            state.in_hand = recs[done - 1].offset
+            state.in_hand_epoch = recs[done - 1].leader_epoch
+            state.in_hand_take = self._take_no
         pos = self.read_position(state)
         if pos is not None:
             state.position, state.position_epoch = pos
-        recs = chunk.records
-        del recs[len(recs) - length_hint(it) :]  # the iterator ends there
+        del recs[done:]  # the iterator ends there
         self._reading = None
 
     def clear(self) -> None:
@@ -235,8 +287,11 @@ class FetchBuffer:
         """Up to ``max_records`` records (maybe none), without waiting.
 
         Raises an error the fetcher queued, and again at every later take while its
-        partition stays failed; runs queued listener calls.
+        partition stays failed; runs queued listener calls. The records of the
+        previous take count as processed from now on.
         """
+        # The application asks for more: what earlier takes handed out is processed.
+        take_no = self._take_no = self._take_no + 1
         if self._failed:
             self._raise_failed()
         items = self._items
@@ -249,17 +304,7 @@ class FetchBuffer:
                         self._consumed.record(len(out))
                     return out  # records first; the error or call at the next take
                 items.popleft()
-                if isinstance(item, _AppCall):
-                    self._run_app_call(item)
-                    continue
-                state, exc = item
-                if state is None:
-                    raise exc
-                if state.assigned and state.error is exc:
-                    # The partition stays stopped (state.error) until a seek.
-                    self._failed[state] = exc
-                    if not state.paused:
-                        raise exc.with_traceback(None)
+                self._take_other(item)
                 continue
             state = item.state
             with self._lock:
@@ -280,6 +325,11 @@ class FetchBuffer:
                     else:
                         end = min(len(recs), start + want)
                         out.extend(recs[start:end])
+                    if end > start and state.in_hand_take != take_no:
+                        # in hand until the next take (noted before the position moves)
+                        state.in_hand = state.position
+                        state.in_hand_epoch = state.position_epoch
+                        state.in_hand_take = take_no
                     if end >= len(recs):
                         items.popleft()
                         state.position = item.next_offset
@@ -298,21 +348,37 @@ class FetchBuffer:
             self._consumed.record(len(out))
         return out
 
+    def _take_other(self, item: Any) -> None:
+        """Act on a queued item that is not records: run a listener call, or raise
+        an error (a partition's error stands until a seek or unassignment)."""
+        if isinstance(item, _AppCall):
+            self._run_app_call(item)
+            return
+        state, exc = item
+        if state is None:
+            raise exc
+        if state.assigned and state.error is exc:
+            # The partition stays stopped (state.error) until a seek.
+            self._failed[state] = exc
+            if not state.paused:
+                raise exc.with_traceback(None)
+
     def take_chunk(self) -> Chunk | None:
         """The next whole chunk (for iteration: its records not yet taken), or
-        None if the buffer is empty. Records before an error, or taken by
-        :meth:`take` around it, come as a chunk of their own."""
+        None if the buffer is empty. Errors and listener calls queued before it
+        are acted on first, as :meth:`take` does. The records of the previous
+        take count as processed from now on."""
+        # The application asks for more: what earlier takes handed out is processed.
+        take_no = self._take_no = self._take_no + 1
         if self._failed:
             self._raise_failed()
         items = self._items
         while items:
             item = items[0]
             if type(item) is not Chunk:
-                recs = self.take(1 << 30)
-                if not recs:
-                    continue
-                last = recs[-1]
-                return Chunk(_LOOSE, recs, last.offset + 1, last.leader_epoch, 0)
+                items.popleft()
+                self._take_other(item)
+                continue
             state = item.state
             with self._lock:
                 items.popleft()
@@ -320,6 +386,11 @@ class FetchBuffer:
                 live = item.gen == state.gen and state.assigned
                 recs = item.records[item.pos :] if item.pos else item.records
                 if live:
+                    if recs and state.in_hand_take != take_no:
+                        # in hand until the next take (noted before the position moves)
+                        state.in_hand = state.position
+                        state.in_hand_epoch = state.position_epoch
+                        state.in_hand_take = take_no
                     state.position = item.next_offset
                     state.position_epoch = item.next_epoch
             self.on_drained(state)

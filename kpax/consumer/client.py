@@ -12,11 +12,19 @@ the buffer on the caller's thread.
 
 Positions: ``position(tp)`` is the next offset the application will get;
 the fetcher runs ahead of it. ``seek*`` drop whatever was fetched ahead.
+Explicit ``commit()`` sends the positions; automatic commits (the
+``auto_commit_interval_ms`` timer, revocation, close after an exception) send
+only what the application has moved past (:meth:`AsyncConsumer.processed_offsets`:
+at-least-once, Java's rule), and a plain ``close()`` the positions.
 Without ``group_id`` commits are refused; with ``group_id`` and ``assign``
 commits go to the group without a generation (like Java).
 
+A consumer belongs to the event loop that started it (a call from another
+loop is an IllegalStateError: kpax.event_loops), is unusable in a child of
+fork() (kpax.forks), and warns (ResourceWarning) when collected unclosed.
+
 Imports: kpax.cluster, kpax.broker, kpax.config, kpax.metrics, kpax.proto, kpax.structs,
-kpax.consumer.*.
+kpax.consumer.*, kpax.forks, kpax.event_loops.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ import contextlib
 import logging
 import re
 import time
+import warnings
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -42,8 +51,12 @@ from kpax.consumer.options import CONSUMER_OPTIONS, ConsumerSettings
 from kpax.consumer.pattern import subscribe_args
 from kpax.consumer.record import ConsumerRecord
 from kpax.consumer.state import PartitionState
+from kpax.event_loops import check_loop
+from kpax.forks import forked_error
+from kpax.forks import track as track_fork
 from kpax.metrics import NAN, ConnectionMetrics, Metrics, metrics_enabled, tagged
 from kpax.proto.errors import ClientClosedError, IllegalStateError, KafkaTimeoutError
+from kpax.proto.topic_names import check_topic
 from kpax.structs import (
     ConsumerGroupMetadata,
     OffsetAndMetadata,
@@ -61,13 +74,19 @@ ListenerRunner = Callable[[Callable[[], Any]], "asyncio.Future[Any]"]
 def _tps(partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
     out = []
     for item in partitions:
-        out.append(item if isinstance(item, TopicPartition) else TopicPartition(*item))
+        tp = item if isinstance(item, TopicPartition) else TopicPartition(*item)
+        check_topic(tp.topic)  # InvalidTopicError naming a name Kafka would refuse
+        out.append(tp)
     return out
 
 
 class AsyncConsumer:
     """``kpax.aio.Consumer("host:9092", group_id="g")``: ``subscribe`` or ``assign``,
     then ``await poll()`` / ``async for rec in consumer``. An async context manager."""
+
+    _client_name = "kpax.aio.Consumer"
+    #: Set on a consumer inherited through fork() (kpax.forks).
+    _forked = False
 
     def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, **config: Any) -> None:
         if bootstrap_servers is not None:
@@ -82,6 +101,7 @@ class AsyncConsumer:
         if m is not None:  # made here, once: the group records commits in it
             m.sensor("commit-latency")
         self.cluster = Cluster.from_config(self.config, self._conn_metrics)
+        self.cluster.client_name = self._client_name
         self.states: dict[TopicPartition, PartitionState] = {}
         self.buffer = FetchBuffer(m.sensor("records-consumed") if m is not None else None)
         self.fetcher: Fetcher | None = None
@@ -95,9 +115,15 @@ class AsyncConsumer:
         self._manual = False
         self._closed = False
         self._started = False
+        #: Set by close() and unsubscribe(): the application is not polling, so a
+        #: revocation does not wait for it to finish the records it holds.
+        self._leaving = False
+        #: Set by a plain close(): the records in hand count as processed.
+        self._in_hand_processed = False
         self._fatal: BaseException | None = None
         self._max_records = settings.max_poll_records
         self._api_timeout = settings.api_timeout
+        track_fork(self)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -131,20 +157,53 @@ class AsyncConsumer:
         await self.start()
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
+    async def __aexit__(self, exc_type: object, exc: object, tb: object) -> None:
+        # An exception leaving the block: the batch or record in hand was not
+        # processed, so only what the application moved past is committed.
+        await self.close(commit_in_hand=exc_type is None)
 
     def _check(self) -> None:
+        if self._forked:
+            raise forked_error(self, "a call")
         if self._closed:
             raise ClientClosedError("the consumer is closed")
         if not self._started:
             raise IllegalStateError("the consumer is not started: await consumer.start() first")
+        check_loop(self.cluster.loop, "a call", self._client_name)
 
-    async def close(self, timeout: float = 30.0) -> None:
-        """Commit (auto-commit), leave the group, stop fetching; returns within ``timeout``."""
+    def _after_fork(self) -> None:
+        """In a child of fork() (kpax.forks): every call refuses (a method bound
+        before the fork included) and the cluster is unusable."""
+        self.cluster.unusable = forked_error(self, "a call")
+
+    def __del__(self) -> None:
+        if self.__dict__.get("_started") and not self._closed and not self._forked:
+            warnings.warn(
+                f"unclosed {self._client_name}: await close() (or use `async with`) "
+                "before its event loop ends",
+                ResourceWarning,
+                stacklevel=1,
+                source=self,
+            )
+
+    async def close(self, timeout: float = 30.0, *, commit_in_hand: bool = True) -> None:
+        """Commit (auto-commit), leave the group, stop fetching; returns within ``timeout``.
+        On the event loop that started the consumer only (IllegalStateError from
+        another loop).
+
+        With auto-commit, the commit counts the records in the application's hands
+        (the last poll's batch, the record an iteration is on) as processed, as the
+        Java consumer's close does: close after processing. ``commit_in_hand=False``
+        commits only what the application moved past (what ``async with`` does when
+        an exception leaves the block)."""
+        if self._forked:
+            raise forked_error(self, "close()")
         if self._closed:
             return
+        check_loop(self.cluster.loop, "close()", self._client_name)
         self._closed = True
+        self._leaving = True
+        self._in_hand_processed = commit_in_hand
         deadline = time.monotonic() + timeout
         try:
             if self.group is not None:
@@ -165,9 +224,9 @@ class AsyncConsumer:
     async def _close_group(self) -> None:
         assert self.group is not None
         if self.subscribed:
-            await self.group.leave()
+            await self.group.leave()  # its revocation commits processed_offsets()
         elif self.settings.enable_auto_commit and self.states:
-            await self.group.commit(self.consumed_offsets(changed_only=True))
+            await self.group.commit(self.processed_offsets())
 
     # ------------------------------------------------------------ Membership (for the group)
 
@@ -217,6 +276,48 @@ class AsyncConsumer:
                     continue
                 out[tp] = om
         return out
+
+    def processed_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
+        """What automatic commits send: each partition's offset before which the
+        application has processed every record (:meth:`FetchBuffer.processed_position`:
+        records handed out count once it asks for more; after a plain ``close()``
+        the positions), for partitions where that is past the committed offset
+        this member last knew. Never behind a commit this member made (an
+        explicit ``commit()`` while records are in hand says they are processed)."""
+        if self._in_hand_processed:
+            return self.consumed_offsets(changed_only=True)
+        out = {}
+        processed = self.buffer.processed_position
+        for tp, st in list(self.states.items()):
+            if st.reset_to is not None:
+                continue
+            mark = processed(st)
+            if mark is None:
+                continue
+            committed = st.committed
+            if committed is not None and mark[0] <= committed:
+                continue
+            out[tp] = OffsetAndMetadata(mark[0], "", mark[1])
+        return out
+
+    async def wait_processed(self, tps: set[TopicPartition], timeout: float) -> None:
+        """Wait, at most ``timeout`` seconds, until the application has moved past
+        the records of ``tps`` it holds (asked for more: the next ``poll()`` or
+        iteration step), so that a revocation commits them. Returns at once while
+        the consumer closes or unsubscribes (the application is not polling)."""
+        buffer = self.buffer
+        states = [st for tp, st in list(self.states.items()) if tp in tps]
+        deadline = time.monotonic() + timeout
+        while not self._leaving and any(buffer.holds(st) for st in states):
+            if time.monotonic() >= deadline:
+                log.info(
+                    "revoking %s while the application still holds records of them "
+                    "(no poll for %.1fs): committing only what it moved past",
+                    sorted(tps),
+                    timeout,
+                )
+                return
+            await asyncio.sleep(0.005)
 
     def on_committed(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
         """The group accepted these offsets (the group code calls this)."""
@@ -346,7 +447,11 @@ class AsyncConsumer:
     async def unsubscribe(self) -> None:
         self._check()
         if self.group is not None and self.subscribed:
-            await self.group.leave()
+            self._leaving = True
+            try:
+                await self.group.leave()
+            finally:
+                self._leaving = False
             await self.group.stop_tasks()
             cls = type(self.group)
             self.group = cls(self.cluster, self.settings, self)
@@ -378,6 +483,7 @@ class AsyncConsumer:
         st = self._state(TopicPartition(*tp))
         self.buffer.settle_reading(st)
         st.seek(offset)
+        st.committed = None  # the application moved: the next commit sends it, even back
         self._wake_fetcher()
 
     async def seek_to_beginning(self, *partitions: TopicPartition) -> None:
@@ -394,6 +500,7 @@ class AsyncConsumer:
             st.seek(0)
             st.position = st.fetch_position = None
             st.reset_to = how
+            st.committed = None
         self._wake_fetcher()
 
     async def position(self, tp: TopicPartition, timeout: float | None = None) -> int:
@@ -601,7 +708,10 @@ class AsyncConsumer:
     async def commit(
         self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None
     ) -> None:
-        """Commit ``offsets`` (next offsets to read), or the current positions."""
+        """Commit ``offsets`` (next offsets to read), or the current positions --
+        after every record ``poll()`` returned, or after the record the iteration is
+        on: call it after processing them. (Auto-commit sends only what the
+        application has moved past: :meth:`processed_offsets`.)"""
         self._check()
         if self.group is None:
             raise IllegalStateError("commit() needs a group_id")

@@ -1,4 +1,5 @@
-"""Consumer-side errors that no broker error code names.
+"""Consumer-side errors that no broker error code names (defined in
+kpax.proto.errors, with the rest of the tree that kpax.errors exports).
 
 Role: :class:`CommitFailedError` (a commit rejected because the group moved
 on without this member), :class:`RebalanceInProgressCommitError` (a commit
@@ -12,7 +13,12 @@ Imports: kpax.proto.errors.
 
 from __future__ import annotations
 
-from kpax.proto.errors import IllegalStateError, KafkaError
+from kpax.proto.errors import (
+    CommitFailedError,
+    LogTruncationError,
+    NoOffsetForPartitionError,
+    RebalanceInProgressCommitError,
+)
 
 __all__ = [
     "CommitFailedError",
@@ -20,29 +26,3 @@ __all__ = [
     "NoOffsetForPartitionError",
     "RebalanceInProgressCommitError",
 ]
-
-
-class CommitFailedError(KafkaError):
-    """An offset commit was rejected because this member's generation is gone
-    (the group went on without it, or the member was evicted for exceeding
-    ``max_poll_interval_ms``). The partitions may now belong to another member:
-    this member treats them as lost (``on_partitions_lost``, no commit) and
-    rejoins; whoever gets them next starts from the committed offsets."""
-
-
-class RebalanceInProgressCommitError(KafkaError):
-    """An offset commit was not applied because the group is rebalancing
-    (Java's ``RebalanceInProgressException``): the coordinator answered
-    REBALANCE_IN_PROGRESS, or the group moved to a new generation while this
-    member was joining it. The member keeps its partitions; committing again
-    now cannot help, but after the next ``poll()`` (which completes the
-    rebalance) it can: commit again then. Not a :class:`CommitFailedError`."""
-
-
-class NoOffsetForPartitionError(IllegalStateError):
-    """No valid position for a partition and ``auto_offset_reset="none"``."""
-
-
-class LogTruncationError(KafkaError):
-    """The partition's log was truncated below the consumer's position after
-    a leader change (detected through leader epochs, KIP-320)."""

@@ -474,7 +474,7 @@ class Fetcher:
         err = error_for_code(code)
         if issubclass(err, OffsetOutOfRangeError):
             if self.reset_policy == "none":
-                st.error = err("pending")  # stop fetching it
+                st.error = err(f"fetch offset {offset} of partition {st.tp} is out of range")
                 self._spawn(self.positions.out_of_range(st, code, offset))
             else:
                 log.info("partition %s: offset %d out of range, resetting", st.tp, offset)

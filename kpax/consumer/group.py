@@ -60,9 +60,9 @@ class Membership(Protocol):
 
     def freeze_partitions(self, tps: set[TopicPartition]) -> None: ...
 
-    def consumed_offsets(
-        self, changed_only: bool = False
-    ) -> dict[TopicPartition, OffsetAndMetadata]: ...
+    def processed_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]: ...
+
+    async def wait_processed(self, tps: set[TopicPartition], timeout: float) -> None: ...
 
     def on_committed(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None: ...
 
@@ -196,10 +196,14 @@ class GroupBase:
     async def revoke(self, tps: set[TopicPartition], *, lost: bool = False) -> None:
         if not tps:
             return
-        # No record of these partitions reaches the application from now on, so
-        # the positions committed below are final (no duplicate for the next owner).
+        # No record of these partitions reaches the application from now on. The
+        # commit sends only what the application moved past (at-least-once): it
+        # may hold records of them now, so first give it a bounded time to ask for
+        # more -- as a Java rebalance waits for poll() -- or the next owner
+        # re-reads them.
         self.member.freeze_partitions(set(tps))
         if not lost and self.settings.enable_auto_commit:
+            await self.member.wait_processed(set(tps), self.processed_wait())
             try:
                 await self.commit(self._existing(self._owned_offsets(tps)))
             except KafkaError as exc:
@@ -226,8 +230,15 @@ class GroupBase:
         return {tp: om for tp, om in offsets.items() if tp.topic in known}
 
     def _owned_offsets(self, tps: set[TopicPartition]) -> dict[TopicPartition, OffsetAndMetadata]:
-        offsets = self.member.consumed_offsets(changed_only=True)
+        offsets = self.member.processed_offsets()
         return {tp: om for tp, om in offsets.items() if tp in tps}
+
+    def processed_wait(self) -> float:
+        """How long a revocation waits for the application to move past the records
+        it holds (seconds): half the session timeout (or max_poll_interval_ms, if
+        lower), since heartbeats may wait behind it."""
+        s = self.settings
+        return min(s.session_timeout_ms, s.max_poll_interval_ms) / 2000
 
     # ------------------------------------------------------------ commits
 
@@ -375,7 +386,8 @@ class GroupBase:
         interval = self.settings.auto_commit_interval_ms / 1000
         while not self._closed:
             await asyncio.sleep(interval)
-            offsets = self._existing(self.member.consumed_offsets(changed_only=True))
+            # only what the application moved past (records it holds may be unprocessed)
+            offsets = self._existing(self.member.processed_offsets())
             if not offsets or not self.stable.is_set():
                 continue
             try:

@@ -81,6 +81,11 @@ class ConsumerGroup(GroupBase):
     def commit_identity(self) -> tuple[int, str]:
         return self.epoch, self.member_id
 
+    def processed_wait(self) -> float:
+        # The heartbeat loop waits behind a reconciliation's revocation, and the
+        # broker's session timeout (its own setting) is longer than its interval.
+        return min(super().processed_wait(), self.interval)
+
     async def subscribe(self, topics: list[str]) -> None:
         self.pattern = None
         self.subscription = sorted(set(topics))

@@ -2,7 +2,8 @@
 
 Role: :func:`subscribe_args` checks ``subscribe(topics=...)`` /
 ``subscribe(pattern=...)`` (exactly one of them; a compiled ``re.Pattern``
-given as ``topics`` is a pattern, as Java's ``subscribe(Pattern)``);
+given as ``topics`` is a pattern, as Java's ``subscribe(Pattern)``; each name
+by Kafka's rules: InvalidTopicError naming it);
 :func:`compile_pattern` makes the ``re.Pattern`` the classic protocol
 matches with; :func:`matching_topics` is the match itself: ``re.fullmatch``
 (Java's ``matcher().matches()``) over the cluster's topic names, internal
@@ -11,7 +12,7 @@ unless ``exclude_internal_topics`` is off. Under KIP-848 the broker matches
 instead (RE2/J syntax): :func:`regex_text` is what is sent, and the broker's
 assignment is filtered with :func:`is_internal` the same way.
 
-Imports: kpax.cluster.metadata.
+Imports: kpax.cluster.metadata, kpax.proto.topic_names.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import re
 from collections.abc import Iterable, Mapping
 
 from kpax.cluster.metadata import TopicInfo
+from kpax.proto.topic_names import check_topic
 
 __all__ = ["compile_pattern", "is_internal", "matching_topics", "regex_text", "subscribe_args"]
 
@@ -44,8 +46,9 @@ def subscribe_args(
     assert topics is not None
     names = [topics] if isinstance(topics, str) else list(topics)
     for t in names:
-        if not isinstance(t, str) or not t:
+        if not isinstance(t, str):
             raise TypeError(f"subscribe() takes topic names, not {t!r}")
+        check_topic(t)  # InvalidTopicError naming a name Kafka would refuse
     return sorted(set(names)), None
 
 

@@ -34,7 +34,7 @@ from kpax.consumer.errors import LogTruncationError, NoOffsetForPartitionError
 from kpax.consumer.offsets import EARLIEST, LATEST, end_offsets_for_epochs, list_offsets
 from kpax.consumer.options import ConsumerSettings
 from kpax.consumer.state import PartitionState
-from kpax.proto.errors import KafkaError, error_for_code
+from kpax.proto.errors import KafkaError, RecordPosition, error_for_code
 from kpax.structs import OffsetAndMetadata, TopicPartition
 
 log = logging.getLogger("kpax.consumer")
@@ -210,8 +210,11 @@ class Positions:
         st.seek(end, epoch)
 
     async def out_of_range(self, st: PartitionState, code: int, offset: int) -> None:
-        """Fail ``st`` with an error naming the partition's valid range."""
+        """Fail ``st`` with an error naming the partition, the offset and the
+        partition's valid range (``topic_partition``, ``offset``; ``next_offset``:
+        the nearest offset in range, when the range could be looked up)."""
         gen = st.gen
+        nearest: int | None = None
         try:
             lo = await list_offsets(
                 self.cluster, {st.tp: EARLIEST}, isolation_level=self.isolation, timeout=5.0
@@ -219,14 +222,24 @@ class Positions:
             hi = await list_offsets(
                 self.cluster, {st.tp: LATEST}, isolation_level=self.isolation, timeout=5.0
             )
-            valid = f"log start {lo[st.tp][0]}, high watermark {hi[st.tp][0]}"
+            start, end = lo[st.tp][0], hi[st.tp][0]
+            valid = f"log start {start}, high watermark {end}"
+            nearest = start if offset < start else end
         except KafkaError as exc:
             valid = f"valid range unknown: {exc.message}"
         if st.gen == gen:
-            self.fail(
-                st,
-                error_for_code(code)(
-                    f"fetch offset {offset} of partition {st.tp} is out of range ({valid}) "
-                    "and auto_offset_reset='none'"
-                ),
+            tp = st.tp
+            how = "seek to an offset in range to go on"
+            if nearest is not None:
+                how += (
+                    f" (the nearest: seek(TopicPartition({tp.topic!r}, {tp.partition}), {nearest}))"
+                )
+            err = error_for_code(code)(
+                f"fetch offset {offset} of partition {tp} is out of range ({valid}) "
+                f"and auto_offset_reset='none': {how}"
             )
+            if isinstance(err, RecordPosition):  # OffsetOutOfRangeError
+                err.topic_partition = st.tp
+                err.offset = offset
+                err.next_offset = nearest
+            self.fail(st, err)

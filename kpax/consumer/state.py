@@ -2,8 +2,9 @@
 
 Role: one :class:`PartitionState` per assigned partition, shared by the
 fetcher (loop thread: ``fetch_position``, ``gen``), the buffer's taker (the
-application's thread: ``position``) and the group code (commits read
-``position``). ``gen`` is bumped by every seek / pause / reset so that data
+application's thread: ``position``, ``in_hand``) and the group code (commits
+read ``position``; automatic commits only what the application has moved
+past, ``in_hand``). ``gen`` is bumped by every seek / pause / reset so that data
 fetched for an older position is dropped wherever it is (in flight or
 buffered). Plain attribute writes of ints are atomic under the GIL; no locks.
 
@@ -28,6 +29,9 @@ class PartitionState:
         "fetch_position",
         "gen",
         "high_watermark",
+        "in_hand",
+        "in_hand_epoch",
+        "in_hand_take",
         "last_stable_offset",
         "log_start_offset",
         "paused",
@@ -58,6 +62,13 @@ class PartitionState:
         #: taken from it (taking thread only): two counters, so no lock is needed.
         self.puts = 0
         self.takes = 0
+        #: The offset of the first record the application holds and may not have
+        #: processed yet (and its leader epoch): records handed out by the take
+        #: numbered ``in_hand_take``, valid while that is the buffer's last take
+        #: (see :meth:`kpax.consumer.buffer.FetchBuffer.processed_position`).
+        self.in_hand: int | None = None
+        self.in_hand_epoch = -1
+        self.in_hand_take = -1
         #: The group's committed offset as this member last knew it (looked up or
         #: committed by it): a commit of an unchanged position is skipped, so a
         #: member never writes back a stale offset another member moved on from.

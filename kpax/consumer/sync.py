@@ -22,14 +22,15 @@ import concurrent.futures
 import logging
 import re
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
+from types import TracebackType
 from typing import Any, TypeVar
 
 from kpax.consumer.client import AsyncConsumer
 from kpax.consumer.pattern import subscribe_args
 from kpax.consumer.record import ConsumerRecord
 from kpax.consumer.state import PartitionState
-from kpax.proto.errors import KafkaTimeoutError
+from kpax.proto.errors import ConfigError, KafkaTimeoutError
 from kpax.structs import (
     ConsumerGroupMetadata,
     OffsetAndMetadata,
@@ -54,6 +55,7 @@ class Consumer(SyncFace):
 
     _call_what = "consumer call"
     _closed_text = "the consumer is closed"
+    _client_name = "kpax.Consumer"
 
     def __init__(
         self,
@@ -68,6 +70,14 @@ class Consumer(SyncFace):
         if bootstrap_servers is None and names and (":" in names[0] or "," in names[0]):
             bootstrap_servers = names.pop(0)
         core = self._core = AsyncConsumer(bootstrap_servers, **config)  # validates options first
+        if names and core.settings.group_id is None:
+            # kafka-python's KafkaConsumer("topic") without a group reads every
+            # partition unmanaged; kpax subscribes only as a group member.
+            raise ConfigError(
+                f"kpax.Consumer({', '.join(map(repr, names))}): topics to subscribe to need "
+                "a group_id (or give none and assign() partitions); a first argument is the "
+                "bootstrap list only when it holds ':' or ','"
+            )
         self._consumer_timeout = consumer_timeout_ms / 1000 if consumer_timeout_ms else None
         settings = core.settings
         margin = 5.0 + settings.request_timeout
@@ -87,7 +97,11 @@ class Consumer(SyncFace):
         self._buffer.on_drained = drained
         self._core.listener_runner = self._buffer.call_in_app
         if names:
-            self.subscribe(names)
+            try:
+                self.subscribe(names)
+            except BaseException:
+                self.close(5.0)
+                raise
 
     # ------------------------------------------------------------ plumbing
 
@@ -102,9 +116,26 @@ class Consumer(SyncFace):
         """The asyncio core (for use on this consumer's own loop only)."""
         return self._core
 
-    def close(self, timeout: float = 30.0) -> None:
-        """Commit (auto-commit), leave the group and stop; returns within ``timeout``."""
-        self._close_once(self._core.close(timeout), timeout + 2.0, "consumer close")
+    def close(self, timeout: float = 30.0, *, commit_in_hand: bool = True) -> None:
+        """Commit (auto-commit), leave the group and stop; returns within ``timeout``.
+
+        With auto-commit, the commit counts the records in the application's hands
+        (the last poll's batch, the record the iteration is on) as processed, as
+        Java's close does: close after processing. ``commit_in_hand=False`` commits
+        only what the application moved past (what leaving a ``with`` block by an
+        exception does)."""
+        self._close_once(
+            self._core.close(timeout, commit_in_hand=commit_in_hand),
+            timeout + 2.0,
+            "consumer close",
+        )
+
+    def __exit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        # An exception leaving the block: the batch or record in hand was not
+        # processed, so only what the application moved past is committed.
+        self.close(commit_in_hand=t is None)
 
     def _closing(self) -> None:
         # The revoke listener call runs here, on the caller's thread, while the
@@ -123,6 +154,9 @@ class Consumer(SyncFace):
 
     def _close_failed(self, exc: Exception) -> None:
         log.warning("consumer close: %s", exc)
+
+    def _unreferenced_close(self) -> Coroutine[Any, Any, Any]:
+        return self._core.close()
 
     def metrics(self) -> dict[str, float]:
         """``{metric-name: value}``: see :meth:`AsyncConsumer.metrics` and
@@ -159,6 +193,8 @@ class Consumer(SyncFace):
     def __iter__(self) -> Iterator[ConsumerRecord]:
         """Every record, blocking for more; ends after ``consumer_timeout_ms``
         without records (if set) or when the consumer is closed."""
+        if self._forked:
+            raise self._closed_error("iteration")
         buffer = self._buffer
         core = self._core
         idle = self._consumer_timeout
@@ -290,7 +326,10 @@ class Consumer(SyncFace):
     def commit(
         self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None
     ) -> None:
-        """Commit ``offsets`` (the next offsets to read), or the current positions; blocks."""
+        """Commit ``offsets`` (the next offsets to read), or the current positions --
+        after every record ``poll()`` returned, or after the record the iteration is
+        on: call it after processing them; blocks. (Auto-commit sends only what the
+        application has moved past: see docs/consumer.md.)"""
         snapshot = (
             self._core.consumed_offsets(changed_only=True) if offsets is None else dict(offsets)
         )

@@ -4,7 +4,8 @@ Modules: options (config, ProducerSettings), serializers, partitioner, planning
 (record checks, send_many's plan), batch (ProducerBatch, RecordFuture,
 BulkFuture), fastpath and _sendpath (the C send path), accumulator, sealer
 (batches encoded at close), sender, idempotence (producer id and epoch),
-transactions (the transaction manager), client (``AsyncProducer`` =
+transactions (the transaction manager), waiting (sends waiting for their topic's
+metadata, in call order), client (``AsyncProducer`` =
 ``kpax.aio.Producer``), sync (``Producer`` = ``kpax.Producer``). See docs/producer.md.
 
 Imports: kpax.cluster, kpax.broker, kpax.proto, kpax.loop_thread, kpax.sync_face,

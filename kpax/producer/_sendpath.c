@@ -30,15 +30,17 @@
  *       .send(topic, value=None, key=None, *, partition=None, timestamp=None,
  *             headers=None, callback=None)
  *           -> try_append, then fut.add_callback(callback); any other case
- *              calls slow(...) with the very same arguments.
+ *              calls slow(...) with the very same arguments. A callback that
+ *              is not callable raises TypeError first (nothing appended).
  *       .asend(topic, value=None, key=None, *, partition=None, timestamp=None,
  *              headers=None, callback=None)
  *           -> the asyncio face's send: for the common record an already
  *              finished awaitable (Sent) whose await gives the record's
- *              future; any other case returns slow(...) (the Python
- *              coroutine) with the very same arguments.
+ *              future; any other case returns slow(...) (the Python send,
+ *              which buffers at the call too: kpax.producer.sent) with the
+ *              very same arguments.
  *       .enabled  (settable) False sends every call to the Python path (a
- *              closed producer, say).
+ *              closed producer; sends waiting to be buffered in call order).
  *
  *   Sent
  *       What asend returns for a record appended in C: a coroutine-like object
@@ -46,7 +48,16 @@
  *       collections.abc.Coroutine by kpax.producer.fastpath, so
  *       asyncio.create_task and gather take it) that is already done: awaiting
  *       it returns the record's future at once, without a Python frame. Awaited
- *       twice, it raises RuntimeError, as a coroutine does.
+ *       twice, it raises RuntimeError, as a coroutine does. Dropped without
+ *       being awaited (or closed) it warns, with kpax.producer.sent's text
+ *       (RuntimeWarning: the record is sent all the same), unless it was made
+ *       in a delivery callback.
+ *
+ *   enter_callbacks(), leave_callbacks(), in_callbacks() -> bool
+ *       A per-thread count of the delivery callbacks running
+ *       (kpax.producer.batch brackets a batch's callbacks): a Sent made in one
+ *       does not warn (a callback cannot await), and the Python path fails at
+ *       once there when it would wait for buffer memory.
  *
  *   The fast path appends under the accumulator's lock to the open batch's
  *   columns (values, keys, timestamps: three list appends, a size sum), as the
@@ -462,12 +473,13 @@ new_future(PyTypeObject *type, PyObject *batch, Py_ssize_t index, PyObject *ts)
 typedef struct {
     PyObject_HEAD
     PyObject *result; /* the record's future; NULL once awaited */
+    int loud;         /* warn if dropped never awaited (not made in a delivery callback) */
 } SentObject;
 
 static PyTypeObject SentType;
 
 static PyObject *
-new_sent(PyObject *result) /* steals result */
+new_sent(PyObject *result, int loud) /* steals result */
 {
     SentObject *s = PyObject_GC_New(SentObject, &SentType);
     if (s == NULL) {
@@ -475,8 +487,45 @@ new_sent(PyObject *result) /* steals result */
         return NULL;
     }
     s->result = result;
+    s->loud = loud;
     PyObject_GC_Track(s);
     return (PyObject *)s;
+}
+
+static PyObject *s_topic;
+
+/* The RuntimeWarning of a Sent dropped without being awaited (the record was
+   buffered all the same): the text of kpax.producer.sent.never_awaited. Called
+   from dealloc: the exception being handled, if any, is kept. */
+static void
+warn_never_awaited(PyObject *fut)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *saved = PyErr_GetRaisedException();
+#else
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+#endif
+    PyObject *topic = NULL;
+    if (PyObject_TypeCheck(fut, &FutureBaseType) && ((FutureBaseObject *)fut)->batch != NULL)
+        topic = PyObject_GetAttr(((FutureBaseObject *)fut)->batch, s_topic);
+    if (topic == NULL) {
+        PyErr_Clear();
+        topic = Py_None;
+        Py_INCREF(topic);
+    }
+    if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
+                         "kpax.aio.Producer.send() for topic %R was never awaited: the record "
+                         "is sent all the same, but nothing will see its outcome (await send() "
+                         "for its RecordFuture)",
+                         topic) < 0)
+        PyErr_WriteUnraisable(NULL); /* e.g. -W error: reported, never raised from dealloc */
+    Py_DECREF(topic);
+#if PY_VERSION_HEX >= 0x030C0000
+    PyErr_SetRaisedException(saved);
+#else
+    PyErr_Restore(et, ev, tb);
+#endif
 }
 
 static int
@@ -497,6 +546,8 @@ static void
 Sent_dealloc(SentObject *self)
 {
     PyObject_GC_UnTrack(self);
+    if (self->result != NULL && self->loud)
+        warn_never_awaited(self->result);
     Py_CLEAR(self->result);
     PyObject_GC_Del(self);
 }
@@ -945,6 +996,50 @@ Appender_try_append(AppenderObject *self, PyObject *const *args, Py_ssize_t narg
     return r;
 }
 
+/* The delivery callbacks this thread is running (kpax.producer.batch runs a
+   batch's callbacks between enter_callbacks() and leave_callbacks()): a send
+   made in one is not warned about when never awaited (a callback cannot await),
+   and the Python path fails at once when it would wait for buffer memory. */
+#if defined(_MSC_VER)
+static __declspec(thread) int callback_depth;
+#else
+static _Thread_local int callback_depth;
+#endif
+
+static PyObject *
+enter_callbacks(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    callback_depth++;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+leave_callbacks(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    if (callback_depth > 0)
+        callback_depth--;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+in_callbacks(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    return PyBool_FromLong(callback_depth > 0);
+}
+
+/* TypeError for a callback that cannot be called (kpax.producer.planning.check_callback). */
+static PyObject *
+bad_callback(PyObject *callback)
+{
+    PyObject *name = PyObject_GetAttrString((PyObject *)Py_TYPE(callback), "__name__");
+    if (name == NULL)
+        return NULL;
+    PyErr_Format(PyExc_TypeError, "callback must be a callable fn(metadata, error), not %R (%S)",
+                 callback, name);
+    Py_DECREF(name);
+    return NULL;
+}
+
 /* send's and asend's common part: the record's future (new reference, its
    callback added), NULL with an exception, or FALLBACK for the Python path. */
 static PyObject *
@@ -981,6 +1076,8 @@ send_fast(AppenderObject *self, PyObject *const *args, size_t nargsf, PyObject *
                 return FALLBACK; /* not interned, repeated or unknown: let Python sort it out */
         }
     }
+    if (callback != Py_None && !PyCallable_Check(callback))
+        return bad_callback(callback); /* before anything is appended */
     PyObject *fut = fast_append(self, topic, value, key, partition, timestamp, headers);
     if (fut == FALLBACK || fut == NULL || callback == Py_None)
         return fut;
@@ -1010,7 +1107,7 @@ Appender_asend(AppenderObject *self, PyObject *const *args, size_t nargsf, PyObj
         return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
     if (fut == NULL)
         return NULL;
-    return new_sent(fut);
+    return new_sent(fut, callback_depth == 0);
 }
 
 static PyObject *
@@ -1116,6 +1213,12 @@ cumulative_weights(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 
 static PyMethodDef module_methods[] = {
     {"murmur2", (PyCFunction)murmur2, METH_O, "murmur2(data) -> int (unsigned 32 bits)"},
+    {"enter_callbacks", (PyCFunction)enter_callbacks, METH_NOARGS,
+     "enter_callbacks(): this thread starts running delivery callbacks"},
+    {"leave_callbacks", (PyCFunction)leave_callbacks, METH_NOARGS,
+     "leave_callbacks(): this thread is done running delivery callbacks"},
+    {"in_callbacks", (PyCFunction)in_callbacks, METH_NOARGS,
+     "in_callbacks() -> bool: whether this thread runs delivery callbacks now"},
     {"cumulative_weights", (PyCFunction)(void (*)(void))cumulative_weights, METH_FASTCALL,
      "cumulative_weights(values, keys, header_bytes) -> list, or NotImplemented"},
     {NULL, NULL, 0, NULL},
@@ -1144,6 +1247,7 @@ PyInit__sendpath(void)
     INTERN(s_timestamp, "timestamp");
     INTERN(s_callback, "callback");
     INTERN(s_add_callback, "add_callback");
+    INTERN(s_topic, "topic");
     if (PyType_Ready(&LockType) < 0 || PyType_Ready(&AppenderType) < 0 ||
         PyType_Ready(&BatchBaseType) < 0 || PyType_Ready(&QueueBaseType) < 0 ||
         PyType_Ready(&FutureBaseType) < 0 || PyType_Ready(&SentType) < 0)

@@ -119,6 +119,7 @@ class PartitionQueue(QueueBase):
         "acked",
         "in_flight",
         "next_sequence",
+        "opened",
         "partition",
         "ready",
         "serial",
@@ -134,6 +135,8 @@ class PartitionQueue(QueueBase):
         self.in_flight: list[ProducerBatch] = []
         self.next_sequence = 0
         self.serial = 0
+        #: When the partition's last batch was opened (time.monotonic()).
+        self.opened = 0.0
         #: False until the partition acknowledged a batch (and again after a
         #: retriable failure): until then one batch at a time is in flight, so
         #: a batch that fails (e.g. NOT_LEADER on a partition still loading)
@@ -177,6 +180,10 @@ class Accumulator:
         # bytes of the largest offset delta a batch can hold (a record is 7 bytes at least)
         self._off = varint_size(self._cap // 7 + 1)
         self.queues: dict[str, dict[int, PartitionQueue]] = {}
+        #: (topic, partition) -> the next sequence number of a partition whose
+        #: queue was dropped (:meth:`forget_idle_topics`): an idempotent
+        #: producer's sequences go on where they stopped when it sends there again.
+        self.saved_sequences: dict[tuple[str, int], int] = {}
         self._all_queues: list[PartitionQueue] | None = None  # (all_queues)
         #: Batches not yet completed (open, ready or in flight), for flush.
         self.incomplete: set[ProducerBatch] = set()
@@ -410,7 +417,8 @@ class Accumulator:
             return None
         self.reserved += need
         pq.serial += 1
-        return ProducerBatch(pq.topic, pq.partition, time.monotonic(), need, pq.serial)
+        pq.opened = now = time.monotonic()
+        return ProducerBatch(pq.topic, pq.partition, now, need, pq.serial)
 
     def _new_sticky(
         self, topic: str, key: bytes | None, value: bytes | None, num_partitions: int
@@ -452,8 +460,34 @@ class Accumulator:
         if parts is None:
             parts = self.queues[topic] = {}
         pq = parts[partition] = PartitionQueue(topic, partition)
+        if self.saved_sequences:
+            pq.next_sequence = self.saved_sequences.pop((topic, partition), 0)
         self._all_queues = None
         return pq
+
+    def forget_idle_topics(self, topics: Sequence[str], opened_before: float) -> list[str]:
+        """Drop the per-topic state (partition queues, sticky partition) of each
+        of ``topics`` with no batch buffered or in flight and none opened since
+        ``opened_before``; return the topics dropped. Their sequence numbers are
+        kept (:attr:`saved_sequences`)."""
+        out: list[str] = []
+        with self.lock:
+            busy = {b.topic for b in self.incomplete}
+            for topic in topics:
+                if topic in busy:
+                    continue
+                parts = self.queues.get(topic)
+                if parts is not None:
+                    if any(pq.opened > opened_before for pq in parts.values()):
+                        continue
+                    del self.queues[topic]
+                    for p, pq in parts.items():
+                        if pq.next_sequence:
+                            self.saved_sequences[(topic, p)] = pq.next_sequence
+                    self._all_queues = None
+                self._sticky_states.pop(topic, None)
+                out.append(topic)
+        return out
 
     @staticmethod
     def _add_headers(batch: ProducerBatch, index: int, headers: Sequence[Header] | None) -> None:

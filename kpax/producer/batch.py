@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Generator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from kpax.producer.fastpath import BatchBase, FutureBase
+from kpax.producer.fastpath import BatchBase, FutureBase, enter_callbacks, leave_callbacks
 from kpax.proto.errors import KafkaError, KafkaTimeoutError
 from kpax.proto.records import Header
 from kpax.structs import RecordMetadata
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 Callback = Callable[[RecordMetadata | None, BaseException | None], Any]
 
-__all__ = ["BulkFuture", "Callback", "ProducerBatch", "RecordFuture"]
+__all__ = ["BulkFuture", "Callback", "ProducerBatch", "RecordFuture", "bad_callback"]
 
 
 class ProducerBatch(BatchBase):
@@ -65,11 +65,13 @@ class ProducerBatch(BatchBase):
         "error",
         "last_error",
         "log_append_time",
+        "maybe_written",
         "parent",
         "partition",
         "parts",
         "producer_epoch",
         "producer_id",
+        "resequenced",
         "reserved",
         "retry_at",
         "seal_error",
@@ -110,6 +112,12 @@ class ProducerBatch(BatchBase):
         self.producer_id = -1
         self.producer_epoch = -1
         self.unknown_outcome = False
+        #: An attempt with this producer id and epoch had an unknown outcome (it
+        #: may have been written): its sequence numbers are never given back.
+        self.maybe_written = False
+        #: The attempt in flight carries sequence numbers given back since (an
+        #: earlier batch failed unwritten): its sequence error is expected.
+        self.resequenced = False
         self.last_error: BaseException | None = None
         self.done = False
         self.base_offset = -1
@@ -150,9 +158,15 @@ class ProducerBatch(BatchBase):
             for w in waiters:
                 _wake(w)
         if callbacks:
-            for index, ts, fn in callbacks:
-                err = error if error is None else self.record_error(index)
-                _run_callback(fn, self._metadata(index, ts), err)
+            # (marked as delivery callbacks: a send made in one must not wait for
+            # buffer memory, and is not warned about when never awaited)
+            enter_callbacks()
+            try:
+                for index, ts, fn in callbacks:
+                    err = error if error is None else self.record_error(index)
+                    _run_callback(fn, self._metadata(index, ts), err)
+            finally:
+                leave_callbacks()
 
     def _part(self, index: int) -> tuple[ProducerBatch, int]:
         """The part of a split batch holding record ``index``, and its index there."""
@@ -299,6 +313,8 @@ class RecordFuture(FutureBase):
 
     def add_callback(self, fn: Callback) -> RecordFuture:
         """Call ``fn(metadata, error)`` on completion (on the I/O loop; at once if done)."""
+        if not callable(fn):
+            raise bad_callback(fn)
         self._batch.add_callback(self._index, self._timestamp, fn)
         return self
 
@@ -434,6 +450,8 @@ class BulkFuture:
     def add_callback(self, fn: Callback) -> BulkFuture:
         """Call ``fn(metadata, error)`` once per record, as ``send``'s callback
         (on the I/O loop; at once for records already done)."""
+        if not callable(fn):
+            raise bad_callback(fn)
         ts = self._timestamp
         for b, start, _, lo, hi in self._segments:
             for k in range(start, start + hi - lo):
@@ -462,6 +480,15 @@ class BulkFuture:
             f"<BulkFuture {self.topic} {self.count} record(s) "
             f"in {len(self._batches)} batch(es) {state}>"
         )
+
+
+def bad_callback(fn: Any) -> TypeError:
+    """The TypeError of a callback that cannot be called: ``send`` and
+    ``send_many`` raise it at the call, before anything is buffered (it would
+    fail on the I/O thread otherwise). The C send path's text is the same."""
+    return TypeError(
+        f"callback must be a callable fn(metadata, error), not {fn!r} ({type(fn).__name__})"
+    )
 
 
 def _failed_in(b: ProducerBatch, start: int, n: int) -> int:

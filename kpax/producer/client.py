@@ -6,9 +6,11 @@ broker), :class:`~kpax.producer.accumulator.Accumulator` and
 appends: serialize key and value, find the topic's partition count (waiting
 up to ``max_block_ms`` for metadata of a new topic), choose the partition
 (explicit, murmur2 of the key as Java does, sticky for keyless records, or a
-custom partitioner), and append. ``send`` returns a
-:class:`~kpax.producer.batch.RecordFuture` at once; ``await`` it for the
-:class:`~kpax.structs.RecordMetadata`.
+custom partitioner), and append. ``send`` appends at the call, on every path,
+and returns an awaitable (:mod:`kpax.producer.sent`) of the record's
+:class:`~kpax.producer.batch.RecordFuture`; ``await`` that for the
+:class:`~kpax.structs.RecordMetadata`. A send that must wait (metadata,
+memory) goes on in a task started at the call, the topic's later sends behind it.
 
 The sync face (``kpax.Producer``, kpax.producer.sync) runs this object on a
 :class:`~kpax.loop_thread.LoopThread` and calls its non-blocking public API
@@ -20,7 +22,14 @@ the common record skips ``try_append``: :meth:`new_appender` gives each face a
 C appender doing the same in C, and everything else still goes through
 ``try_append``.
 
-Imports: kpax.producer.*, kpax.cluster, kpax.metrics, kpax.broker.options, kpax.proto, kpax.structs.
+Lifecycle: a producer belongs to the event loop that started it (a call
+from another loop is refused: kpax.event_loops); it is unusable in a child
+of fork() (kpax.forks); at exit, one still open is closed if its loop still
+runs, else the records it holds are counted in a loud report
+(kpax.producer.exit_flush); one collected unclosed emits a ResourceWarning.
+
+Imports: kpax.producer.*, kpax.cluster, kpax.metrics, kpax.broker.options, kpax.proto,
+kpax.structs, kpax.forks, kpax.event_loops.
 """
 
 from __future__ import annotations
@@ -28,14 +37,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+import warnings
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 
 from kpax.cluster.cluster import Cluster
+from kpax.event_loops import check_loop
+from kpax.forks import forked_error
+from kpax.forks import track as track_fork
 from kpax.metrics import ConnectionMetrics, Metrics, metrics_enabled, tagged
+from kpax.producer import exit_flush
 from kpax.producer.accumulator import RECORD_FRAME_MAX, Accumulator, record_weight
-from kpax.producer.batch import BulkFuture, Callback, ProducerBatch, RecordFuture
-from kpax.producer.fastpath import sendpath
+from kpax.producer.batch import BulkFuture, Callback, ProducerBatch, RecordFuture, bad_callback
+from kpax.producer.fastpath import in_callbacks, sendpath
 from kpax.producer.idempotence import ProducerIdentity
 from kpax.producer.options import ProducerSettings, resolve_producer_config
 from kpax.producer.partitioner import (
@@ -45,20 +59,24 @@ from kpax.producer.partitioner import (
 )
 from kpax.producer.planning import (
     BulkPlan,
+    PartitionNotInMetadata,
     Planner,
     check_headers,
     check_partition,
     check_timestamp,
+    explicit_partition,
     plan_many,
 )
 from kpax.producer.sealer import Sealer
 from kpax.producer.sender import Sender
+from kpax.producer.sent import Deferred, ManyDeferred, ManySent, Sent
 from kpax.producer.serializers import as_bytes, get_serializer
 from kpax.producer.transactions import (
     TransactionAbortedError,
     TransactionManager,
     TxnState,
 )
+from kpax.producer.waiting import TopicWaits
 from kpax.proto.error_codes import MessageTooLargeError, UnknownTopicOrPartitionError
 from kpax.proto.errors import (
     ClientClosedError,
@@ -66,6 +84,7 @@ from kpax.proto.errors import (
     KafkaError,
     KafkaTimeoutError,
 )
+from kpax.proto.topic_names import check_topic
 from kpax.structs import ConsumerGroupMetadata, OffsetAndMetadata, RecordMetadata, TopicPartition
 
 __all__ = ["AsyncProducer", "check_timestamp"]  # (check_timestamp: kpax.producer.planning)
@@ -81,6 +100,10 @@ _MAX_TIMESTAMP = 2**63 - 1  # (the C send path's bound too: kpax.producer.planni
 class AsyncProducer:
     """``async with kpax.aio.Producer("host:9092") as p: await p.send("t", b"v")``."""
 
+    _client_name = "kpax.aio.Producer"
+    #: Set on a producer inherited through fork() (kpax.forks).
+    _forked = False
+
     def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, **config: Any) -> None:
         if bootstrap_servers is not None:
             config["bootstrap_servers"] = bootstrap_servers
@@ -89,6 +112,7 @@ class AsyncProducer:
         self._metrics = Metrics() if metrics_enabled() else None
         self._conn_metrics = ConnectionMetrics(self._metrics) if self._metrics else None
         self.cluster = Cluster.from_config(cfg, self._conn_metrics)
+        self.cluster.client_name = self._client_name
         #: The options, typed (read by the parts below instead of ``config``).
         settings = self.settings = ProducerSettings.from_config(cfg)
         custom = settings.partitioner
@@ -155,12 +179,28 @@ class AsyncProducer:
             self._metrics,
             sealer=sealer,
             txn=self.txn,
-            on_metadata=self._update_partition_counts,
         )
         # (at this many batches in flight on a partition, appends need not wake the sender)
         self.accumulator.in_flight_cap = self.sender.per_partition
         #: topic -> partition count (read by caller threads without a lock).
+        #: A topic enters once its metadata is known and no send to it waits
+        #: (kpax.producer.waiting); every metadata update changes its count.
         self.num_partitions: dict[str, int] = {}
+        #: Sends waiting for their topic's metadata, in call order per topic.
+        self._waits = TopicWaits(
+            self.cluster,
+            self._publish,
+            max_block_ms=settings.max_block_ms,
+            retry_backoff_ms=settings.retry_backoff_ms,
+            retry_backoff_max_ms=settings.retry_backoff_max_ms,
+        )
+        #: topic -> when its partition count was published (its first use, or
+        #: the first after it was forgotten): with its batches' opening times,
+        #: what ``metadata_max_idle_ms`` is measured from.
+        self._published_at: dict[str, float] = {}
+        self._max_idle = settings.metadata_max_idle_ms / 1000 + settings.linger_ms / 1000
+        self.cluster.add_listener(self._on_metadata)
+        self.cluster.before_refresh = self._forget_idle
         self._task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake_scheduled = False  # a cross-thread wake-up is on its way (_threadsafe_wake)
@@ -169,29 +209,77 @@ class AsyncProducer:
         self._started = False
         #: The C send path's appenders (kpax.producer.fastpath), disabled at close.
         self._appenders: list[Any] = []
-        fast = self.new_appender(AsyncProducer.send.__get__(self))
+        #: topic -> the last of its sends that could not be buffered at the call
+        #: and go on in a task (``_defer``); later sends to the topic wait behind it.
+        self._deferred: dict[str, asyncio.Task[Any]] = {}
+        self._starting: asyncio.Future[None] | None = None
+        fast = self._aio_appender = self.new_appender(AsyncProducer.send.__get__(self))
         self._fast_append: Callable[..., RecordFuture | None] | None = (
             fast.try_append if fast is not None else None
         )
         if fast is not None:
             # This instance's ``send`` is the C appender's ``asend``: the common
             # record is appended at the call and a finished awaitable returned
-            # (no Python coroutine frame per record); every other case returns
-            # the coroutine of the Python ``send`` below, same arguments.
+            # (no Python frame per record); every other case goes to the Python
+            # ``send`` below, same arguments.
             self.__dict__["send"] = fast.asend
+        track_fork(self)
 
     # ------------------------------------------------------------ lifecycle
 
     async def start(self) -> AsyncProducer:
         if self._started:
             return self
-        self._memory_event = asyncio.Event()
-        self._loop = asyncio.get_running_loop()
-        await self.cluster.start()
-        self._task = asyncio.ensure_future(self.sender.run())
-        self._task.add_done_callback(self._sender_ended)
-        self._started = True
+        if self._starting is not None:  # (sends deferred at once to two new topics)
+            await asyncio.shield(self._starting)
+            return self
+        starting = self._starting = asyncio.get_running_loop().create_future()
+        try:
+            self._memory_event = asyncio.Event()
+            self._loop = asyncio.get_running_loop()
+            await self.cluster.start()
+            self._task = asyncio.ensure_future(self.sender.run())
+            self._task.add_done_callback(self._sender_ended)
+            self._started = True
+            exit_flush.track(self)
+        except Exception as exc:
+            starting.set_exception(exc)
+            starting.exception()  # (retrieved here: a waiter re-raises it)
+            raise
+        finally:
+            self._starting = None
+            if not starting.done():
+                if self._started:
+                    starting.set_result(None)
+                else:
+                    starting.cancel()  # (the start was cancelled)
         return self
+
+    def _after_fork(self) -> None:
+        """In a child of fork() (kpax.forks): closed for every path (a method bound
+        before the fork included), the C send path off, the cluster unusable."""
+        self.closed = True
+        self._disable_appenders()
+        self.cluster.unusable = forked_error(self, "a call")
+
+    def _closed_error(self, what: str) -> ClientClosedError:
+        if self._forked:
+            return forked_error(self, what)
+        return ClientClosedError(f"{what} on a closed producer")
+
+    def __del__(self) -> None:
+        if self.__dict__.get("_started") and not self.closed and not self._forked:
+            try:  # (no lock taken in a finalizer)
+                held = str(sum(b.count or len(b.values) for b in list(self.accumulator.incomplete)))
+            except Exception:
+                held = "the"
+            warnings.warn(
+                f"unclosed {self._client_name}: {held} record(s) it held were never sent; "
+                "await producer.close() (or use `async with`) before its event loop ends",
+                ResourceWarning,
+                stacklevel=1,
+                source=self,
+            )
 
     def new_appender(self, slow: Callable[..., Any] | None) -> Any:
         """A C appender for this producer's per-record path (``slow``: the Python
@@ -244,6 +332,7 @@ class AsyncProducer:
         waiting for it (the sync face waits on the accumulator's condition)."""
         if self._memory_event is not None:
             self._memory_event.set()
+        self._waits.memory_freed()
 
     def _threadsafe_wake(self) -> None:
         """Wake the sender from any thread (nothing to wake before start).
@@ -284,18 +373,47 @@ class AsyncProducer:
         await self.close()
 
     async def flush(self, timeout: float | None = None) -> None:
-        """Send everything buffered now and wait for the outcome (KafkaTimeoutError
-        after ``timeout`` seconds)."""
+        """Send everything buffered now -- and the sends made before that are
+        still waiting to be buffered (a new topic's metadata, buffer memory) --
+        and wait for the outcome (KafkaTimeoutError after ``timeout`` seconds)."""
+        if self._forked:
+            raise forked_error(self, "flush()")
+        check_loop(self._loop, "flush()", self._client_name)
         acc = self.accumulator
         with acc.lock:
             pending = list(acc.incomplete)
             acc.flushing += 1
         self.sender.wake()
         try:
+            if self._deferred:
+                started = time.monotonic()
+                await self._settle_deferred(timeout, "flush")
+                with acc.lock:
+                    pending = list(acc.incomplete)
+                self.sender.wake()
+                if timeout is not None:
+                    timeout = max(timeout - (time.monotonic() - started), 0.0)
             await self._wait_batches(pending, timeout, "flush")
         finally:
             with acc.lock:
                 acc.flushing -= 1
+
+    async def _settle_deferred(self, timeout: float | None, what: str) -> None:
+        """Wait for the sends made so far that are not buffered yet (``_defer``:
+        each topic's last one ends after those before it) to be buffered or to
+        fail; KafkaTimeoutError after ``timeout`` seconds."""
+        tasks = list(self._deferred.values())
+        if not tasks:
+            return
+        if timeout is not None and timeout <= 0:
+            pending = {t for t in tasks if not t.done()}
+        else:
+            _, pending = await asyncio.wait(tasks, timeout=timeout)
+        if pending:
+            raise KafkaTimeoutError(
+                f"{what}: sends to {len(pending)} topic(s) still waiting to be buffered (for "
+                f"metadata or buffer memory) after {timeout:g}s"
+            )
 
     async def _wait_batches(
         self, batches: list[ProducerBatch], timeout: float | None, what: str
@@ -332,11 +450,32 @@ class AsyncProducer:
         """Send what is buffered (waiting at most ``timeout`` seconds; None: until
         each record is delivered or fails), then fail whatever is left with
         ClientClosedError and close the connections. ``timeout=0`` fails
-        buffered records at once."""
+        buffered records at once. On the event loop that started the producer
+        only (IllegalStateError from another loop)."""
+        if self._forked:
+            raise forked_error(self, "close()")
         if self.closed:
             return
+        check_loop(self._loop, "close()", self._client_name)
+        if self._deferred and (timeout is None or timeout > 0):
+            # sends made before close that still wait to be buffered go first
+            started = time.monotonic()
+            try:
+                await self._settle_deferred(timeout, "close")
+            except KafkaTimeoutError:
+                pass  # (they fail with ClientClosedError)
+            if timeout is not None:
+                timeout = max(timeout - (time.monotonic() - started), 0.0)
+            if self.closed:
+                return
         self.closed = True
         self._disable_appenders()
+        self._waits.close(
+            ClientClosedError(
+                "the producer was closed while this send waited for its topic's metadata "
+                "(it was never sent)"
+            )
+        )
         acc = self.accumulator
         if self._started:
             with acc.lock:
@@ -429,21 +568,72 @@ class AsyncProducer:
 
     # ------------------------------------------------------------ metadata
 
-    def _update_partition_counts(self) -> None:
+    def _publish(self, topic: str, n: int) -> None:
+        """``topic`` has ``n`` partitions and no send to it waits: from now on
+        sends append directly (kpax.producer.waiting calls it once the topic's
+        waiting sends are appended)."""
+        if topic not in self.num_partitions:
+            self._published_at[topic] = time.monotonic()
+        self.num_partitions[topic] = n
+
+    def _on_metadata(self) -> None:
+        """After every metadata update (periodic or not; the cluster's listener):
+        each known topic's partition count follows the metadata, as the Java
+        producer's does -- partitions added to a topic take keyed records
+        (murmur2 modulo the new count) and keyless ones at once -- and sends
+        waiting for a topic's metadata are appended (in call order) before its
+        count changes."""
         topics = self.cluster.snapshot.topics
-        for name in list(self.num_partitions):
+        waits = self._waits
+        counts = self.num_partitions
+        for name, n in list(counts.items()):
             info = topics.get(name)
-            if info is not None and info.partitions:
-                self.num_partitions[name] = len(info.partitions)
+            if (
+                info is not None
+                and info.partitions
+                and len(info.partitions) != n
+                and name not in waits
+            ):
+                counts[name] = len(info.partitions)
+        for name in waits.topics():
+            waits.drain(name)
+
+    def _forget_idle(self) -> None:
+        """Before each metadata refresh: forget the topics not sent to for
+        ``metadata_max_idle_ms`` (Java's rule) with nothing of them buffered or
+        in flight -- the refresh no longer names them (so auto-creation does
+        not re-create a deleted one) and their per-topic state goes; a later
+        send looks the topic up again."""
+        if not self._started or self.closed:
+            return
+        now = time.monotonic()
+        limit = self._max_idle
+        cluster = self.cluster
+        published = self._published_at
+        candidates = [
+            t
+            for t in cluster.interest
+            if now - max(published.get(t, 0.0), cluster.asked_at(t)) >= limit
+            and t not in self._waits
+        ]
+        if not candidates:
+            return
+        forgotten = self.accumulator.forget_idle_topics(candidates, now - limit)
+        for t in forgotten:
+            self.num_partitions.pop(t, None)
+            self._published_at.pop(t, None)
+        if forgotten:
+            cluster.forget(forgotten)
+            log.debug("forgot %d topic(s) idle for metadata_max_idle_ms", len(forgotten))
 
     async def wait_topic(self, topic: str, timeout: float | None = None) -> int:
         """The partition count of ``topic``, waiting up to ``timeout`` (default
-        ``max_block_ms``) for its metadata; KafkaTimeoutError names the topic."""
+        ``max_block_ms``) for its metadata; KafkaTimeoutError names the topic,
+        InvalidTopicError a name Kafka would refuse (at once)."""
         n = self.num_partitions.get(topic)
         if n is not None:
             return n
-        if not isinstance(topic, str) or not topic:
-            raise TypeError(f"topic must be a non-empty str, not {topic!r}")
+        check_topic(topic)
         limit = self._max_block if timeout is None else timeout
         deadline = time.monotonic() + limit
         while True:
@@ -462,7 +652,9 @@ class AsyncProducer:
                         f"(max_block_ms): {exc.message}"
                     ) from exc
                 await asyncio.sleep(min(remaining, self.settings.retry_backoff_ms / 1000))
-        n = self.num_partitions[topic] = len(info.partitions)
+        n = len(info.partitions)
+        if topic not in self._waits:  # (else its waiting sends go first: they publish it)
+            self._publish(topic, n)
         return n
 
     async def partitions_for(self, topic: str) -> list[int]:
@@ -486,7 +678,7 @@ class AsyncProducer:
         ``max_block_ms`` in all, then raise :meth:`memory_full_error`). ``n``: the
         topic's partition count (``num_partitions[topic]`` or :meth:`wait_topic`)."""
         if self.closed:
-            raise ClientClosedError("send() on a closed producer")
+            raise self._closed_error("send()")
         txn = self.txn
         if txn is not None and txn.state is not TxnState.IN_TRANSACTION:
             txn.check_send()
@@ -554,7 +746,7 @@ class AsyncProducer:
         nothing; :func:`kpax.producer.planning.plan_many`); :meth:`try_fill`
         appends the plan."""
         if self.closed:
-            raise ClientClosedError("send_many() on a closed producer")
+            raise self._closed_error("send_many()")
         txn = self.txn
         if txn is not None and txn.state is not TxnState.IN_TRANSACTION:
             txn.check_send()
@@ -573,7 +765,7 @@ class AsyncProducer:
         """Append the plan's records (thread-safe); False when buffer memory is full
         (call again: it resumes where it stopped)."""
         if self.closed:
-            raise ClientClosedError("send_many() on a closed producer")
+            raise self._closed_error("send_many()")
         append = self.accumulator.append_many
         columns = plan.columns
         while plan.next < len(columns):
@@ -584,14 +776,29 @@ class AsyncProducer:
             plan.next += 1
         return True
 
-    def memory_full_error(self, topic: str, plan: BulkPlan | None = None) -> KafkaTimeoutError:
-        """The error of a send that waited ``max_block_ms`` for buffer memory. For
-        a ``send_many`` that buffered some of its records first, ``err.partial``
-        is the BulkFuture of those (they are sent; the others are not)."""
-        err = KafkaTimeoutError(
-            f"buffer_memory={self.config['buffer_memory']} full for {self._max_block:g}s "
-            f"(max_block_ms): cannot buffer a record for topic {topic!r}"
-        )
+    def memory_full_error(
+        self, topic: str, plan: BulkPlan | None = None, *, in_callback: bool = False
+    ) -> KafkaTimeoutError:
+        """The error of a send that waited ``max_block_ms`` for buffer memory, or
+        (``in_callback``) of one that may not wait: made on the producer's I/O
+        thread, in a delivery callback, where waiting would stop the very
+        deliveries that free memory (confluent-kafka raises BufferError there);
+        that one is not retriable where it was made. For a ``send_many`` that
+        buffered some of its records first, ``err.partial`` is the BulkFuture
+        of those (they are sent; the others are not)."""
+        if in_callback:
+            err = KafkaTimeoutError(
+                f"buffer memory full (buffer_memory={self.config['buffer_memory']}) and send() "
+                "called from the producer's I/O thread (a delivery callback), which would "
+                f"block delivery; the record for topic {topic!r} was not buffered: send it "
+                "from another thread or task, or raise buffer_memory",
+                retriable=False,
+            )
+        else:
+            err = KafkaTimeoutError(
+                f"buffer_memory={self.config['buffer_memory']} full for {self._max_block:g}s "
+                f"(max_block_ms): cannot buffer a record for topic {topic!r}"
+            )
         err.partial = None  # type: ignore[attr-defined]
         if plan is not None and plan.segments:
             count = sum(hi - lo for _, _, _, lo, hi in plan.segments)
@@ -607,14 +814,21 @@ class AsyncProducer:
         return True if self.try_fill(plan, n) else None
 
     async def _wait_memory(
-        self, topic: str, plan: BulkPlan | None, attempt: Callable[..., T | None], *args: Any
+        self,
+        topic: str,
+        plan: BulkPlan | None,
+        attempt: Callable[..., T | None],
+        *args: Any,
+        deadline: float | None = None,
     ) -> T:
         """The asyncio buffer-memory wait of ``send`` and ``send_many``:
         ``attempt(*args)`` each time memory is freed until it returns something
-        other than None; after ``max_block_ms`` raise :meth:`memory_full_error`.
+        other than None; after ``max_block_ms`` (or at ``deadline``, a
+        ``time.monotonic()``) raise :meth:`memory_full_error`.
         (The sync face waits on the accumulator's condition instead, with
         ``SyncFace._wait_until``.)"""
-        deadline = time.monotonic() + self._max_block
+        if deadline is None:
+            deadline = time.monotonic() + self._max_block
         event = self._memory_event
         assert event is not None
         while True:
@@ -630,7 +844,86 @@ class AsyncProducer:
             if result is not None:
                 return result
 
-    async def send_many(
+    async def wait_and_append(  # noqa: PLR0917 - the arguments of send
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        partition: int | None,
+        timestamp: int | None,
+        headers: Any,
+        deadline: float | None = None,
+    ) -> RecordFuture:
+        """``send`` of a record whose topic has no partition count yet (or whose
+        explicit partition is beyond it): the record waits for the topic's
+        metadata behind the topic's earlier waiting sends and is appended in
+        call order (kpax.producer.waiting), within ``max_block_ms``. A topic
+        name Kafka would refuse raises InvalidTopicError at once. (The sync
+        face runs it on the I/O loop.)"""
+        check_topic(topic)
+        if self.closed:
+            raise ClientClosedError("send() on a closed producer")
+        if not self._started:
+            await self.start()
+        explicit = explicit_partition(partition)
+        n = self.num_partitions.get(topic)
+
+        def attempt(count: int) -> RecordFuture | None:
+            return self.try_append(topic, value, key, partition, timestamp, headers, count)
+
+        if n is not None and (explicit is None or explicit < n):  # known meanwhile
+            fut = attempt(n)
+            if fut is None:
+                fut = await self._wait_memory(topic, None, attempt, n, deadline=deadline)
+            return fut
+        waited: RecordFuture = await self._waits.wait(
+            topic, attempt, explicit, lambda: self.memory_full_error(topic), deadline
+        )
+        return waited
+
+    async def wait_and_fill(  # noqa: PLR0917 - the arguments of send_many
+        self,
+        topic: str,
+        values: Sequence[Any],
+        keys: Sequence[Any] | None,
+        partition: int | None,
+        timestamp: int | None,
+        headers: Any,
+        deadline: float | None = None,
+    ) -> BulkFuture:
+        """``send_many`` to a topic without a partition count yet (or to an
+        explicit partition beyond it): as :meth:`wait_and_append`, for the
+        whole call (its records stay together, in order)."""
+        check_topic(topic)
+        if self.closed:
+            raise ClientClosedError("send_many() on a closed producer")
+        if not self._started:
+            await self.start()
+        explicit = explicit_partition(partition)
+        n = self.num_partitions.get(topic)
+        if n is not None and (explicit is None or explicit < n):  # known meanwhile
+            plan = self.plan_many(topic, values, keys, partition, timestamp, headers, n)
+            if not self.try_fill(plan, n):
+                await self._wait_memory(topic, plan, self._filled, plan, n, deadline=deadline)
+            return BulkFuture(topic, len(values), plan.timestamp, plan.segments)
+        planned: list[tuple[BulkPlan, int]] = []  # (the plan, the count it was made with)
+
+        def attempt(count: int) -> BulkFuture | None:
+            if not planned:
+                plan = self.plan_many(topic, values, keys, partition, timestamp, headers, count)
+                planned.append((plan, count))
+            plan, count = planned[0]
+            if not self.try_fill(plan, count):
+                return None  # resumes where it stopped once memory is freed
+            return BulkFuture(topic, len(values), plan.timestamp, plan.segments)
+
+        def full() -> KafkaTimeoutError:
+            return self.memory_full_error(topic, planned[0][0] if planned else None)
+
+        fut: BulkFuture = await self._waits.wait(topic, attempt, explicit, full, deadline)
+        return fut
+
+    def send_many(
         self,
         topic: str,
         values: Sequence[Any],
@@ -640,30 +933,112 @@ class AsyncProducer:
         timestamp: int | None = None,
         headers: Any = None,
         callback: Callback | None = None,
-    ) -> BulkFuture:
+    ) -> Coroutine[Any, Any, BulkFuture]:
         """Buffer many records at once, as ``send`` would one by one (same
         partitioning, batching, memory bound, transactions), without a Python
         object per record: ``values`` (and ``keys``, None or parallel) as
-        sequences, one ``timestamp`` and one ``headers`` list for all. Returns
-        one :class:`~kpax.producer.batch.BulkFuture` (``await`` it for the
-        count delivered). Waits (up to ``max_block_ms``) only for a new topic's
-        metadata or for buffer memory."""
-        if not self._started:
-            await self.start()
-        n = self.num_partitions.get(topic)
-        if n is None:
-            n = await self.wait_topic(topic)
-        plan = self.plan_many(topic, values, keys, partition, timestamp, headers, n)
+        sequences, one ``timestamp`` and one ``headers`` list for all.
+        Buffered at the call, as ``send`` is; ``await`` the result for one
+        :class:`~kpax.producer.batch.BulkFuture` (``await`` that for the count
+        delivered). Waits (up to ``max_block_ms``) only for a new topic's
+        metadata or for buffer memory, and then in a task started at the call
+        (see :meth:`send`)."""
+        if callback is not None and not callable(callback):
+            raise bad_callback(callback)
+        if topic not in self._deferred:
+            n = self.num_partitions.get(topic)
+            plan: BulkPlan | None = None
+            if n is not None:
+                try:
+                    plan = self.plan_many(topic, values, keys, partition, timestamp, headers, n)
+                except PartitionNotInMetadata:  # added since? (deferred: a refresh first)
+                    plan = None
+            else:
+                check_topic(topic)  # (at the call: a name Kafka would refuse never waits)
+            if plan is not None:
+                assert n is not None
+                if self.try_fill(plan, n):
+                    fut = BulkFuture(topic, len(values), plan.timestamp, plan.segments)
+                    if callback is not None:
+                        fut.add_callback(callback)
+                    # (pause: the sender's turn once awaited, as in send)
+                    return ManySent(fut, True, not in_callbacks(), topic)
+                if in_callbacks():
+                    raise self.memory_full_error(topic, plan, in_callback=True)
+                # buffer memory full after part of it (if any): the rest waits in turn
+                return self._defer(
+                    topic,
+                    "send_many",
+                    self._send_many_later,
+                    topic,
+                    values,
+                    keys,
+                    partition,
+                    timestamp,
+                    headers,
+                    callback,
+                    plan,
+                    n,
+                )
+        elif in_callbacks() and topic in self.num_partitions:
+            raise self.memory_full_error(topic, in_callback=True)  # (as in send)
+        return self._defer(
+            topic,
+            "send_many",
+            self._send_many_later,
+            topic,
+            values,
+            keys,
+            partition,
+            timestamp,
+            headers,
+            callback,
+            None,
+            0,
+        )
+
+    async def _send_many_later(  # noqa: PLR0917 - send_many's arguments
+        self,
+        deadline: float,
+        topic: str,
+        values: Sequence[Any],
+        keys: Sequence[Any] | None,
+        partition: int | None,
+        timestamp: int | None,
+        headers: Any,
+        callback: Callback | None,
+        plan: BulkPlan | None,
+        n: int,
+    ) -> BulkFuture:
+        """The rest of a ``send_many`` that could not be buffered at the call (in
+        its turn: see :meth:`_defer`): a topic without a partition count yet (or
+        an explicit partition beyond it) waits for its metadata in
+        kpax.producer.waiting, then buffer memory."""
+        if plan is None:
+            if not self._started:
+                await self.start()
+            known = self.num_partitions.get(topic)  # (known meanwhile?)
+            if known is not None:
+                n = known
+                try:
+                    plan = self.plan_many(topic, values, keys, partition, timestamp, headers, n)
+                except PartitionNotInMetadata:
+                    plan = None
+            if plan is None:
+                many = await self.wait_and_fill(
+                    topic, values, keys, partition, timestamp, headers, deadline
+                )
+                if callback is not None:
+                    many.add_callback(callback)
+                return many
         if not self.try_fill(plan, n):
-            await self._wait_memory(topic, plan, self._filled, plan, n)
-        else:
-            await asyncio.sleep(0)  # the sender's turn (see send)
+            await self._wait_memory(topic, plan, self._filled, plan, n, deadline=deadline)
         fut = BulkFuture(topic, len(values), plan.timestamp, plan.segments)
         if callback is not None:
             fut.add_callback(callback)
         return fut
 
-    async def send(
+    def send(
         self,
         topic: str,
         value: Any = None,
@@ -673,40 +1048,170 @@ class AsyncProducer:
         timestamp: int | None = None,
         headers: Any = None,
         callback: Callback | None = None,
-    ) -> RecordFuture:
-        """Buffer a record; returns its future (``await`` it for RecordMetadata).
-        Waits (up to ``max_block_ms``) only for a new topic's metadata or for
-        buffer memory. Where the C send path is built, an instance's ``send``
-        is its C appender's ``asend``: the common record is appended at the
-        call and a finished awaitable returned; this coroutine takes the rest."""
+    ) -> Coroutine[Any, Any, RecordFuture]:
+        """Buffer a record, at the call; ``await`` the result for the record's
+        :class:`~kpax.producer.batch.RecordFuture` (``await`` that for its
+        RecordMetadata): ``fut = await p.send(...)``.
+
+        Every path (the C send path, this Python one, ``KPAX_PURE_PYTHON=1``)
+        buffers the record before ``send`` returns, as the sync face does, so a
+        forgotten ``await`` does not lose it; a send never awaited warns
+        (RuntimeWarning: nothing sees its outcome), except one made in a
+        delivery callback. Errors in the arguments (types, sizes, a non-callable
+        ``callback``, a closed producer) raise at the call. A send that must
+        wait -- for a new topic's metadata or for buffer memory, up to
+        ``max_block_ms`` -- goes on in a task started at the call; awaiting the
+        result waits for it, and the records of one topic are buffered in call
+        order all the same (later sends to that topic wait behind it).
+        Cancelling that await cancels the send. In a delivery callback, a send
+        that would wait for buffer memory raises at once instead.
+
+        What ``send`` returns is a coroutine to asyncio (``create_task``,
+        ``gather``). Where the C send path is built, an instance's ``send`` is
+        its C appender's ``asend``: it takes the common record itself and
+        returns a finished ``_sendpath.Sent``; this method takes the rest."""
+        if callback is not None and not callable(callback):
+            raise bad_callback(callback)
         fast = self._fast_append
+        fut: RecordFuture | None
         if fast is not None:
             fut = fast(topic, value, key, partition, timestamp, headers)
             if fut is not None:
                 if callback is not None:
                     fut.add_callback(callback)
-                return fut
+                return Sent(fut, False, not in_callbacks(), topic)
+        if topic not in self._deferred:
+            n = self.num_partitions.get(topic)
+            fut = None
+            if n is None:
+                check_topic(topic)  # (at the call: a name Kafka would refuse never waits)
+            else:
+                try:
+                    fut = self.try_append(topic, value, key, partition, timestamp, headers, n)
+                except PartitionNotInMetadata:  # added since? (deferred: a refresh first)
+                    n = None
+            if n is not None:
+                if fut is not None:
+                    if callback is not None:
+                        fut.add_callback(callback)
+                    # A new batch (one send in ~100): awaiting it lets the loop
+                    # run once, so the sender sends the batch just closed while
+                    # the caller fills the next one. A loop of sends that never
+                    # yields would fill buffer_memory before anything went out
+                    # (500,000 records to 1 partition: 460k -> 520k records/s,
+                    # 6 partitions: 700k -> 850k, with it).
+                    return Sent(fut, fut.batch_index == 0, not in_callbacks(), topic)
+                if in_callbacks():
+                    raise self.memory_full_error(topic, in_callback=True)
+        elif in_callbacks() and topic in self.num_partitions:
+            # behind earlier sends waiting for buffer memory: a callback may not wait
+            raise self.memory_full_error(topic, in_callback=True)
+        return self._defer(
+            topic,
+            "send",
+            self._send_later,
+            topic,
+            value,
+            key,
+            partition,
+            timestamp,
+            headers,
+            callback,
+        )
+
+    async def _send_later(  # noqa: PLR0917 - send's arguments
+        self,
+        deadline: float,
+        topic: str,
+        value: Any,
+        key: Any,
+        partition: int | None,
+        timestamp: int | None,
+        headers: Any,
+        callback: Callback | None,
+    ) -> RecordFuture:
+        """A ``send`` that could not be buffered at the call (in its turn: see
+        :meth:`_defer`): a topic without a partition count yet (or an explicit
+        partition beyond it) waits for its metadata in kpax.producer.waiting,
+        then buffer memory."""
         if not self._started:
             await self.start()
-        n = self.num_partitions.get(topic)
+        n = self.num_partitions.get(topic)  # (known meanwhile?)
+        fut: RecordFuture | None = None
+        if n is not None:
+            try:
+                fut = self.try_append(topic, value, key, partition, timestamp, headers, n)
+            except PartitionNotInMetadata:
+                n = None
         if n is None:
-            n = await self.wait_topic(topic)
-        fut = self.try_append(topic, value, key, partition, timestamp, headers, n)
-        if fut is None:
-            # (no closure here: send's locals stay plain locals)
-            fut = await self._wait_memory(
-                topic, None, self.try_append, topic, value, key, partition, timestamp, headers, n
+            fut = await self.wait_and_append(
+                topic, value, key, partition, timestamp, headers, deadline
             )
-        elif fut.batch_index == 0:
-            # A new batch (one send in ~100): let the loop run, so the sender
-            # sends the batch just closed while the caller fills the next one.
-            # A loop of sends that never yields would fill buffer_memory before
-            # anything went out (500,000 records to 1 partition: 460k -> 520k
-            # records/s, 6 partitions: 700k -> 850k, with it).
-            await asyncio.sleep(0)
+        elif fut is None:
+            fut = await self._wait_memory(
+                topic,
+                None,
+                self.try_append,
+                topic,
+                value,
+                key,
+                partition,
+                timestamp,
+                headers,
+                n,
+                deadline=deadline,
+            )
         if callback is not None:
             fut.add_callback(callback)
         return fut
+
+    def _defer(
+        self,
+        topic: str,
+        what: str,
+        later: Callable[..., Coroutine[Any, Any, T]],
+        *args: Any,
+    ) -> Deferred:
+        """Go on with a send that cannot be buffered at the call in a task started
+        now: ``later(deadline, *args)`` (``deadline``: ``max_block_ms`` from now),
+        once the sends to ``topic`` deferred before it are done, so that the
+        records of a topic are buffered in call order. Until the topic's last
+        deferred send is done, later sends to it are deferred too, and the C
+        appender is off (it would append ahead of them)."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise IllegalStateError(
+                f"kpax.aio.Producer.{what}() for topic {topic!r} must wait (for the topic's "
+                "metadata or buffer memory) and was called outside a running event loop: "
+                "call it from the loop (or use kpax.Producer)"
+            ) from None
+        prev = self._deferred.get(topic)
+        deadline = time.monotonic() + self._max_block
+        task = loop.create_task(self._in_turn(prev, topic, later, deadline, *args))
+        self._deferred[topic] = task
+        if self._aio_appender is not None:
+            self._aio_appender.enabled = False
+        if what == "send":
+            return Deferred(task, not in_callbacks(), topic)
+        return ManyDeferred(task, not in_callbacks(), topic)
+
+    async def _in_turn(
+        self,
+        prev: asyncio.Task[Any] | None,
+        topic: str,
+        later: Callable[..., Coroutine[Any, Any, T]],
+        *args: Any,
+    ) -> T:
+        try:
+            if prev is not None and not prev.done():
+                await asyncio.wait((prev,))  # (its outcome is its own)
+            return await later(*args)
+        finally:
+            if self._deferred.get(topic) is asyncio.current_task():
+                del self._deferred[topic]
+                if not self._deferred and not self.closed and self._aio_appender is not None:
+                    self._aio_appender.enabled = True
 
     # ------------------------------------------------------------ transactions
 
@@ -723,6 +1228,7 @@ class AsyncProducer:
         (called between transactions, when nothing of this producer is pending)."""
         queues = self.accumulator.all_queues()  # takes the (non-reentrant) lock itself
         with self.accumulator.lock:
+            self.accumulator.saved_sequences.clear()
             for pq in queues:
                 pq.next_sequence = 0
 

@@ -14,12 +14,22 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Coroutine
+from functools import partial
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from kpax.proto.accel import PURE_PYTHON_REQUESTED
 
-__all__ = ["BatchBase", "FutureBase", "QueueBase", "new_lock", "sendpath"]
+__all__ = [
+    "BatchBase",
+    "FutureBase",
+    "QueueBase",
+    "enter_callbacks",
+    "in_callbacks",
+    "leave_callbacks",
+    "new_lock",
+    "sendpath",
+]
 
 sendpath: ModuleType | None = None
 if not PURE_PYTHON_REQUESTED:
@@ -36,6 +46,42 @@ if sendpath is not None:
 #: The accumulator's lock: the C one when the C path is there (C takes it
 #: without calling Python), else threading.Lock.
 new_lock: Callable[[], Any] = sendpath.Lock if sendpath is not None else threading.Lock
+
+
+class _CallbackDepth(threading.local):
+    depth = 0
+
+
+_callbacks = _CallbackDepth()
+
+
+def _py_enter_callbacks() -> None:
+    _callbacks.depth += 1
+
+
+def _py_leave_callbacks() -> None:
+    if _callbacks.depth > 0:
+        _callbacks.depth -= 1
+
+
+# Whether this thread is running delivery callbacks now (kpax.producer.batch
+# brackets a batch's callbacks with enter/leave): a send made in one is not warned
+# about when never awaited (a callback cannot await it), and one that would wait
+# for buffer memory fails at once (it would block delivery). A per-thread count
+# in C when the C path is built (its asyncio send reads it), else in Python.
+# (in_callbacks returns something true or false: the C function a bool, the
+# Python one the depth, read without a Python frame: the send path calls it.)
+enter_callbacks: Callable[[], None]
+leave_callbacks: Callable[[], None]
+in_callbacks: Callable[[], object]
+if sendpath is not None:
+    enter_callbacks = sendpath.enter_callbacks
+    leave_callbacks = sendpath.leave_callbacks
+    in_callbacks = sendpath.in_callbacks
+else:
+    enter_callbacks = _py_enter_callbacks
+    leave_callbacks = _py_leave_callbacks
+    in_callbacks = partial(getattr, _callbacks, "depth")
 
 
 class _PyBatchBase:

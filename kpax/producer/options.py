@@ -14,6 +14,9 @@ applies the Java client's rules that tie options together:
   (setting ``enable_idempotence=False`` with it is a :class:`ConfigError`);
   ``transaction_timeout_ms`` (Java default 60000) is how long the coordinator
   lets a transaction stay open before aborting it.
+* ``metadata_max_idle_ms`` (Java's default, 5 minutes): a topic not sent to for
+  that long leaves the producer's metadata requests (Java requires at least
+  5000; kpax takes any positive value).
 
 Imports: kpax.config, kpax.broker.options, kpax.proto (compression, errors).
 """
@@ -73,6 +76,7 @@ PRODUCER_OPTIONS: dict[str, Option] = {
     "transactional_id": Option(None, optional_str),
     "transaction_timeout_ms": Option(60000, positive_int),
     "allow_auto_create_topics": Option(True, boolean),
+    "metadata_max_idle_ms": Option(300000, positive_int),
     "partitioner": Option(None),
     "key_serializer": Option(None),
     "value_serializer": Option(None),
@@ -133,6 +137,7 @@ class ProducerSettings:
     enable_idempotence: bool
     transactional_id: str | None
     transaction_timeout_ms: int
+    metadata_max_idle_ms: int
     request_timeout_ms: int
     retry_backoff_ms: int
     retry_backoff_max_ms: int

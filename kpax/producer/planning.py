@@ -39,7 +39,9 @@ __all__ = [
     "BulkPlan",
     "Planner",
     "check_headers",
+    "PartitionNotInMetadata",
     "check_partition",
+    "explicit_partition",
     "check_timestamp",
     "group",
     "keyed_columns",
@@ -84,11 +86,31 @@ def check_timestamp(timestamp: Any) -> int:
     return int(timestamp)
 
 
+class PartitionNotInMetadata(ValueError):
+    """An explicit partition at or beyond the partition count the producer knows
+    for its topic: it may have been added since (the producer's sends refresh
+    the metadata once before they fail with it)."""
+
+
+def explicit_partition(partition: Any) -> int | None:
+    """The int value of an explicit partition (None for None or a value that is
+    not an integer: :func:`check_partition` then says what is wrong)."""
+    if partition is None or isinstance(partition, bool):
+        return None
+    if type(partition) is int:
+        return partition
+    try:
+        return int(partition.__index__())
+    except (AttributeError, TypeError, ValueError):
+        return None
+
+
 def check_partition(topic: str, partition: Any, n: int) -> int:
     """An explicit partition as ``send`` takes it: an int (or an integer type such
     as numpy's) from 0 to ``n - 1``. Anything else (a bool, a float, a str "0")
     is a TypeError naming the field; an int out of range a ValueError naming
-    the topic's partitions."""
+    the topic's partitions (:class:`PartitionNotInMetadata` when it is
+    ``n`` or more)."""
     if type(partition) is not int:
         if isinstance(partition, (bool, float, str, bytes)) or not hasattr(partition, "__index__"):
             raise TypeError(
@@ -97,7 +119,8 @@ def check_partition(topic: str, partition: Any, n: int) -> int:
         partition = partition.__index__()
     if not 0 <= partition < n:
         has = f"{n}: 0..{n - 1}" if n > 0 else "none"
-        raise ValueError(f"topic {topic!r} has no partition {partition} (it has {has})")
+        text = f"topic {topic!r} has no partition {partition} (it has {has})"
+        raise (PartitionNotInMetadata if partition >= n else ValueError)(text)
     return int(partition)
 
 

@@ -39,7 +39,11 @@ batch still unacknowledged is a consequence of that earlier failure: the batch
 is simply retried. On the first unacknowledged batch it means the broker lost
 the producer's state: once nothing is in flight, the epoch is bumped
 (:class:`~kpax.producer.idempotence.ProducerIdentity`) and every unsent batch is
-re-sequenced from 0 with ``rewrite_producer_state`` (KIP-360). Limitation: a
+re-sequenced from 0 with ``rewrite_producer_state`` (KIP-360). A batch the
+broker refuses for good without writing it (INVALID_TIMESTAMP, INVALID_RECORD,
+a record too large...) fails alone and gives its sequence numbers back: the
+partition's later batches are renumbered and the partition goes on with the
+same epoch (:meth:`Sender._give_back`). Limitation: a
 batch whose previous attempt had an unknown outcome (connection cut after
 sending) and that is re-sequenced by such a bump could be written twice; the
 common cases (broker restart, connection cut, leader change) are retried with
@@ -69,7 +73,7 @@ import functools
 import logging
 import time
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from typing import Any
 
 from kpax.broker.connection import BrokerConnection, describe_broker
@@ -116,7 +120,6 @@ class Sender:
         *,
         sealer: Sealer,
         txn: TransactionManager | None = None,
-        on_metadata: Callable[[], None] | None = None,
     ) -> None:
         self.cluster = cluster
         self.acc = accumulator
@@ -154,14 +157,14 @@ class Sender:
         self._id_bytes: dict[uuid.UUID, bytes] = {}  # topic id -> its 16 bytes
         self._tasks: set[asyncio.Task[None]] = set()
         self._refresh_task: asyncio.Task[None] | None = None
+        #: Topics of batches waiting for a leader, for the next metadata refresh.
+        self._refresh_topics: set[str] = set()
         self.in_flight = 0
         self.stopped = False
         #: Batches put back for a retry so far (a metric; tests read it).
         self.retried_batches = 0
         #: Batches split because the broker refused them as too large (tests read it).
         self.split_batches = 0
-        #: Called after each metadata refresh (the producer updates its partition counts).
-        self.on_metadata = on_metadata
         #: Per-batch counters (kpax.metrics; None: not counted). Per topic:
         #: [records sent, records failed, bytes sent].
         self.metrics = metrics
@@ -325,13 +328,14 @@ class Sender:
         pid, epoch = self.identity.producer_id, self.identity.producer_epoch
         queues = self.acc.all_queues()
         with self.acc.lock:  # no batch may be sealed while sequences restart
+            self.acc.saved_sequences.clear()  # (a new epoch: every partition from 0)
             for pq in queues:
                 seq = 0
                 for b in pq.ready:
                     if b.data is not None:
                         b.data = rewrite_producer_state(b.data, pid, epoch, seq)
                         b.producer_id, b.producer_epoch, b.base_sequence = pid, epoch, seq
-                        b.unknown_outcome = False
+                        b.unknown_outcome = b.maybe_written = False
                         seq = (seq + b.count) & MAX_SEQUENCE
                 pq.next_sequence = seq
 
@@ -349,7 +353,7 @@ class Sender:
         idempotent = self.identity is not None
         bumping = idempotent and self.identity.bump_needed  # type: ignore[union-attr]
         by_leader: dict[int, list[tuple[PartitionQueue, ProducerBatch]]] = {}
-        need_refresh = False
+        need_refresh: set[str] = set()
         progress = True
         while progress:
             progress = False
@@ -401,7 +405,7 @@ class Sender:
                 p = info.partitions.get(pq.partition) if info is not None else None
                 leader = p.leader if p is not None else -1
                 if leader < 0 or leader not in snapshot.brokers:
-                    need_refresh = True
+                    need_refresh.add(pq.topic)
                     continue
                 busy = self._broker_in_flight.get(leader, 0)
                 if busy >= self.max_in_flight or (busy and leader not in self._versions):
@@ -431,7 +435,7 @@ class Sender:
                 progress = True
         del by_leader
         if need_refresh:
-            self.refresh_metadata()
+            self.refresh_metadata(need_refresh)
         expiry = self._expire_in_flight(queues, now)
         if expiry is not None and (retry_at is None or expiry < retry_at):
             retry_at = expiry
@@ -486,6 +490,7 @@ class Sender:
         """Take the head batch off its queue, sealing it if it was closed before
         it could be (atomically: no batch closed meanwhile may get an earlier
         sequence). False if it could not be encoded (it is then failed)."""
+        b.resequenced = False  # (this attempt carries its current numbers)
         with self.acc.lock:
             pq.ready.popleft()
             if b.data is None and not self.sealer.seal(pq, b):
@@ -715,7 +720,7 @@ class Sender:
                 self.cluster.leader_is_down(pq.topic, pq.partition)
                 refresh = True
             if self.identity is not None and isinstance(err, SEQUENCE_ERRORS):
-                if self.txn is not None and not self._earlier_unacked(pq, b):
+                if self.txn is not None and not (b.resequenced or self._earlier_unacked(pq, b)):
                     # A transactional producer never bumps its own epoch: the batch
                     # fails, fencing is fatal and anything else aborts the transaction.
                     with contextlib.suppress(ValueError):
@@ -725,9 +730,73 @@ class Sender:
                     continue
                 self._sequence_error(pq, b, err)
                 continue
+            if (
+                not err.retriable
+                and self.identity is not None
+                and not isinstance(err, UnknownServerError)  # (may have failed after the write)
+            ):
+                self._give_back(pq, b)
             self._failed(pq, b, err, unknown=False, describe=conn.describe())
         if refresh:
             self.refresh_metadata()
+
+    def _give_back(self, pq: PartitionQueue, b: ProducerBatch) -> None:
+        """The broker refused ``b`` for good without writing it (INVALID_TIMESTAMP,
+        INVALID_RECORD, a record too large, not authorized...): ``b`` fails, and
+        its sequence numbers go back to the partition -- every later batch of
+        ``pq`` in flight or waiting is renumbered ``b.count`` lower, and so is
+        the next batch sealed -- as Java's producer does for a failed batch
+        (``adjustSequencesDueToFailedBatch``), so the partition goes on with the
+        same producer id and epoch instead of an epoch bump (which restarts
+        every partition's sequences). The later batches in flight carry the old
+        numbers: refused as out of order, they are resent with the new ones
+        (``resequenced``). Not done -- the bump stays the way out -- for
+        UNKNOWN_SERVER_ERROR (the broker may have failed after the write), nor
+        when ``b`` may have been written by an earlier attempt (unknown outcome), was
+        sealed under another epoch, a bump is due anyway, or a later batch in
+        flight has expired (its outcome unknown)."""
+        identity = self.identity
+        assert identity is not None
+        base, count = b.base_sequence, b.count
+        pid, epoch = identity.producer_id, identity.producer_epoch
+        if (
+            b.done
+            or b.maybe_written
+            or base < 0
+            or count <= 0
+            or identity.bump_needed
+            or b.producer_id != pid
+            or b.producer_epoch != epoch
+        ):
+            return
+
+        def later(o: ProducerBatch) -> bool:
+            d = (o.base_sequence - base) & MAX_SEQUENCE
+            return o is not b and o.data is not None and o.base_sequence >= 0 and 0 < d < 1 << 30
+
+        flying = [o for o in pq.in_flight if later(o)]
+        if any(o.done or o.producer_epoch != epoch for o in flying):
+            return
+        with self.acc.lock:  # no batch may be sealed meanwhile
+            waiting = [o for o in pq.ready if later(o)]
+            for o in (*flying, *waiting):
+                seq = (o.base_sequence - count) & MAX_SEQUENCE
+                assert o.data is not None
+                o.data = rewrite_producer_state(o.data, pid, epoch, seq)
+                o.base_sequence = seq
+            for o in flying:
+                o.resequenced = True
+            pq.next_sequence = (pq.next_sequence - count) & MAX_SEQUENCE
+        pq.acked = False  # one batch at a time until the partition answers again
+        log.info(
+            "%s-%d: a batch of %d record(s) failed unwritten; %d later batch(es) renumbered "
+            "from sequence %d (no epoch bump)",
+            pq.topic,
+            pq.partition,
+            count,
+            len(flying) + len(waiting),
+            base,
+        )
 
     @staticmethod
     def _earlier_unacked(pq: PartitionQueue, b: ProducerBatch) -> bool:
@@ -776,6 +845,12 @@ class Sender:
     def _sequence_error(self, pq: PartitionQueue, b: ProducerBatch, err: KafkaError) -> None:
         with contextlib.suppress(ValueError):
             pq.in_flight.remove(b)
+        if b.resequenced:
+            # sent before an earlier batch gave its numbers back (_give_back): expected;
+            # resent with its new numbers
+            b.resequenced = False
+            self._retry(pq, b, err, unknown=False, count=False)
+            return
         earlier = self._earlier_unacked(pq, b)
         if not earlier:
             assert self.identity is not None
@@ -856,6 +931,8 @@ class Sender:
             return
         b.last_error = err
         b.unknown_outcome = unknown
+        if unknown:
+            b.maybe_written = True
         if count:
             b.attempts += 1
         else:
@@ -885,21 +962,25 @@ class Sender:
 
     # ------------------------------------------------------------ metadata
 
-    def refresh_metadata(self) -> None:
+    def refresh_metadata(self, topics: set[str] | None = None) -> None:
+        """Refresh the metadata soon (after ``retry_backoff_ms``), asking for
+        ``topics`` too: the topics of batches waiting for a leader, which the
+        producer may have forgotten meanwhile (``metadata_max_idle_ms``)."""
+        if topics:
+            self._refresh_topics.update(topics)
         if self._refresh_task is not None and not self._refresh_task.done():
             return
         self._refresh_task = asyncio.ensure_future(self._refresh())
 
     async def _refresh(self) -> None:
         await asyncio.sleep(self.backoff_ms[0] / 1000)
+        topics, self._refresh_topics = self._refresh_topics, set()
         try:
-            await self.cluster.refresh()
+            await self.cluster.refresh(topics)
         except KafkaError as exc:
             log.debug("metadata refresh failed: %s", exc)
         except asyncio.CancelledError:
             raise
-        if self.on_metadata is not None:
-            self.on_metadata()
         self.wake()
 
     async def stop(self) -> None:

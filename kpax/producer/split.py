@@ -83,6 +83,7 @@ def split_batch(
         )
         part.timestamps = part.keys = part.values = []  # type: ignore[assignment]
         part.attempts = max(b.attempts, 1)
+        part.maybe_written = b.maybe_written
         part.last_error = last_error
         part.parent = b
         parts.append((lo, part))

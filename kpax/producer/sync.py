@@ -32,17 +32,28 @@ partition and 1.26x with 6 (``python -m bench compare --base f097b2d --head
 6b28362``, 2,000,000 records, 6 pairs) and cut both threads' CPU per record
 (caller 420 -> 265 ns, I/O 390 -> 300 ns; bench.producer_cpu).
 
-Imports: kpax.producer.{client,batch}, kpax.sync_face, kpax.proto.errors, kpax.structs.
+At exit, a producer still open delivers what it holds, within a bound, or says
+how many records were lost (kpax.producer.exit_flush); one collected unclosed
+warns (ResourceWarning) and closes in the background (kpax.sync_face). The
+C appender reaches this face's ``send`` through a weak reference: the I/O
+thread holds the core, and must not keep the face alive.
+
+Imports: kpax.producer.{client,batch,exit_flush,planning}, kpax.sync_face, kpax.proto.errors,
+kpax.structs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import concurrent.futures
+import weakref
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from functools import partial
 from typing import Any, TypeVar
 
-from kpax.producer.batch import BulkFuture, Callback, RecordFuture
+from kpax.producer import exit_flush
+from kpax.producer.batch import BulkFuture, Callback, RecordFuture, bad_callback
 from kpax.producer.client import AsyncProducer
+from kpax.producer.planning import PartitionNotInMetadata
 from kpax.proto.errors import KafkaTimeoutError
 from kpax.structs import ConsumerGroupMetadata, OffsetAndMetadata
 from kpax.sync_face import SyncFace
@@ -66,6 +77,7 @@ class Producer(SyncFace):
     """``kpax.Producer("host:9092", acks="all", linger_ms=5)``; a context manager."""
 
     _closed_text = "{what} on a closed producer"
+    _client_name = "kpax.Producer"
 
     def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, **config: Any) -> None:
         core = self._core = AsyncProducer(bootstrap_servers, **config)  # validates options first
@@ -86,9 +98,12 @@ class Producer(SyncFace):
         # The C send path (kpax.producer.fastpath): this instance's ``send`` is
         # the C appender's, which hands anything but the common record to the
         # Python ``send`` below -- same arguments, same results.
-        fast = self._core.new_appender(Producer.send.__get__(self))
+        # (bound to a weak proxy: the C appender, which the core holds, must not
+        # keep the face alive; a bound method, so the slow path pays no extra call)
+        fast = self._core.new_appender(Producer.send.__get__(weakref.proxy(self)))
         if fast is not None:
             self.__dict__["send"] = fast.send
+        exit_flush.track(self)
 
     @property
     def aio(self) -> AsyncProducer:
@@ -107,11 +122,21 @@ class Producer(SyncFace):
         callback: Callback | None = None,
     ) -> RecordFuture:
         """Buffer a record and return its future (``.result(timeout)`` ->
-        RecordMetadata). ``callback(metadata, error)`` runs on the I/O thread."""
+        RecordMetadata). ``callback(metadata, error)`` runs on the I/O thread
+        (TypeError at the call if it cannot be called). Called from that
+        thread (a callback), a send that would wait for buffer memory raises
+        KafkaTimeoutError at once: waiting there would block delivery."""
+        if callback is not None and not callable(callback):
+            raise bad_callback(callback)
         n = self._nparts.get(topic)
+        fut: RecordFuture | None
         if n is None:
-            n = self._wait_topic(topic)
-        fut = self._append(topic, value, key, partition, timestamp, headers, n)
+            fut = self._wait_and_append(topic, value, key, partition, timestamp, headers)
+        else:
+            try:
+                fut = self._append(topic, value, key, partition, timestamp, headers, n)
+            except PartitionNotInMetadata:  # added since? (a refresh first)
+                fut = self._wait_and_append(topic, value, key, partition, timestamp, headers)
         if fut is None:
             # (no closure here: send's locals stay plain locals)
             fut = self._wait_memory(
@@ -137,32 +162,66 @@ class Producer(SyncFace):
         """Buffer many records at once, as ``send`` would one by one (see
         :meth:`AsyncProducer.send_many`); returns one BulkFuture
         (``.result(timeout)`` -> records delivered)."""
-        n = self._nparts.get(topic)
-        if n is None:
-            n = self._wait_topic(topic)
+        if callback is not None and not callable(callback):
+            raise bad_callback(callback)
         core = self._core
-        plan = core.plan_many(topic, values, keys, partition, timestamp, headers, n)
-        if not core.try_fill(plan, n):
-            self._wait_memory(topic, plan, _filled, core, plan, n)
-        if plan.segments and plan.segments[-1][1] == 0:
-            self._hand_over()  # a new batch: the I/O thread's turn (as in send)
-        fut = BulkFuture(topic, len(values), plan.timestamp, plan.segments)
+        n = self._nparts.get(topic)
+        plan = None
+        if n is not None:
+            try:
+                plan = core.plan_many(topic, values, keys, partition, timestamp, headers, n)
+            except PartitionNotInMetadata:  # added since? (a refresh first)
+                pass
+        if plan is None:
+            if self._closed:
+                raise self._closed_error("send_many()")
+            fut = self._run(
+                core.wait_and_fill(topic, values, keys, partition, timestamp, headers),
+                None,
+                what=f"send_many to {topic!r}",
+            )
+        else:
+            assert n is not None
+            if not core.try_fill(plan, n):
+                self._wait_memory(topic, plan, _filled, core, plan, n)
+            if plan.segments and plan.segments[-1][1] == 0:
+                self._hand_over()  # a new batch: the I/O thread's turn (as in send)
+            fut = BulkFuture(topic, len(values), plan.timestamp, plan.segments)
         if callback is not None:
             fut.add_callback(callback)
         return fut
 
-    def _wait_topic(self, topic: str) -> int:
+    def _wait_and_append(  # noqa: PLR0917 - the arguments of send
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        partition: int | None,
+        timestamp: int | None,
+        headers: Any,
+    ) -> RecordFuture:
+        """A record whose topic (or partition) is not in the metadata yet: it
+        waits on the I/O loop, in call order with the topic's other waiting
+        sends (:meth:`AsyncProducer.wait_and_append`)."""
         if self._closed:
             raise self._closed_error("send()")
-        return self._run(self._core.wait_topic(topic), None, what=f"metadata for {topic!r}")
+        return self._run(
+            self._core.wait_and_append(topic, value, key, partition, timestamp, headers),
+            None,
+            what=f"send to {topic!r}",
+        )
 
     def _wait_memory(
         self, topic: str, plan: Any, attempt: Callable[..., T | None], *args: Any
     ) -> T:
         """Buffer memory is full: ``attempt(*args)`` again as memory is freed
         (until not None), at most ``max_block_ms``, then raise the core's
-        memory-full error."""
+        memory-full error. On the I/O thread (a delivery callback) raise it at
+        once: only that thread frees memory, so waiting there would stall
+        delivery for ``max_block_ms`` per send."""
         core = self._core
+        if self._thread.in_loop_thread:
+            raise core.memory_full_error(topic, plan, in_callback=True)
         return self._wait_until(
             partial(attempt, *args),
             core.accumulator.wait_for_memory,
@@ -179,6 +238,8 @@ class Producer(SyncFace):
         """Send everything buffered and wait for the outcome (KafkaTimeoutError
         after ``timeout`` seconds)."""
         if self._closed:
+            if self._forked:
+                raise self._closed_error("flush()")
             return
         self._run(self._core.flush(timeout), timeout, what="flush", unbounded=True)
 
@@ -224,9 +285,10 @@ class Producer(SyncFace):
         if not isinstance(exc, KafkaTimeoutError):
             raise exc
 
-    def __del__(self) -> None:
-        if not getattr(self, "_closed", True):
-            try:
-                self.close(0)
-            except Exception:
-                pass
+    def _unreferenced_close(self) -> Coroutine[Any, Any, Any]:
+        # deliver what is buffered: each record succeeds or fails within this
+        settings = self._core.settings
+        return self._core.close(settings.delivery_timeout_ms / 1000)
+
+    def _closing_unreferenced(self, done: concurrent.futures.Future[Any]) -> None:
+        exit_flush.closing(self._client_name, self._core, done)

@@ -10,6 +10,7 @@ from kpax.proto.errors import (
     AuthenticationError,
     AuthorizationError,
     BrokerResponseError,
+    RecordPosition,
     register_error,
 )
 
@@ -25,7 +26,7 @@ class UnknownServerError(BrokerResponseError):
 
 
 @register_error
-class OffsetOutOfRangeError(BrokerResponseError):
+class OffsetOutOfRangeError(RecordPosition, BrokerResponseError):
     """The requested offset is outside the partition's log (before its start or after its end)."""
 
     code = 1

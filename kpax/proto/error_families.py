@@ -10,12 +10,16 @@ its class with :func:`~kpax.proto.errors.error_for_code`; a single code is
 named by its class (``issubclass(error_for_code(code), NotCoordinatorError)``).
 Each family's docstring says what a client does on it. Where callers need
 different sets (the leader families) each set has its own name, built from
-the smaller families.
+the smaller families. What a failed request makes stale -- which route the
+client forgets before it retries -- is one table, :data:`FORGET`, read through
+:func:`stale_after` by every client path.
 
 Imports: kpax.proto.errors, kpax.proto.error_codes.
 """
 
 from __future__ import annotations
+
+import enum
 
 from kpax.proto.error_codes import (
     ConcurrentTransactionsError,
@@ -50,7 +54,12 @@ from kpax.proto.error_codes import (
     UnknownTopicIdError,
     UnknownTopicOrPartitionError,
 )
-from kpax.proto.errors import BrokerResponseError, error_for_code
+from kpax.proto.errors import (
+    BrokerResponseError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    error_for_code,
+)
 
 __all__ = [
     "CLASSIC_MEMBER_FENCED_ERRORS",
@@ -69,9 +78,12 @@ __all__ = [
     "TXN_FATAL_ERRORS",
     "TXN_RETRY_ERRORS",
     "UNKNOWN_TOPIC_ERRORS",
+    "FORGET",
     "ErrorFamily",
+    "Stale",
     "code_in",
     "code_of",
+    "stale_after",
 ]
 
 #: A family: a tuple of broker error classes (an ``isinstance`` class-info).
@@ -250,3 +262,52 @@ TXN_RETRY_ERRORS: ErrorFamily = (
 transaction (CONCURRENT_TRANSACTIONS), or did not try this partition because
 another one in the request failed (OPERATION_NOT_ATTEMPTED): retry after a
 backoff, with the partitions still to add."""
+
+# ---------------------------------------------------------------- what an error makes stale
+
+
+class Stale(enum.Flag):
+    """What a failed request proved the client's view wrong about: what it
+    forgets before it tries again (:func:`stale_after`)."""
+
+    NOTHING = 0
+    #: The partition's leader: forget it (``Cluster.leader_is_down``) and
+    #: refresh the topic's metadata before sending to the partition again.
+    LEADER = enum.auto()
+    #: The group's or transactional id's coordinator: forget it
+    #: (``Cluster.coordinator_is_down``) and find it again (FindCoordinator).
+    COORDINATOR = enum.auto()
+    #: The connection is gone: whatever was routed over it (a leader, a
+    #: coordinator) is looked up again.
+    CONNECTION = enum.auto()
+    #: The broker's fetch session (KIP-227): the next Fetch is a full one.
+    FETCH_SESSION = enum.auto()
+    #: The broker's share session (KIP-932): a new one is opened (epoch 0).
+    SHARE_SESSION = enum.auto()
+
+
+#: Which error family makes what stale, in one place: the one request path,
+#: the producer's sender, the fetchers and the offset lookups all ask
+#: :func:`stale_after`. (Java's client does the same with its
+#: ``InvalidMetadataException`` family for leaders and its coordinator
+#: errors for coordinators.)
+FORGET: tuple[tuple[ErrorFamily, Stale], ...] = (
+    (COORDINATOR_ERRORS, Stale.COORDINATOR),
+    (STALE_METADATA_ERRORS, Stale.LEADER),
+    (FETCH_SESSION_ERRORS, Stale.FETCH_SESSION),
+    (SHARE_SESSION_ERRORS, Stale.SHARE_SESSION),
+)
+
+
+def stale_after(error: BaseException | type[BaseException]) -> Stale:
+    """What ``error`` (an exception or its class) proved stale (see :data:`FORGET`):
+    a broken connection or a request that timed out (the broker may be gone)
+    makes the route it took stale, whichever it was."""
+    cls = error if isinstance(error, type) else type(error)
+    if issubclass(cls, (KafkaConnectionError, KafkaTimeoutError)):
+        return Stale.CONNECTION
+    out = Stale.NOTHING
+    for family, what in FORGET:
+        if issubclass(cls, family):
+            out |= what
+    return out

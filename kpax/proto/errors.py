@@ -7,7 +7,14 @@ error codes (``errors.tsv``) get one generated subclass each in
 
 Every error carries ``retriable`` (may the same operation succeed if tried
 again?) and a message that names what failed and on what (topic, partition,
-broker, group), never only a code.
+broker, group), never only a code. ``str(e)`` is that message (the class name
+when there is none); whether retrying helps is the ``retriable`` attribute,
+said in the message only where the message tells what to do.
+
+The consumer's errors that no broker code names (:class:`CommitFailedError`,
+:class:`RebalanceInProgressCommitError`, :class:`NoOffsetForPartitionError`,
+:class:`LogTruncationError`) are here too, so that :mod:`kpax.errors` exports
+the whole tree.
 
 Imports: the standard library only (this is part of the sans-I/O layer).
 """
@@ -33,9 +40,7 @@ class KafkaError(Exception):
             self.retriable = retriable  # type: ignore[misc]
 
     def __str__(self) -> str:
-        hint = "retriable" if self.retriable else "not retriable"
-        base = self.message or self.__class__.__name__
-        return f"{base} ({hint})"
+        return self.message or self.__class__.__name__
 
 
 # ---------------------------------------------------------------- client side
@@ -54,7 +59,10 @@ class RecordPosition:
     first offset after the bad data, so ``consumer.seek(e.topic_partition,
     e.next_offset)`` skips it. The record decoder sets ``offset`` and
     ``next_offset`` of a bad batch from its header (which, for a batch failing its
-    CRC, may be damaged too)."""
+    CRC, may be damaged too). For an ``OffsetOutOfRangeError``, ``offset`` is the
+    position that is out of range and ``next_offset`` the nearest offset in range
+    (the log start below it, the high watermark above it), when the consumer
+    could look them up."""
 
     topic_partition: tuple[str, int] | None = None
     offset: int | None = None
@@ -117,6 +125,14 @@ class ClientClosedError(IllegalStateError):
     outcome_unknown: bool = False
 
 
+class ForkedClientError(ClientClosedError):
+    """The client was created in another process: this process is a child of
+    ``fork()`` (``os.fork``, multiprocessing's fork start method). A client's I/O
+    thread and connections stay in the process that created it, so a client
+    cannot be used across fork(): create clients after fork, in the process
+    that uses them."""
+
+
 class InvalidMessageError(KafkaError, ValueError):
     """A protocol message cannot be built as asked: a version outside the API's
     range, a field the chosen version cannot carry, or a value out of range."""
@@ -139,6 +155,35 @@ class BrokerIdentityError(KafkaConnectionError):
     answered ApiVersions (v5+, with the expected cluster id and node id) with
     REBOOTSTRAP_REQUIRED (KIP-1242). The client rebootstraps its metadata from the
     bootstrap addresses; the request is retried on the new metadata."""
+
+
+# ---------------------------------------------------------------- consumer
+
+
+class CommitFailedError(KafkaError):
+    """An offset commit was rejected because this member's generation is gone
+    (the group went on without it, or the member was evicted for exceeding
+    ``max_poll_interval_ms``). The partitions may now belong to another member:
+    this member treats them as lost (``on_partitions_lost``, no commit) and
+    rejoins; whoever gets them next starts from the committed offsets."""
+
+
+class RebalanceInProgressCommitError(KafkaError):
+    """An offset commit was not applied because the group is rebalancing
+    (Java's ``RebalanceInProgressException``): the coordinator answered
+    REBALANCE_IN_PROGRESS, or the group moved to a new generation while this
+    member was joining it. The member keeps its partitions; committing again
+    now cannot help, but after the next ``poll()`` (which completes the
+    rebalance) it can: commit again then. Not a :class:`CommitFailedError`."""
+
+
+class NoOffsetForPartitionError(IllegalStateError):
+    """No valid position for a partition and ``auto_offset_reset="none"``."""
+
+
+class LogTruncationError(KafkaError):
+    """The partition's log was truncated below the consumer's position after
+    a leader change (detected through leader epochs, KIP-320)."""
 
 
 # ---------------------------------------------------------------- broker side

@@ -15,8 +15,9 @@ The kpax client option tables are imported on first use, not at import: a
 Python worker that only unpickles a writer or a reader does not load the
 kpax client stack for them.
 
-Imports: the standard library, kpax.errors; kpax.config and the kpax client
-option tables inside the functions that need them.
+Imports: the standard library, kpax.errors, kpax.config (dataclass_repr; resolve
+inside the functions that need it); the kpax client option tables inside the
+functions that need them.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kpax.config import dataclass_repr
 from kpax.errors import ConfigError
 
 log = logging.getLogger("kpax.spark")
@@ -396,6 +398,8 @@ class ReadOptions:
     group_id: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
+    __repr__ = dataclass_repr  # (the client's passwords shown as [hidden])
+
     def topics_description(self) -> str:
         """``Subscribe[a,b]`` / ``SubscribePattern[x.*]`` / ``Assign[a-0, a-1]``, as
         the JVM source names its strategy."""
@@ -576,6 +580,8 @@ class WriteOptions:
     topic: str | None = None
     delivery: str = AT_LEAST_ONCE
     transactional_id_prefix: str = "kpax-spark"
+
+    __repr__ = dataclass_repr  # (the client's passwords shown as [hidden])
 
     @property
     def exactly_once(self) -> bool:

@@ -1,6 +1,8 @@
-"""kpax.testing: a real Apache Kafka on demand, for tests, demos and benchmarks.
+"""kpax.testing: a real Apache Kafka on demand, and an in-process fake one, for tests.
 
-Role: public face of the package. Nothing here depends on the rest of kpax.
+Role: public face of the package. The real-Kafka machinery depends on nothing
+else of kpax; the fake (``kpax.testing.fake``) uses kpax.proto, the protocol
+layer, and never the clients it serves.
 
 Backends (chosen by `select_backend`, in order): an existing cluster
 (``KPAX_TEST_BOOTSTRAP``), Docker via testcontainers (``apache/kafka`` image,
@@ -21,6 +23,11 @@ Public API::
         .kill_broker(node_id, sig=SIGKILL), .restart_broker(node_id),
         .pause_broker(node_id), .resume_broker(node_id), .log_tail(node_id=None, n=40),
         .stop(); a context manager
+    FakeKafka(brokers=1, *, topics=None, config=None, racks=None, seed=0): an
+        in-process Kafka on 127.0.0.1 (no JVM; starts in milliseconds) with fault
+        injection: .bootstrap, .create_topic, .inject, .move_leader, .set_offline,
+        .move_coordinator, .stop_broker/.start_broker, .records, .committed; a
+        context manager (docs/testing.md). FakeCluster: its sans-I/O core.
     select_backend() -> "existing" | "docker" | "local";  docker_available(timeout=2.0)
     ensure_jars(version=None) -> Path;  classpath(version=None) -> str  (java -cp)
     java_executable() -> str;  compile_java(sources, classpath, out_dir)  (javac, else ECJ)
@@ -28,10 +35,10 @@ Public API::
     cannot do; a skip under pytest);  wire.api_versions(address, ...)
 
 ``import kpax.testing`` is cheap: these names are imported on first use (PEP 562
-``__getattr__``), so the pytest plugin (kpax.testing.pytest_plugin, loaded by
-every pytest run where kpax is installed) does not load the broker machinery.
+``__getattr__``), so the pytest plugin (kpax.testing.pytest_plugin, loaded at
+every pytest start of a project that opts in) does not load the broker machinery.
 
-Imports: kpax.testing.* only.
+Imports: kpax.testing.* only (each name on first use).
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ if TYPE_CHECKING:
     from kpax.testing.backends import docker_available, select_backend, start_kafka
     from kpax.testing.base import DEFAULT_SASL_USERS, ExistingCluster, KafkaCluster
     from kpax.testing.errors import KafkaStartError, NotAvailableHere
+    from kpax.testing.fake import FakeCluster, FakeKafka
     from kpax.testing.jars import DEFAULT_KAFKA_VERSION, classpath, ensure_jars
     from kpax.testing.javac import compile_java, java_executable
     from kpax.testing.local import LocalCluster
@@ -53,6 +61,8 @@ __all__ = [
     "DEFAULT_SASL_USERS",
     "ApiVersionsResult",
     "ExistingCluster",
+    "FakeCluster",
+    "FakeKafka",
     "KafkaCluster",
     "KafkaStartError",
     "LocalCluster",
@@ -75,6 +85,7 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(("DEFAULT_KAFKA_VERSION", "classpath", "ensure_jars"), "kpax.testing.jars"),
     **dict.fromkeys(("compile_java", "java_executable"), "kpax.testing.javac"),
     "LocalCluster": "kpax.testing.local",
+    **dict.fromkeys(("FakeCluster", "FakeKafka"), "kpax.testing.fake"),
     **dict.fromkeys(("ApiVersionsResult", "api_versions"), "kpax.testing.wire"),
 }
 

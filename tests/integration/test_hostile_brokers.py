@@ -72,7 +72,7 @@ def test_client_fails_clearly_in_bounded_time(
         # time may run out before its request's own timeout says so
         says = "delivery_timeout_ms=2000" in message and "still unanswered" in message
     assert says, message
-    assert "retriable" in message
+    assert not message.rstrip().endswith("retriable)"), message  # .retriable says it
     assert out["threads"] == [], out
     assert out["pending_tasks"] == [], out
     assert all_closed, f"{server.opened} connections opened, {server.closed} closed by {client}"
@@ -122,5 +122,7 @@ def test_command_exits_with_one_line(mode: str) -> None:
             one_line_error(r, 1, "did not complete within 3s", server.address)
         else:
             one_line_error(r, 1, server.address)
-        assert elapsed < 10, f"kpax {args[0]}: {elapsed:.1f}s with --timeout 3"
+        # bounded (no hang): the timeouts it is given and a process start, with room
+        # for a busy machine (it took 9.7 s once with the load at 11 on 2 cores)
+        assert elapsed < 20, f"kpax {args[0]}: {elapsed:.1f}s with --timeout 3"
         assert all_closed

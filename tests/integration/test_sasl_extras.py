@@ -113,3 +113,79 @@ def test_admin_over_oauthbearer(sasl_broker):
         sasl_oauth_token_provider=lambda: unsecured_token("admin"),
     ) as admin:
         assert admin.describe_cluster().brokers
+
+
+def _kafka_python_provider_class() -> type:
+    try:  # kafka-python 3
+        from kafka.net.sasl.oauth import AbstractTokenProvider
+    except ImportError:  # kafka-python 2
+        from kafka.sasl.oauth import AbstractTokenProvider
+    return AbstractTokenProvider
+
+
+def test_kafka_python_and_aiokafka_token_providers_are_accepted(sasl_broker):
+    """kafka-python's provider (sync ``token()``) and aiokafka's (async
+    ``token()``, ``extensions()``) work as they are, in both faces."""
+    from aiokafka.abc import AbstractTokenProvider as AioProvider
+
+    class KafkaPythonStyle(_kafka_python_provider_class()):
+        def token(self) -> str:
+            return unsecured_token("admin")
+
+    class AiokafkaStyle(AioProvider):
+        async def token(self) -> str:
+            await asyncio.sleep(0)
+            return unsecured_token("admin")
+
+        def extensions(self) -> dict[str, str]:
+            return {"traceId": "abc"}
+
+    conf = {
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": "OAUTHBEARER",
+        "default_api_timeout_ms": 10000,
+    }
+    bootstrap = sasl_broker.listener("SASL_PLAINTEXT")
+    for provider in (KafkaPythonStyle(), AiokafkaStyle()):
+        with kpax.Admin(bootstrap, sasl_oauth_token_provider=provider, **conf) as admin:
+            assert admin.describe_cluster().brokers
+
+        async def main(provider: object = provider) -> None:
+            async with kpax.aio.Admin(
+                bootstrap, sasl_oauth_token_provider=provider, **conf
+            ) as admin:
+                assert (await admin.describe_cluster()).brokers
+
+        asyncio.run(main())
+
+
+def test_a_token_provider_of_another_shape_is_refused_at_construction():
+    class NoToken:
+        pass
+
+    for bad in ("a-token-string", NoToken(), 5):
+        with pytest.raises(kpax.ConfigError, match=r"sasl_oauth_token_provider=\[hidden\]") as info:
+            kpax.aio.Admin(
+                "127.0.0.1:1",
+                security_protocol="SASL_PLAINTEXT",
+                sasl_mechanism="OAUTHBEARER",
+                sasl_oauth_token_provider=bad,
+            )
+        assert "token() method" in str(info.value)
+        assert "a-token-string" not in str(info.value)
+
+
+async def test_a_provider_returning_no_string_fails_auth_clearly(sasl_broker):
+    host, port = split_address(sasl_broker.listener("SASL_PLAINTEXT").split(",")[0])
+
+    class BytesToken:
+        def token(self) -> bytes:
+            return b"not-a-str"
+
+    opts = ConnectionOptions(
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="OAUTHBEARER",
+        sasl_token_provider=BytesToken(),
+    )
+    with pytest.raises(AuthenticationError, match=r"token\(\) returned a bytes, not a token"):
+        await BrokerConnection.open(host, port, opts)

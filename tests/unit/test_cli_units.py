@@ -518,6 +518,23 @@ def test_java_and_librdkafka_names_map_to_kpax_options(tmp_path: Path) -> None:
         "sasl_plain_username": "explicit",
         "sasl_plain_password": "p",
     }
+    # Kerberos: GSSAPI (Java's default mechanism), keytab, principal, service name
+    got = translate(
+        {
+            "sasl.jaas.config": "com.sun.security.auth.module.Krb5LoginModule required "
+            'useKeyTab=true storeKey=true keyTab="/etc/app.keytab" principal="app@R";',
+            "sasl.kerberos.service.name": "kfk",
+            "security.protocol": "SASL_SSL",
+        },
+        "f",
+    )
+    assert got.conn == {
+        "security_protocol": "SASL_SSL",
+        "sasl_mechanism": "GSSAPI",
+        "sasl_kerberos_keytab": "/etc/app.keytab",
+        "sasl_kerberos_principal": "app@R",
+        "sasl_kerberos_service_name": "kfk",
+    }
     jaas = "sasl.jaas.config"
     for given, match in (
         (
@@ -554,7 +571,14 @@ def test_java_and_librdkafka_names_map_to_kpax_options(tmp_path: Path) -> None:
         ),
         (
             {jaas: "com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true;"},
-            "GSSAPI",
+            "useKeyTab=true needs keyTab",
+        ),
+        (
+            {
+                "sasl.mechanism": "PLAIN",
+                jaas: "com.sun.security.auth.module.Krb5LoginModule required;",
+            },
+            "uses Krb5LoginModule but sasl.mechanism is PLAIN",
         ),
         (
             {jaas: "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"},

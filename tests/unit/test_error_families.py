@@ -336,3 +336,27 @@ def test_no_numeric_error_codes_outside_proto() -> None:
 def test_allowed_files_exist() -> None:
     for rel in ALLOWED:
         assert (ROOT / rel).is_file(), f"{rel} is gone: drop it from ALLOWED"
+
+
+def test_one_table_says_what_each_error_makes_stale() -> None:
+    from kpax.proto import error_codes as ec
+    from kpax.proto.error_families import Stale, stale_after
+    from kpax.proto.errors import KafkaConnectionError, KafkaTimeoutError
+
+    assert stale_after(ec.NotCoordinatorError) is Stale.COORDINATOR
+    assert stale_after(ec.CoordinatorLoadInProgressError("x")) is Stale.COORDINATOR
+    for leader in (
+        ec.NotLeaderOrFollowerError,
+        ec.LeaderNotAvailableError,
+        ec.FencedLeaderEpochError,
+        ec.UnknownTopicOrPartitionError,
+        ec.KafkaStorageError,
+        ec.InconsistentTopicIdError,
+    ):
+        assert stale_after(leader) is Stale.LEADER, leader
+    assert stale_after(ec.FetchSessionIdNotFoundError) is Stale.FETCH_SESSION
+    assert stale_after(ec.ShareSessionNotFoundError) is Stale.SHARE_SESSION
+    assert stale_after(KafkaConnectionError("cut")) is Stale.CONNECTION
+    assert stale_after(KafkaTimeoutError("slow")) is Stale.CONNECTION
+    assert stale_after(ec.MessageTooLargeError) is Stale.NOTHING
+    assert stale_after(ValueError("not kafka")) is Stale.NOTHING

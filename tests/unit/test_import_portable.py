@@ -1,11 +1,11 @@
 """`import kpax`, the `kpax` command and the pytest plugin on any OS, and cheaply.
 
-The pytest plugin (entry point ``pytest11: kpax``) is imported by every pytest run
-wherever kpax is installed, so importing it must cost a few milliseconds and load
-neither the client (asyncio, the generated protocol code) nor the broker machinery
-(kpax.testing.local, jars, containers). And none of these imports may need what
-Windows lacks: ``fcntl`` or ``signal.SIGPIPE``. Each check runs in a fresh
-interpreter.
+The pytest plugin (opt-in: ``pytest_plugins = ["kpax.testing.pytest_plugin"]``) is
+imported at every pytest start of a project that uses it, so importing it must cost
+a few milliseconds and load neither the client (asyncio, the generated protocol
+code) nor the broker machinery (kpax.testing.local, jars, containers). And none of
+these imports may need what Windows lacks: ``fcntl`` or ``signal.SIGPIPE``. Each
+check runs in a fresh interpreter.
 """
 
 from __future__ import annotations

@@ -23,18 +23,21 @@ LAYER = {
     "config": 1,
     "structs": 1,
     "loop_thread": 1,
+    "forks": 1,
+    "event_loops": 1,
     "broker": 2,
     "sync_face": 2,
     "cluster": 3,
     "producer": 4,
     "consumer": 4,
     "admin": 4,
-    "aio": 5,
-    "otel": 5,
+    "parallel": 5,  # the parallel consumer: above the consumer and the producer (dead letters)
+    "aio": 6,  # the asyncio face: exports the parallel consumer's too
+    "otel": 6,  # traces the parallel consumer too
     "spark": 5,
     "testing": 5,
     "kpax": 5,  # the package itself: the public API, its attributes loaded lazily
-    "cli": 6,  # the kpax command: an application of the public API
+    "cli": 7,  # the kpax command: an application of the public API
 }
 CLIENTS = {"producer", "consumer", "admin"}
 
@@ -147,3 +150,39 @@ def test_the_protocol_layer_imports_nothing_else_of_kpax() -> None:
     for module, targets in _graph().items():
         if _part(module) == "proto":
             assert all(_part(t) in {"proto", "_version"} for t in targets), (module, targets)
+
+
+def test_the_fake_kafka_is_built_on_the_protocol_layer_only() -> None:
+    """kpax.testing.fake serves kpax's own clients in tests: it uses kpax.proto and
+    nothing of the client layers (broker, cluster, producer, consumer, admin), so a
+    client bug cannot hide behind the same code on both sides of the wire."""
+    for module, targets in _graph().items():
+        if module.startswith("kpax.testing.fake"):
+            others = [
+                t for t in targets if _part(t) != "proto" and not t.startswith("kpax.testing.fake")
+            ]
+            assert not others, (module, others)
+
+
+#: The parallel consumer's core: a deterministic state machine, tested without I/O.
+PARALLEL_CORE = {"codec", "offsets", "schedule", "engine"}
+
+
+def test_the_parallel_consumer_core_is_sans_io() -> None:
+    """kpax.parallel's core (offsets, ordering, the metadata encoding, back-pressure,
+    retries) takes time as an input and does no I/O: it imports no asyncio, threads,
+    sockets or clock, and of kpax only itself and kpax.structs."""
+    banned = {"asyncio", "threading", "socket", "time", "concurrent", "selectors", "signal"}
+    for name in sorted(PARALLEL_CORE):
+        path = KPAX / "parallel" / f"{name}.py"
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        stdlib = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                stdlib.update(a.name.split(".")[0] for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                stdlib.add(node.module.split(".")[0])
+        assert not stdlib & banned, (name, stdlib & banned)
+        kpax_imports = _imports(path, f"kpax.parallel.{name}")
+        allowed = {f"kpax.parallel.{n}" for n in PARALLEL_CORE} | {"kpax.structs"}
+        assert kpax_imports <= allowed, (name, kpax_imports - allowed)

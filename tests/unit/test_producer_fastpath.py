@@ -9,6 +9,7 @@ import gc
 import random
 import sys
 import threading
+import warnings
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from kpax.producer.batch import RecordFuture
 from kpax.producer.client import AsyncProducer
 from kpax.producer.fastpath import sendpath
 from kpax.producer.partitioner import _murmur2_unsigned
+from kpax.producer.sent import Sent as PySent
 
 pytestmark = pytest.mark.skipif(sendpath is None, reason="the C send path is not built")
 
@@ -257,11 +259,12 @@ async def test_aio_send_is_c_and_awaits_to_the_record_future():
     fut2 = await asyncio.create_task(p.send(TOPIC, b"w", partition=0))
     futs = await asyncio.gather(*(p.send(TOPIC, b"g", partition=0) for _ in range(3)))
     assert [f._index for f in [fut2, *futs]] == [2, 3, 4, 5]
-    # the Python path: a real coroutine (headers are not C's); this producer is
-    # never started, so it is not run here (the integration test runs both)
+    # the Python path (headers are not C's) buffers at the call too, and gives
+    # kpax.producer.sent.Sent: the same protocol
     slow = p.send(TOPIC, b"h", partition=0, headers=[("k", b"v")])
-    assert type(slow).__name__ == "coroutine"
-    slow.close()
+    assert type(slow) is PySent and asyncio.iscoroutine(slow)
+    assert len(p.accumulator.queues[TOPIC][0].open.values) == 7
+    assert (await slow)._index == 6
 
 
 def test_the_finished_send_protocol_methods():
@@ -299,9 +302,95 @@ def test_no_references_leak_from_the_aio_c_path():
     gc.collect()
     assert sys.getrefcount(value) == before + 10_000  # held by the batch only
     futs = [p.send(TOPIC, value, partition=0, timestamp=1) for _ in range(1000)]
-    del futs  # dropped unawaited: nothing held but the batch's columns
+    with pytest.warns(RuntimeWarning, match="never awaited"):
+        del futs  # dropped unawaited: nothing held but the batch's columns
     gc.collect()
     assert sys.getrefcount(value) == before + 11_000
+    # warnings that fail (-W error) are reported, never raised from dealloc
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        unraisable: list[Any] = []
+        hook, sys.unraisablehook = sys.unraisablehook, unraisable.append
+        try:
+            p.send(TOPIC, value, partition=0, timestamp=1)
+        finally:
+            sys.unraisablehook = hook
+    assert [type(u.exc_value) for u in unraisable] == [RuntimeWarning]
+    del unraisable
+    gc.collect()
+    assert sys.getrefcount(value) == before + 11_001
+
+
+def _never_awaited(send: Any) -> list[tuple[str, str, bool]]:
+    """The warnings of one send dropped unawaited: (category, text, whether it
+    points at the line that dropped it)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        line = sys._getframe().f_lineno + 1
+        send()
+        gc.collect()
+    return [
+        (w.category.__name__, str(w.message), (w.filename, w.lineno) == (__file__, line))
+        for w in caught
+    ]
+
+
+def test_a_send_never_awaited_warns_alike_on_the_c_and_python_paths():
+    """The C path's Sent and the Python path's warn with the same text, at the
+    line that dropped them; an awaited, closed or delivery-callback send does
+    not warn (the callback cannot await)."""
+    import asyncio
+
+    from kpax.producer.fastpath import enter_callbacks, leave_callbacks
+    from kpax.producer.sent import never_awaited
+
+    p = _producer()
+    _open_batch(p)
+    c = _never_awaited(lambda: p.send(TOPIC, b"c", partition=0))
+    py = _never_awaited(lambda: p.send(TOPIC, bytearray(b"py"), partition=0))
+    text = never_awaited("send", TOPIC)
+    assert c == py == [("RuntimeWarning", text, True)]
+    assert "sent all the same" in text and repr(TOPIC) in text
+    for kind in (b"c", bytearray(b"py")):
+        assert _never_awaited(lambda k=kind: p.send(TOPIC, k, partition=0).close()) == []
+        awaited = lambda k=kind: asyncio.run(_await(p.send(TOPIC, k, partition=0)))  # noqa: E731
+        assert _never_awaited(awaited) == []
+        enter_callbacks()
+        try:
+            assert _never_awaited(lambda k=kind: p.send(TOPIC, k, partition=0)) == []
+        finally:
+            leave_callbacks()
+    assert len(p.accumulator.queues[TOPIC][0].open.values) == 9  # each was buffered
+
+
+async def _await(aw: Any) -> Any:
+    return await aw
+
+
+def test_a_callback_that_is_not_callable_fails_before_anything_is_buffered():
+    """The C send path (both faces' appenders) and the Python path raise the
+    same TypeError at the call, before appending."""
+    p = _producer()
+    _open_batch(p)
+    appender = p.new_appender(lambda *a, **k: pytest.fail("the Python path was called"))
+    pq = p.accumulator.queues[TOPIC][0]
+    texts = set()
+    for call in (
+        lambda: appender.send(TOPIC, b"v", partition=0, callback=5),
+        lambda: appender.asend(TOPIC, b"v", partition=0, callback=5),
+        lambda: p.send(TOPIC, b"v", partition=0, callback=5),  # asend
+        lambda: AsyncProducer.send(p, TOPIC, bytearray(b"v"), partition=0, callback=5),
+        lambda: p.send_many(TOPIC, [b"v"], partition=0, callback=5),
+    ):
+        with pytest.raises(TypeError) as err:
+            call()
+        texts.add(str(err.value))
+    assert texts == {"callback must be a callable fn(metadata, error), not 5 (int)"}
+    assert len(pq.open.values) == 1  # only the first record
+    fut = appender.send(TOPIC, b"v", partition=0, callback=print)  # a builtin is callable
+    assert fut is not None and len(pq.open.values) == 2
+    with pytest.raises(TypeError, match="not 5"):
+        fut.add_callback(5)
 
 
 @pytest.mark.parametrize("c_path", [True, False])

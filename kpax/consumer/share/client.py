@@ -33,8 +33,13 @@ whatever was acquired but not handed out; explicit mode sends the
 acknowledgements made and releases the rest. Then it closes the share
 sessions (the brokers release what is left) and leaves.
 
+A share consumer belongs to the event loop that started it (a call from
+another loop is an IllegalStateError: kpax.event_loops), is unusable in a
+child of fork() (kpax.forks), and warns (ResourceWarning) when collected
+unclosed.
+
 Imports: kpax.cluster, kpax.config, kpax.proto, kpax.structs, kpax.consumer.record,
-kpax.consumer.share.*.
+kpax.consumer.share.*, kpax.forks, kpax.event_loops.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ import asyncio
 import contextlib
 import logging
 import operator
+import warnings
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -54,12 +60,16 @@ from kpax.consumer.share.acks import AcknowledgeType, HandOut, parse_ack_type
 from kpax.consumer.share.fetcher import AckResults, Chunk, ShareBuffer, ShareFetcher
 from kpax.consumer.share.membership import ShareMembership
 from kpax.consumer.share.options import SHARE_CONSUMER_OPTIONS, ShareSettings
+from kpax.event_loops import check_loop
+from kpax.forks import forked_error
+from kpax.forks import track as track_fork
 from kpax.proto.errors import (
     ClientClosedError,
     IllegalStateError,
     KafkaError,
     KafkaTimeoutError,
 )
+from kpax.proto.topic_names import check_topic
 from kpax.structs import TopicPartition
 
 log = logging.getLogger("kpax.share")
@@ -95,12 +105,17 @@ class AsyncShareConsumer:
     """``kpax.aio.ShareConsumer("host:9092", group_id="workers")``: ``subscribe``, then
     ``await poll()`` / ``async for rec in consumer``. An async context manager."""
 
+    _client_name = "kpax.aio.ShareConsumer"
+    #: Set on a share consumer inherited through fork() (kpax.forks).
+    _forked = False
+
     def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, **config: Any) -> None:
         if bootstrap_servers is not None:
             config["bootstrap_servers"] = bootstrap_servers
         self.config = resolve("share consumer", SHARE_CONSUMER_OPTIONS, config)
         self.settings = settings = ShareSettings.from_config(self.config)
         self.cluster = Cluster.from_config(self.config, allow_auto_topic_creation=False)
+        self.cluster.client_name = self._client_name
         self.buffer = ShareBuffer()
         self.membership: ShareMembership | None = None
         self.fetcher: ShareFetcher | None = None
@@ -122,6 +137,7 @@ class AsyncShareConsumer:
         self._fatal: BaseException | None = None
         self._started = False
         self._closed = False
+        track_fork(self)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -158,11 +174,29 @@ class AsyncShareConsumer:
         await self.close()
 
     def _check(self) -> None:
+        if self._forked:
+            raise forked_error(self, "a call")
         if self._closed:
             raise ClientClosedError("the share consumer is closed")
         if not self._started:
             raise IllegalStateError(
                 "the share consumer is not started: await consumer.start() first"
+            )
+        check_loop(self.cluster.loop, "a call", self._client_name)
+
+    def _after_fork(self) -> None:
+        """In a child of fork() (kpax.forks): every call refuses (a method bound
+        before the fork included) and the cluster is unusable."""
+        self.cluster.unusable = forked_error(self, "a call")
+
+    def __del__(self) -> None:
+        if self.__dict__.get("_started") and not self._closed and not self._forked:
+            warnings.warn(
+                f"unclosed {self._client_name}: await close() (or use `async with`) "
+                "before its event loop ends",
+                ResourceWarning,
+                stacklevel=1,
+                source=self,
             )
 
     def _member(self) -> tuple[str, frozenset[TopicPartition]]:
@@ -185,9 +219,13 @@ class AsyncShareConsumer:
         rest (the record in hand, the last poll's records, whatever was acquired
         and not handed out), close the share sessions and leave the group, within
         ``timeout`` seconds. Call :meth:`commit` first to accept the last poll's
-        records (implicit mode)."""
+        records (implicit mode). On the event loop that started the consumer only
+        (IllegalStateError from another loop)."""
+        if self._forked:
+            raise forked_error(self, "close()")
         if self._closed:
             return
+        check_loop(self.cluster.loop, "close()", self._client_name)
         self._closed = True
         if not self._started:
             await self.cluster.close()
@@ -234,6 +272,8 @@ class AsyncShareConsumer:
         names = [topics] if isinstance(topics, str) else list(topics)
         if not names or not all(isinstance(t, str) and t for t in names):
             raise ValueError("subscribe() takes a non-empty list of topic names")
+        for name in names:
+            check_topic(name)  # InvalidTopicError naming a name Kafka would refuse
         assert self.membership is not None
         self.membership.subscribe(names)
 

@@ -53,6 +53,7 @@ class ShareConsumer(SyncFace):
 
     _call_what = "share consumer call"
     _closed_text = "the share consumer is closed"
+    _client_name = "kpax.ShareConsumer"
 
     def __init__(
         self,
@@ -77,7 +78,14 @@ class ShareConsumer(SyncFace):
             core.start(), margin + 30, "share consumer start", lambda: core.close(5.0), 10.0
         )
         if names:
-            self.subscribe(names)
+            try:
+                self.subscribe(names)
+            except BaseException:
+                self.close(5.0)
+                raise
+
+    def _unreferenced_close(self) -> Coroutine[Any, Any, Any]:
+        return self._with_acks(self._core.close())
 
     @property
     def aio(self) -> AsyncShareConsumer:
@@ -168,6 +176,8 @@ class ShareConsumer(SyncFace):
             self._run_callbacks()
 
     def __iter__(self) -> Iterator[ShareConsumerRecord]:
+        if self._forked:
+            raise self._closed_error("iteration")
         while not self._closed:
             records = self.poll(1.0)
             if not records:

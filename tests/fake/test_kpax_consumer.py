@@ -1,0 +1,181 @@
+"""kpax's consumers through FakeKafka: assign and seek, offsets by time, end
+offsets, commits and a restart resuming at the committed offset, classic groups
+(range, cooperative-sticky) and KIP-848 groups, sync and asyncio."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+import kpax
+from kpax import TopicPartition as TP
+from tests.wait import eventually
+
+
+def _produce(bootstrap: str, topic: str, n: int, partitions: int = 1, *, ts0: int | None = None):
+    with kpax.Producer(bootstrap, linger_ms=0) as p:
+        for i in range(n):
+            ts = ts0 + i * 1000 if ts0 is not None else None
+            p.send(topic, b"v%d" % i, key=b"k%d" % i, partition=i % partitions, timestamp=ts)
+        p.flush(10)
+
+
+def _drain(c: kpax.Consumer, n: int, timeout: float = 10) -> list:
+    out: list = []
+    deadline = time.monotonic() + timeout
+    while len(out) < n:
+        assert time.monotonic() < deadline, f"got {len(out)} of {n}"
+        out.extend(c.poll(timeout=0.2))
+    return out
+
+
+def test_assign_seek_and_offsets(fake_kafka):
+    fake_kafka.create_topic("t", 1)
+    t0 = int(time.time() * 1000) - 100_000
+    _produce(fake_kafka.bootstrap, "t", 20, ts0=t0)
+    tp = TP("t", 0)
+    with kpax.Consumer(fake_kafka.bootstrap) as c:
+        c.assign([tp])
+        assert c.end_offsets([tp]) == {tp: 20}
+        assert c.beginning_offsets([tp]) == {tp: 0}
+        found = c.offsets_for_times({tp: t0 + 5500})[tp]
+        assert (found.offset, found.timestamp) == (6, t0 + 6000)
+        assert c.offsets_for_times({tp: t0 + 10**9})[tp] is None
+        c.seek(tp, 15)
+        recs = _drain(c, 5)
+        assert [r.offset for r in recs] == [15, 16, 17, 18, 19]
+        assert [r.value for r in recs] == [b"v%d" % i for i in range(15, 20)]
+        assert recs[0].timestamp == t0 + 15000
+        c.seek_to_beginning(tp)
+        assert [r.offset for r in _drain(c, 20)][:3] == [0, 1, 2]
+
+
+def test_long_poll_returns_when_records_arrive(fake_kafka):
+    fake_kafka.create_topic("lp", 1)
+    tp = TP("lp", 0)
+    with kpax.Consumer(fake_kafka.bootstrap, fetch_max_wait_ms=5000) as c:
+        c.assign([tp])
+        c.seek_to_end(tp)
+        assert c.position(tp) == 0
+        assert c.poll(timeout=0.3) == []
+        _produce(fake_kafka.bootstrap, "lp", 1)
+        start = time.monotonic()
+        assert [r.value for r in _drain(c, 1)] == [b"v0"]
+        assert time.monotonic() - start < 3  # not the 5 s max wait
+
+
+def test_commit_and_restart_resume(fake_kafka):
+    fake_kafka.create_topic("r", 2)
+    _produce(fake_kafka.bootstrap, "r", 40, partitions=2)
+    opts = {"group_id": "g1", "auto_offset_reset": "earliest", "enable_auto_commit": False}
+    with kpax.Consumer(fake_kafka.bootstrap, **opts) as c:
+        c.subscribe(["r"])
+        got = _drain(c, 40)
+        seen = {r.partition: r.offset for r in got if r.offset < 10}
+        c.commit({TP("r", p): kpax.OffsetAndMetadata(o + 1, "") for p, o in seen.items()})
+    assert fake_kafka.committed("g1") == {("r", 0): 10, ("r", 1): 10}
+    with kpax.Consumer(fake_kafka.bootstrap, **opts) as c:
+        c.subscribe(["r"])
+        again = _drain(c, 20)
+        assert min(r.offset for r in again) == 10
+        assert c.committed({TP("r", 0)})[TP("r", 0)].offset == 10
+
+
+@pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
+def test_classic_group_two_members_rebalance(fake_kafka, strategy):
+    fake_kafka.create_topic("g", 4)
+    opts = {
+        "group_id": f"grp-{strategy}",
+        "partition_assignment_strategy": [strategy],
+        "auto_offset_reset": "earliest",
+        "session_timeout_ms": 6000,
+        "heartbeat_interval_ms": 100,
+    }
+    a = kpax.Consumer(fake_kafka.bootstrap, **opts)
+    b = kpax.Consumer(fake_kafka.bootstrap, **opts)
+    try:
+        a.subscribe(["g"])
+        eventually(lambda: a.poll(timeout=0.1) is not None and len(a.assignment()) == 4, 10)
+        b.subscribe(["g"])
+
+        def split() -> bool:
+            a.poll(timeout=0.05)
+            b.poll(timeout=0.05)
+            return len(a.assignment()) == 2 and len(b.assignment()) == 2
+
+        eventually(split, 10, interval=0)
+        assert a.assignment() | b.assignment() == {TP("g", p) for p in range(4)}
+        b.close()
+
+        def back() -> bool:
+            a.poll(timeout=0.05)
+            return len(a.assignment()) == 4
+
+        eventually(back, 10, interval=0)
+    finally:
+        a.close()
+        b.close()
+
+
+def test_kip848_group_two_members(fake_kafka):
+    fake_kafka.create_topic("k", 4)
+    _produce(fake_kafka.bootstrap, "k", 8, partitions=4)
+    opts = {"group_id": "g848", "group_protocol": "consumer", "auto_offset_reset": "earliest"}
+    a = kpax.Consumer(fake_kafka.bootstrap, **opts)
+    b = kpax.Consumer(fake_kafka.bootstrap, **opts)
+    try:
+        a.subscribe(["k"])
+        got = _drain(a, 8)
+        assert len(a.assignment()) == 4 and len(got) == 8
+        a.commit()
+        b.subscribe(["k"])
+
+        def split() -> bool:
+            a.poll(timeout=0.05)
+            b.poll(timeout=0.05)
+            return len(a.assignment()) == 2 and len(b.assignment()) == 2
+
+        eventually(split, 10, interval=0)
+        assert a.assignment().isdisjoint(b.assignment())
+        desc = fake_kafka.call(lambda c: c.consumer_groups.groups["g848"])
+        assert desc.state_name == "Stable" and len(desc.members) == 2
+    finally:
+        a.close()
+        b.close()
+    assert fake_kafka.committed("g848") == {("k", p): 2 for p in range(4)}
+
+
+def test_asyncio_consumer_group(fake_kafka):
+    fake_kafka.create_topic("ac", 2)
+    _produce(fake_kafka.bootstrap, "ac", 10, partitions=2)
+
+    async def main() -> list[bytes]:
+        out: list[bytes] = []
+        async with kpax.aio.Consumer(
+            fake_kafka.bootstrap, group_id="ag", auto_offset_reset="earliest"
+        ) as c:
+            await c.subscribe(["ac"])
+            while len(out) < 10:
+                out.extend(r.value for r in await c.poll(timeout=0.2))
+            await c.commit()
+        return out
+
+    assert sorted(asyncio.run(main())) == sorted(b"v%d" % i for i in range(10))
+    assert fake_kafka.committed("ag") == {("ac", 0): 5, ("ac", 1): 5}
+
+
+def test_static_member_rejoins_without_a_rebalance(fake_kafka):
+    fake_kafka.create_topic("st", 2)
+    opts = {"group_id": "sg", "group_instance_id": "i-1", "session_timeout_ms": 6000}
+    with kpax.Consumer(fake_kafka.bootstrap, **opts) as c:
+        c.subscribe(["st"])
+        eventually(lambda: c.poll(timeout=0.1) is not None and len(c.assignment()) == 2, 10)
+    group = fake_kafka.call(lambda cl: cl.groups.groups["sg"])
+    generation = group.generation
+    assert list(group.static) == ["i-1"]  # a static member's close does not leave the group
+    with kpax.Consumer(fake_kafka.bootstrap, **opts) as c:
+        c.subscribe(["st"])
+        eventually(lambda: c.poll(timeout=0.1) is not None and len(c.assignment()) == 2, 10)
+    assert fake_kafka.call(lambda cl: cl.groups.groups["sg"].generation) == generation

@@ -1,0 +1,159 @@
+"""kpax's transactions and admin through FakeKafka: read_committed hides
+aborted records, offsets committed in a transaction, fencing; topics, partitions,
+configs, offsets and groups administered."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import kpax
+from kpax import TopicPartition as TP
+from kpax.proto.records import decode_batches
+from tests.wait import eventually
+
+
+def _read(bootstrap: str, topic: str, partitions: int, isolation: str) -> list[bytes]:
+    tps = [TP(topic, p) for p in range(partitions)]
+    out: list[bytes] = []
+    with kpax.Consumer(bootstrap, isolation_level=isolation) as c:
+        c.assign(tps)
+        c.seek_to_beginning(*tps)
+        ends = c.end_offsets(tps)
+        deadline = time.monotonic() + 10
+        while any(c.position(tp) < ends[tp] for tp in tps):
+            assert time.monotonic() < deadline
+            out.extend(r.value for r in c.poll(timeout=0.2))
+    return sorted(out)
+
+
+@pytest.mark.parametrize("tv", ["1", "2"])
+def test_read_committed_hides_aborted(fake_kafka, tv):
+    fake_kafka.call(lambda c: c.state.config.update({"transaction.version": tv}))
+    fake_kafka.create_topic("tx", 2)
+    with kpax.Producer(fake_kafka.bootstrap, transactional_id="tid") as p:
+        p.init_transactions()
+        p.begin_transaction()
+        for i in range(6):
+            p.send("tx", b"c%d" % i, partition=i % 2)
+        p.commit_transaction()
+        p.begin_transaction()
+        for i in range(4):
+            p.send("tx", b"a%d" % i, partition=i % 2)
+        p.flush()
+        p.abort_transaction()
+        p.begin_transaction()
+        p.send("tx", b"last", partition=0)
+        p.commit_transaction()
+    assert _read(fake_kafka.bootstrap, "tx", 2, "read_committed") == sorted(
+        [b"c%d" % i for i in range(6)] + [b"last"]
+    )
+    everything = _read(fake_kafka.bootstrap, "tx", 2, "read_uncommitted")
+    assert sum(v.startswith(b"a") for v in everything) == 4
+    # three markers in partition 0: commit, abort, commit
+    data = fake_kafka.call(lambda c: [b.data for b in c.partition("tx", 0).log.batches])
+    markers = [b for d in data for b in decode_batches(d) if b.is_control]
+    assert [next(iter(m)).type for m in markers] == [1, 0, 1]
+
+
+def test_open_transaction_holds_the_last_stable_offset(fake_kafka):
+    fake_kafka.create_topic("lso", 1)
+    tp = TP("lso", 0)
+    with kpax.Producer(fake_kafka.bootstrap, transactional_id="t-lso") as p:
+        p.init_transactions()
+        p.begin_transaction()
+        p.send("lso", b"pending", partition=0)
+        p.flush()
+        with kpax.Consumer(fake_kafka.bootstrap, isolation_level="read_committed") as c:
+            assert c.end_offsets([tp]) == {tp: 0}
+        with kpax.Consumer(fake_kafka.bootstrap) as c:
+            assert c.end_offsets([tp]) == {tp: 1}
+        p.commit_transaction()
+    with kpax.Consumer(fake_kafka.bootstrap, isolation_level="read_committed") as c:
+        assert c.end_offsets([tp]) == {tp: 2}  # the record and the marker
+
+
+def test_offsets_in_a_transaction(fake_kafka):
+    fake_kafka.create_topic("src", 1)
+    with kpax.Producer(fake_kafka.bootstrap, transactional_id="t-off") as p:
+        p.init_transactions()
+        p.begin_transaction()
+        p.send("src", b"x", partition=0)
+        p.send_offsets_to_transaction(
+            {TP("src", 0): kpax.OffsetAndMetadata(7, "m")}, kpax.ConsumerGroupMetadata("cg")
+        )
+        assert fake_kafka.committed("cg") == {}
+        p.commit_transaction()
+    assert fake_kafka.committed("cg") == {("src", 0): 7}
+
+
+def test_zombie_is_fenced(fake_kafka):
+    fake_kafka.create_topic("z", 1)
+    old = kpax.Producer(fake_kafka.bootstrap, transactional_id="tz")
+    new = kpax.Producer(fake_kafka.bootstrap, transactional_id="tz")
+    try:
+        old.init_transactions()
+        old.begin_transaction()
+        old.send("z", b"old", partition=0)
+        old.flush()
+        new.init_transactions()  # aborts the old one's transaction, bumps the epoch
+        with pytest.raises(kpax.KafkaError):
+            old.send("z", b"late", partition=0).result(10)
+            old.commit_transaction()
+    finally:
+        old.close(5)
+        new.close(5)
+    assert _read(fake_kafka.bootstrap, "z", 1, "read_committed") == []
+
+
+def test_admin_topics_and_configs(fake_kafka):
+    with kpax.Admin(fake_kafka.bootstrap) as admin:
+        admin.create_topics(
+            [
+                kpax.NewTopic(
+                    "adm", num_partitions=2, replication_factor=1, configs={"retention.ms": "1000"}
+                )
+            ]
+        ).raise_for_errors()
+        assert "adm" in admin.list_topics()
+        described = admin.describe_topics(["adm"])
+        assert len(described["adm"].partitions) == 2
+        admin.create_partitions({"adm": 3}).raise_for_errors()
+        assert fake_kafka.topics()["adm"] == 3
+        res = kpax.ConfigResource(kpax.ConfigResourceType.TOPIC, "adm")
+        configs = admin.describe_configs([res])[res]
+        assert configs["retention.ms"].value == "1000"
+        assert configs["cleanup.policy"].value == "delete"
+        admin.incremental_alter_configs(
+            {res: [kpax.AlterConfigOp("retention.ms", "5000")]}
+        ).raise_for_errors()
+        assert admin.describe_configs([res])[res]["retention.ms"].value == "5000"
+        result = admin.create_topics([kpax.NewTopic("adm", num_partitions=1)])
+        with pytest.raises(kpax.KafkaError):
+            result.raise_for_errors()
+        admin.delete_topics(["adm"]).raise_for_errors()
+        assert "adm" not in admin.list_topics()
+        assert admin.describe_cluster().cluster_id
+
+
+def test_admin_offsets_and_groups(fake_kafka):
+    fake_kafka.create_topic("o", 1)
+    with kpax.Producer(fake_kafka.bootstrap) as p:
+        for i in range(10):
+            p.send("o", b"%d" % i, partition=0)
+    tp = TP("o", 0)
+    with kpax.Consumer(fake_kafka.bootstrap, group_id="og", enable_auto_commit=False) as c:
+        c.assign([tp])
+        c.commit({tp: kpax.OffsetAndMetadata(4, "")})
+    with kpax.Admin(fake_kafka.bootstrap) as admin:
+        offs = admin.list_offsets({tp: "latest"})
+        assert offs[tp].offset == 10
+        offs = admin.list_offsets({tp: "earliest"})
+        assert offs[tp].offset == 0
+        admin.delete_records({tp: 3}).raise_for_errors()
+        assert admin.list_offsets({tp: "earliest"})[tp].offset == 3
+        assert admin.list_group_offsets("og")[tp].offset == 4
+        assert "og" in {g.group_id for g in admin.list_groups()}
+        admin.delete_groups(["og"]).raise_for_errors()
+        eventually(lambda: "og" not in {g.group_id for g in admin.list_groups()}, 5)

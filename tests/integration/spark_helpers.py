@@ -31,6 +31,7 @@ import kpax
 
 REPO = Path(__file__).resolve().parents[2]
 
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -1,29 +1,37 @@
 """Benchmark: the "kpax" PySpark data source vs Spark's built-in Kafka source, in one run.
 
-``python -m bench.spark [--records N] [--rounds R]``: one local broker (or
-``KPAX_TEST_BOOTSTRAP``), one SparkSession ``local[2]`` with both sources
-(spark-sql-kafka-0-10_2.13 of the installed Spark version from Maven Central
-via ``spark.jars.packages``). Scenarios, each timed around the Spark action,
-best of R interleaved rounds, after a small warm-up read/write per source
-(JVM classes, Python workers):
+``python -m bench.spark [--records N] [--rounds R] [--scenarios a,b]``: one local
+broker (or ``KPAX_TEST_BOOTSTRAP``), Spark ``local[2]``, the JVM connector
+spark-sql-kafka-0-10_2.13 (``--kafka-version``, default 4.2.0: Maven Central has
+no 4.3.x) with its own token provider, resolved from Maven Central with
+``spark.jars.packages`` (``--packages``). Scenarios, each timed around the Spark
+action, best of R interleaved rounds (kpax first in even rounds, the JVM
+connector first in odd ones):
 
-- read N 100-byte records from a 6-partition topic, ``count()``;
-- the same, ``groupBy("partition").count()``;
-- write N rows (100-byte binary ``value``) to a fresh 6-partition topic.
+- ``first write``: a new SparkSession (its own Python process and JVM, one per
+  peer per round), then its first action, writing 10,000 rows (100-byte values)
+  to a fresh 6-partition topic; the time of that write alone;
+- ``stream 20k micro-batches``: a streaming query reading 200,000 records of a
+  6-partition topic in micro-batches of 20,000 (``maxOffsetsPerTrigger``,
+  ``Trigger.AvailableNow``) into the ``noop`` sink: rows / time to the end;
+- ``read 6p count()`` / ``read 6p groupBy(partition).count()``: N 100-byte
+  records of a 6-partition topic (after a small warm-up read and write per
+  source, in the shared session);
+- ``write 6p``: N rows (100-byte binary ``value``) to a fresh 6-partition topic.
 
 Results: bench/results/spark.{md,json,png} (shared harness, bench/harness.py).
 
-Imports: bench.harness, kpax, pyspark (in main).
+Imports: bench.harness, kpax, pyspark (in main and the peer processes).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import subprocess
+import shutil
 import sys
+import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 from bench import harness as h
@@ -31,6 +39,16 @@ from bench import harness as h
 PEERS = ["kpax", "spark kafka (JVM)"]
 FORMATS = {"kpax": "kpax", "spark kafka (JVM)": "kafka"}
 SIZE = 100
+FIRST_WRITE_ROWS = 10_000
+STREAM_ROWS = 200_000
+STREAM_BATCH = 20_000
+SCENARIOS = [
+    "first write",
+    "stream 20k micro-batches",
+    "read 6p count()",
+    "read 6p groupBy(partition).count()",
+    "write 6p",
+]
 
 
 def _produce(bootstrap: str, topic: str, n: int) -> None:
@@ -44,46 +62,26 @@ def _produce(bootstrap: str, topic: str, n: int) -> None:
         p.flush(300)
 
 
-def _token_provider_jar(version: str) -> str:
-    """spark-token-provider-kafka from Maven Central through Maven (the Maven Central
-    mirror reachable here lacks recent versions, so an older one is fetched on its own)."""
-    name = "spark-token-provider-kafka-0-10_2.13"
-    jar = Path.home() / f".m2/repository/org/apache/spark/{name}/{version}/{name}-{version}.jar"
-    if not jar.exists():
-        subprocess.run(
-            [
-                "mvn",
-                "-q",
-                "dependency:get",
-                f"-Dartifact=org.apache.spark:{name}:{version}",
-                "-Dtransitive=false",
-            ],
-            check=True,
-        )
-    return str(jar)
-
-
-def _session(kafka_version: str, token_version: str) -> Any:
+def _session(fmt_needed: set[str], kafka_version: str) -> Any:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
     import kpax.spark
 
-    spark = (
+    builder = (
         SparkSession.builder.master("local[2]")
         .appName("kpax-bench")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.memory", "4g")
         .config("spark.sql.shuffle.partitions", "2")
-        .config(
+        .config("spark.python.worker.reuse", "true")
+    )
+    if "kafka" in fmt_needed:
+        builder = builder.config(
             "spark.jars.packages", f"org.apache.spark:spark-sql-kafka-0-10_2.13:{kafka_version}"
         )
-        .config("spark.jars.excludes", "org.apache.spark:spark-token-provider-kafka-0-10_2.13")
-        .config("spark.jars", _token_provider_jar(token_version))
-        .config("spark.python.worker.reuse", "true")
-        .getOrCreate()
-    )
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     kpax.spark.register(spark)
     return spark
@@ -98,94 +96,220 @@ def _read(spark: Any, fmt: str, bootstrap: str, topic: str) -> Any:
     )
 
 
+def _rows(spark: Any, n: int, partitions: int = 2) -> Any:
+    return spark.range(n, numPartitions=partitions).selectExpr(
+        f"cast(concat(lpad(cast(id AS string), 12, '0'), repeat('x', {SIZE - 12}))"
+        " AS binary) AS value"
+    )
+
+
 def _timed(fn: Any) -> tuple[float, Any]:
     t0 = time.perf_counter()
     out = fn()
     return time.perf_counter() - t0, out
 
 
+def first_write_peer(args: argparse.Namespace) -> None:
+    """In a process of its own: a new session, then its first write, timed."""
+    fmt = FORMATS[args.peer]
+    spark = _session({fmt}, args.kafka_version)
+    df = _rows(spark, FIRST_WRITE_ROWS)
+    t, _ = _timed(
+        lambda: (
+            df.write.format(fmt)
+            .option("kafka.bootstrap.servers", args.bootstrap)
+            .option("topic", args.topic)
+            .mode("append")
+            .save()
+        )
+    )
+    spark.stop()
+    h.emit(records=FIRST_WRITE_ROWS, nbytes=FIRST_WRITE_ROWS * SIZE, seconds=t)
+
+
+def _stream(spark: Any, fmt: str, bootstrap: str, topic: str) -> tuple[float, int]:
+    ck = tempfile.mkdtemp(prefix="kpax-bench-ck-")
+    try:
+        t0 = time.perf_counter()
+        q = (
+            spark.readStream.format(fmt)
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", topic)
+            .option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", str(STREAM_BATCH))
+            .load()
+            .writeStream.format("noop")
+            .option("checkpointLocation", ck)
+            .trigger(availableNow=True)
+            .start()
+        )
+        q.awaitTermination()
+        elapsed = time.perf_counter() - t0
+        if q.exception() is not None:
+            raise RuntimeError(f"{fmt} stream failed: {q.exception()}")
+        rows = sum(p["numInputRows"] for p in q.recentProgress)
+        return elapsed, rows
+    finally:
+        shutil.rmtree(ck, ignore_errors=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--scenarios", default=",".join(SCENARIOS))
     ap.add_argument(
         "--kafka-version",
         default="4.2.0",
         help="spark-sql-kafka-0-10_2.13 version (Maven Central here has none for 4.3.x)",
     )
-    ap.add_argument("--token-provider-version", default="4.0.0")
+    ap.add_argument("--no-write", action="store_true", help="leave bench/results/ alone")
+    # one peer's first write, in a process of its own (run by main)
+    ap.add_argument("--first-write-peer", dest="peer", help=argparse.SUPPRESS)
+    ap.add_argument("--bootstrap", help=argparse.SUPPRESS)
+    ap.add_argument("--topic", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.peer:
+        first_write_peer(args)
+        return
+    wanted = [s.strip() for s in args.scenarios.split(",") if s.strip()]
+    unknown = [s for s in wanted if s not in SCENARIOS]
+    if unknown:
+        ap.error(f"unknown scenarios {unknown}; choose from {SCENARIOS}")
+    scenarios = [s for s in SCENARIOS if s in wanted]
     n = args.records
-    results: list[h.Result] = []
-    scenarios = ["read 6p count()", "read 6p groupBy(partition).count()", "write 6p"]
+    best: dict[tuple[str, str], h.Result] = {}
+
+    def keep(res: h.Result) -> None:
+        key = (res["peer"], res["scenario"])
+        old = best.get(key)
+        if old is None or old["error"] or (not res["error"] and res["seconds"] < old["seconds"]):
+            best[key] = res
+
     with h.broker() as bootstrap:
-        topic = h.make_topic(bootstrap, partitions=6)
-        t, _ = _timed(lambda: _produce(bootstrap, topic, n))
-        print(f"produced {n} records in {t:.1f}s", file=sys.stderr)
-        small = h.make_topic(bootstrap, partitions=2)
-        _produce(bootstrap, small, 1000)
-        spark = _session(args.kafka_version, args.token_provider_version)
-        src = spark.range(n, numPartitions=2).selectExpr(
-            f"cast(concat(lpad(cast(id AS string), 12, '0'), repeat('x', {SIZE - 12}))"
-            " AS binary) AS value"
-        )
-        for peer in PEERS:  # warm-up: classes, Python workers, connections
-            fmt = FORMATS[peer]
-            _read(spark, fmt, bootstrap, small).count()
-            spark.range(100).selectExpr("cast(id AS string) AS value").write.format(fmt).option(
-                "kafka.bootstrap.servers", bootstrap
-            ).option("topic", small).mode("append").save()
-        best: dict[tuple[str, str], float] = {}
+        big = stream_topic = None
+        if any(s.startswith("read") for s in scenarios):
+            big = h.make_topic(bootstrap, partitions=6)
+            t, _ = _timed(lambda: _produce(bootstrap, big, n))
+            print(f"produced {n} records in {t:.1f}s", file=sys.stderr)
+        if "stream 20k micro-batches" in scenarios:
+            stream_topic = h.make_topic(bootstrap, partitions=6)
+            _produce(bootstrap, stream_topic, STREAM_ROWS)
         for rnd in range(args.rounds):
-            for peer in PEERS:
+            order = PEERS if rnd % 2 == 0 else PEERS[::-1]
+            if "first write" in scenarios:
+                for peer in order:
+                    topic = h.make_topic(bootstrap, partitions=6)
+                    keep(
+                        h.run_peer(
+                            [
+                                sys.executable,
+                                "-m",
+                                "bench.spark",
+                                "--first-write-peer",
+                                peer,
+                                "--bootstrap",
+                                bootstrap,
+                                "--topic",
+                                topic,
+                                "--kafka-version",
+                                args.kafka_version,
+                            ],
+                            peer=peer,
+                            scenario="first write",
+                            records=FIRST_WRITE_ROWS,
+                            timeout=900,
+                        )
+                    )
+            print(f"round {rnd}: first write done", file=sys.stderr)
+        shared = [s for s in scenarios if s != "first write"]
+        if shared:
+            spark = _session({"kpax", "kafka"}, args.kafka_version)
+            small = h.make_topic(bootstrap, partitions=2)
+            _produce(bootstrap, small, 1000)
+            for peer in PEERS:  # warm-up: classes, Python workers, connections
                 fmt = FORMATS[peer]
-                t, count = _timed(lambda: _read(spark, fmt, bootstrap, topic).count())  # noqa: B023
-                assert count == n, (peer, count)
-                best[(peer, scenarios[0])] = min(best.get((peer, scenarios[0]), 1e9), t)
-                t, rows = _timed(
-                    lambda: (
-                        _read(spark, fmt, bootstrap, topic)  # noqa: B023
-                        .groupBy("partition")
-                        .count()
-                        .collect()
-                    )
-                )
-                assert sum(r["count"] for r in rows) == n, (peer, rows)
-                best[(peer, scenarios[1])] = min(best.get((peer, scenarios[1]), 1e9), t)
-                out = h.make_topic(bootstrap, partitions=6)
-                t, _ = _timed(
-                    lambda: (
-                        src.write.format(fmt)  # noqa: B023
-                        .option("kafka.bootstrap.servers", bootstrap)
-                        .option("topic", out)  # noqa: B023
-                        .mode("append")
-                        .save()
-                    )
-                )
-                best[(peer, scenarios[2])] = min(best.get((peer, scenarios[2]), 1e9), t)
-                print(f"round {rnd} {peer}: done", file=sys.stderr)
-        spark.stop()
-    for (peer, scenario), secs in best.items():
-        results.append(h.make_result(peer, scenario, records=n, nbytes=n * SIZE, seconds=secs))
+                _read(spark, fmt, bootstrap, small).count()
+                spark.range(100).selectExpr("cast(id AS string) AS value").write.format(fmt).option(
+                    "kafka.bootstrap.servers", bootstrap
+                ).option("topic", small).mode("append").save()
+            src = _rows(spark, n)
+            for rnd in range(args.rounds):
+                for peer in PEERS if rnd % 2 == 0 else PEERS[::-1]:
+                    fmt = FORMATS[peer]
+                    for sc in shared:
+                        keep(
+                            _run_shared(spark, sc, peer, fmt, bootstrap, big, stream_topic, src, n)
+                        )
+                    print(f"round {rnd} {peer}: done", file=sys.stderr)
+            spark.stop()
+    results = list(best.values())
     md = h.render_table(results, baseline="kpax", peers=PEERS, scenarios=scenarios)
     print(md)
+    if args.no_write:
+        return
     import pyspark
 
     h.write_results(
         "spark",
         md,
         results,
-        title=f"PySpark data source: kpax vs built-in Kafka source ({n:,} records)",
+        title="PySpark data source: kpax vs built-in Kafka source",
         header=(
-            f"`python -m bench.spark --records {n} --rounds {args.rounds}`: pyspark "
-            f"{pyspark.__version__} with spark-sql-kafka {args.kafka_version} (token provider "
-            f"{args.token_provider_version}; Maven Central here has no {pyspark.__version__} "
-            f"connector), local[2], one broker, 100-byte values, best of "
-            f"{args.rounds} interleaved rounds after a warm-up.\n\n"
+            f"`python -m bench spark --records {n} --rounds {args.rounds}`: pyspark "
+            f"{pyspark.__version__} with spark-sql-kafka {args.kafka_version} and its token "
+            f"provider (--packages from Maven Central; there is no {pyspark.__version__} "
+            f"connector there), local[2], one broker, 100-byte values, best of "
+            f"{args.rounds} interleaved rounds. first write: a new session per run, its "
+            f"first action ({FIRST_WRITE_ROWS:,} rows); stream: {STREAM_ROWS:,} records in "
+            f"micro-batches of {STREAM_BATCH:,} to the noop sink.\n\n"
         ),
         peers=PEERS,
         scenarios=scenarios,
     )
+
+
+def _run_shared(
+    spark: Any,
+    scenario: str,
+    peer: str,
+    fmt: str,
+    bootstrap: str,
+    big: str | None,
+    stream_topic: str | None,
+    src: Any,
+    n: int,
+) -> h.Result:
+    try:
+        if scenario == "stream 20k micro-batches":
+            assert stream_topic is not None
+            t, rows = _stream(spark, fmt, bootstrap, stream_topic)
+            assert rows == STREAM_ROWS, (peer, rows)
+            return h.make_result(peer, scenario, records=rows, nbytes=rows * SIZE, seconds=t)
+        if scenario == "read 6p count()":
+            assert big is not None
+            t, count = _timed(lambda: _read(spark, fmt, bootstrap, big).count())
+            assert count == n, (peer, count)
+        elif scenario == "read 6p groupBy(partition).count()":
+            assert big is not None
+            t, rows = _timed(
+                lambda: _read(spark, fmt, bootstrap, big).groupBy("partition").count().collect()
+            )
+            assert sum(r["count"] for r in rows) == n, (peer, rows)
+        else:
+            out = h.make_topic(bootstrap, partitions=6)
+            t, _ = _timed(
+                lambda: (
+                    src.write.format(fmt)
+                    .option("kafka.bootstrap.servers", bootstrap)
+                    .option("topic", out)
+                    .mode("append")
+                    .save()
+                )
+            )
+        return h.make_result(peer, scenario, records=n, nbytes=n * SIZE, seconds=t)
+    except Exception as exc:
+        return h.make_result(peer, scenario, records=n, error=f"{type(exc).__name__}: {exc}")
 
 
 if __name__ == "__main__":

@@ -5,17 +5,25 @@ Role: ``spark.dataSource.register(KpaxDataSource)`` makes
 work with the option names of Spark's built-in Kafka source. Options are
 checked when Spark plans the query (``reader()`` / ``writer()``); offsets are
 resolved on the driver (kpax.Admin); each input partition (one Kafka
-partition, or one piece of it with ``minPartitions``) is read on an executor
-by :func:`kpax.spark.read.read_range`. Objects Spark ships to executors hold
+partition, a piece of one with ``minPartitions``, or several small ones
+packed together) is read on an executor by
+:func:`kpax.spark.read.read_ranges`. Objects Spark ships to executors hold
 plain data only (options, offset ranges), never a client.
 
-Imports: pyspark.sql.datasource, kpax.spark.*.
+Errors a user makes (a bad option, a topic that does not exist) are
+:class:`~kpax.errors.ConfigError` s: :func:`user_errors` has Spark show them as
+one line (``kpax.errors.ConfigError: option 'x' ...``) instead of a Python
+traceback inside its AnalysisException; other errors keep their traceback.
+
+Imports: pyspark.sql.datasource, kpax.errors, kpax.spark.*.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+import functools
+import os
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 from pyspark.sql.datasource import (
     DataSource,
@@ -26,39 +34,64 @@ from pyspark.sql.datasource import (
     InputPartition,
 )
 
+from kpax.errors import ConfigError
 from kpax.spark.options import ReadOptions, parse_read_options, parse_write_options
 from kpax.spark.planning import OffsetRange
 
-__all__ = ["KpaxDataSource", "KpaxBatchReader", "RangePartition"]
+__all__ = ["KpaxBatchReader", "KpaxDataSource", "RangePartition", "user_errors"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def user_errors(fn: F) -> F:
+    """A ConfigError out of ``fn`` reaches the user as its message alone: the Python
+    worker that reports it (to Spark, then exits) is told to leave out the
+    traceback (``SPARK_HIDE_TRACEBACK``, read when it formats the error). Spark's
+    workers exit after reporting an error, so nothing else is affected."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except ConfigError:
+            os.environ["SPARK_HIDE_TRACEBACK"] = "1"
+            raise
+
+    return wrapper  # type: ignore[return-value]
 
 
 class RangePartition(InputPartition):
-    """One offset range to read (plain data: pickles)."""
+    """The offset ranges one Spark task reads, one after the other (plain data: pickles)."""
 
-    def __init__(self, r: OffsetRange) -> None:
-        super().__init__(r)
-        self.range = r
+    def __init__(self, ranges: list[OffsetRange]) -> None:
+        super().__init__(ranges)
+        self.ranges = list(ranges)
+
+    @property
+    def size(self) -> int:
+        return sum(r.size for r in self.ranges)
 
 
 class KpaxBatchReader(DataSourceReader):
     def __init__(self, opts: ReadOptions) -> None:
         self.opts = opts
 
+    @user_errors
     def partitions(self) -> list[RangePartition]:
         from kpax.spark.planning import Planner
 
         planner = Planner(self.opts)
         try:
-            ranges = planner.batch_ranges()
+            tasks = planner.batch_tasks()
         finally:
             planner.close()
-        return [RangePartition(r) for r in ranges]
+        return [RangePartition(t) for t in tasks]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        from kpax.spark.read import read_range
+        from kpax.spark.read import read_ranges
 
-        assert isinstance(partition, RangePartition)
-        yield from read_range(self.opts, partition.range)
+        if isinstance(partition, RangePartition):  # (Spark's stand-in when there is none: no rows)
+            yield from read_ranges(self.opts, partition.ranges)
 
 
 class KpaxDataSource(DataSource):
@@ -73,24 +106,29 @@ class KpaxDataSource(DataSource):
 
         return _bool("includeHeaders", str(self.options.get("includeHeaders", "false")))
 
+    @user_errors
     def schema(self) -> Any:
         from kpax.spark.schema import spark_schema
 
         return spark_schema(self._include_headers())
 
+    @user_errors
     def reader(self, schema: Any) -> DataSourceReader:
         return KpaxBatchReader(parse_read_options(self.options, batch=True))
 
+    @user_errors
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
         from kpax.spark.stream import KpaxStreamReader
 
         return KpaxStreamReader(parse_read_options(self.options, batch=False))
 
+    @user_errors
     def writer(self, schema: Any, overwrite: bool) -> DataSourceWriter:
         from kpax.spark.write import KpaxBatchWriter
 
         return KpaxBatchWriter(parse_write_options(self.options), schema)
 
+    @user_errors
     def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamWriter:
         from kpax.spark.write import KpaxStreamWriter
 

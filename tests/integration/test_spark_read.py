@@ -1,30 +1,25 @@
 """The "kpax" Spark data source, batch reads: what Spark sees equals what was produced,
 for every offset option; minPartitions splits without gap or overlap; bad options
-are clear planning-time errors. One local[2] SparkSession for the module."""
+are clear planning-time errors. On the shared local[2] session
+(tests/integration/conftest.py); test_spark_cluster.py runs some on the standalone cluster."""
 
 from __future__ import annotations
 
 import datetime as dt
 import itertools
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 import kpax
-from tests.integration.spark_helpers import produce, spark_session
+from tests.integration.spark_helpers import produce
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 BASE_TS = 1_700_000_000_000
 PARTS = 3
 PER_PART = 40
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    yield from spark_session("kpax-spark-read")
 
 
 @pytest.fixture(scope="module")
@@ -146,11 +141,24 @@ def test_timestamps(spark: Any, kafka: Any, data: Any) -> None:
     )
     got = sorted((r["partition"], r["offset"]) for r in df.collect())
     assert got == [(p, o) for p in range(PARTS) for o in range(10, 16)]
-    # a start after every record reads nothing
-    df = _load(spark, kafka.bootstrap, subscribe=topic, startingTimestamp=str(BASE_TS + 10**9))
+    # a start after every record reads nothing (with strategy "latest"; the default
+    # "error" is test_spark_options.py::test_starting_timestamp_strategy)
+    df = _load(
+        spark,
+        kafka.bootstrap,
+        subscribe=topic,
+        startingTimestamp=str(BASE_TS + 10**9),
+        startingOffsetsByTimestampStrategy="latest",
+    )
     assert df.count() == 0
     by_part = json.dumps({topic: {"0": BASE_TS + 38_000, "1": BASE_TS, "2": BASE_TS + 10**9}})
-    df = _load(spark, kafka.bootstrap, subscribe=topic, startingOffsetsByTimestamp=by_part)
+    df = _load(
+        spark,
+        kafka.bootstrap,
+        subscribe=topic,
+        startingOffsetsByTimestamp=by_part,
+        startingOffsetsByTimestampStrategy="latest",
+    )
     counts = {r["partition"]: r["count"] for r in df.groupBy("partition").count().collect()}
     assert counts == {0: 2, 1: PER_PART}
 
@@ -229,7 +237,7 @@ BAD_OPTIONS = [
     ({"subscribe": "TOPIC", "startingOffsets": '{"TOPIC":{"0":-1}}'}, "-1 (latest)"),
     ({"subscribe": "TOPIC", "minPartitions": "0"}, "option 'minPartitions'"),
     ({"subscribe": "TOPIC", "includeHeaders": "maybe"}, "option 'includeHeaders'"),
-    ({"subscribe": "TOPIC", "kafka.group.id": "g"}, "option 'kafka.group.id'"),
+    ({"subscribe": "TOPIC", "kafka.auto.offset.reset": "none"}, "option 'kafka.auto.offset.reset'"),
     ({"subscribe": "TOPIC", "kafka.no.such.thing": "1"}, "option 'kafka.no.such.thing'"),
     (
         {"subscribe": "TOPIC", "kafka.request.timeout.ms": "soon"},
@@ -305,7 +313,7 @@ def test_everything_spark_ships_pickles(kafka: Any, data: Any) -> None:
     opts = {"kafka.bootstrap.servers": kafka.bootstrap, "subscribe": topic}
     reader = KpaxBatchReader(parse_read_options(opts, batch=True))
     parts = reader.partitions()
-    assert sum(p.range.size for p in parts) == len(expected)
+    assert sum(p.size for p in parts) == len(expected)
     for obj in [reader, *parts]:
         assert pickle.loads(pickle.dumps(obj)).__dict__.keys() == obj.__dict__.keys()
     stream = KpaxStreamReader(parse_read_options(opts, batch=False))

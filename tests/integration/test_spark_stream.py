@@ -1,12 +1,12 @@
 """The "kpax" Spark data source: batch and streaming writes read back equal, and a
 streaming read stopped and restarted from its checkpoint sees every record once
-(maxOffsetsPerTrigger respected, new partitions picked up). One local[2] SparkSession."""
+(maxOffsetsPerTrigger respected, new partitions picked up). On the shared local[2]
+session; test_spark_cluster.py runs some on the standalone cluster."""
 
 from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,14 +14,9 @@ import pytest
 
 import kpax
 from kpax.testing.pytest_plugin import create_topic
-from tests.integration.spark_helpers import produce, spark_session
+from tests.integration.spark_helpers import produce
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    yield from spark_session("kpax-spark-stream")
 
 
 def _consume_all(bootstrap: str, topic: str, expect: int, timeout: float = 30) -> list[Any]:
@@ -225,3 +220,45 @@ def test_stream_write_reads_back_equal(spark: Any, kafka: Any, tmp_path: Path) -
     assert sorted((r.key, r.value) for r in got) == sorted(
         (f"k{i}".encode(), f"S{i}".encode()) for i in range(100)
     )
+
+
+def test_progress_reports_latest_offset_and_offsets_behind(
+    spark: Any, kafka: Any, tmp_path: Path
+) -> None:
+    """Spark's progress shows the source's latestOffset (reportLatestOffset);
+    kpax.spark.source_progress names the topics and adds the JVM Kafka source's
+    offsets-behind-latest metrics."""
+    import json
+
+    import kpax.spark
+
+    topic = create_topic(kafka, 3)
+    produce(kafka.bootstrap, topic, [(i % 3, None, b"m", None, None) for i in range(90)])
+    q = (
+        spark.readStream.format("kpax")
+        .option("kafka.bootstrap.servers", kafka.bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "40")
+        .load()
+        .writeStream.format("noop")
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    q.awaitTermination(120)
+    assert q.exception() is None
+    first = next(p for p in q.recentProgress if p["numInputRows"] > 0)
+    source = first["sources"][0]
+    assert json.loads(source["latestOffset"]) == {topic: {"0": 30, "1": 30, "2": 30}}
+    end = json.loads(source["endOffset"])[topic]
+    assert sum(end.values()) == 40
+    (filled,) = kpax.spark.source_progress(first)
+    assert filled["description"] == f"kpax[{topic}]"
+    behind = sorted(30 - o for o in end.values())
+    assert filled["metrics"] == {
+        "minOffsetsBehindLatest": str(behind[0]),
+        "maxOffsetsBehindLatest": str(behind[-1]),
+        "avgOffsetsBehindLatest": str(sum(behind) / 3),
+    }
+    assert source["description"].startswith("org.apache.spark")  # what Spark itself says

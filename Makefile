@@ -12,7 +12,7 @@ C_SOURCES  := kpax/proto/_speedups.c kpax/producer/_sendpath.c kpax/proto/_varin
 SPECS_VERSION := $(shell sed -n 's/^SPECS_KAFKA_VERSION = "\(.*\)"/\1/p' tools/kafka_specs.py)
 SPECS  ?= $(HOME)/.cache/kpax/specs/$(SPECS_VERSION)
 
-.PHONY: all demo tools krb5 test test-fast test-sim test-pythons docs unit integration lint typecheck specs generate check-generated bench bench-franz kafka-jars clean distclean demo-spark test-stress test-matrix test-matrix-smoke
+.PHONY: all demo tools krb5 test test-fast test-sim test-soak test-pythons docs unit integration lint typecheck specs generate check-generated bench bench-franz kafka-jars clean distclean demo-spark test-stress test-matrix test-matrix-smoke
 
 all: test
 
@@ -97,7 +97,7 @@ docs: $(STAMP)
 ## (against the default Kafka), then a quick check against the other Kafka versions and
 ## the wheel on each supported Python.
 test: $(STAMP) $(GSSAPI_STAMP) kafka-jars tools lint typecheck check-generated docs
-	PYTHONHASHSEED=0 $(PY) -m pytest tests
+	PYTHONHASHSEED=0 $(PY) -m pytest -m "not soak" tests
 	@$(MAKE) --no-print-directory test-matrix MATRIX="$(MATRIX_OTHERS)" MATRIX_TESTS="$(QUICK_TESTS)"
 	@$(MAKE) --no-print-directory test-pythons
 
@@ -112,6 +112,11 @@ test-fast: $(STAMP)
 SEEDS ?= 200
 test-sim: $(STAMP)
 	SEEDS=$(SEEDS) KPAX_TEST_NO_JVM=1 PYTHONHASHSEED=0 $(PY) -m pytest -q tests/sim
+
+## The soak tests (marker `soak`, not in `make test`): the exactly-once Spark sink under ten
+## kills, the Spark tests again on a standalone cluster, --py-files on the cluster. ~15 min.
+test-soak: $(STAMP) kafka-jars
+	$(PY) -m pytest -m soak tests
 
 ## The whole suite 3 times in a row while a CPU hog keeps one core busy (not part of `make test`).
 test-stress: $(STAMP) kafka-jars tools

@@ -36,6 +36,16 @@ from tests.integration.test_spark_stream import (
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
+#: Re-run here only by ``make test-soak`` (``make test`` runs them on local[2]
+#: and, on the cluster, the application, a full read and a restarted stream).
+SOAK = {
+    "test_batch_write_exactly_once_is_all_or_nothing",
+    "test_batch_write_reads_back_equal",
+    "test_four_kpax_queries_at_once",
+    "test_min_partitions_splits_without_gap_or_overlap",
+    "test_stream_write_reads_back_equal",
+}
+
 __all__ = [
     "data",
     "test_batch_write_exactly_once_is_all_or_nothing",

@@ -60,6 +60,7 @@ def _zip_kpax(path: Path) -> Path:
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.soak
 def test_py_files_zip_on_the_standalone_cluster(kafka: Any, tmp_path: Path) -> None:
     """An application shipping kpax.zip with --py-files (its own driver process):
     its executors import kpax from the zip, read every record, and each says once

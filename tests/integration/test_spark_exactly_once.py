@@ -175,6 +175,7 @@ def _read_committed(bootstrap: str, topic: str, expect: int, timeout: float = 12
     return out
 
 
+@pytest.mark.soak
 @pytest.mark.timeout(1500)
 def test_exactly_once_under_ten_kills(kafka: Any, topics: tuple[str, str], tmp_path: Path) -> None:
     src, dst = topics

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from kpax.testing.sim import SimulationDeadlock, VirtualTimeLoop
+from kpax.testing.sim import SimulationDeadlock, SimulationLivelock, VirtualTimeLoop
 
 
 class Upper(asyncio.Protocol):
@@ -66,6 +66,28 @@ def test_a_stuck_simulation_raises_instead_of_hanging() -> None:
 
     with pytest.raises(SimulationDeadlock, match=r"stuck at t=0\.000s"):
         run(main)
+
+
+def test_a_busy_loop_at_one_instant_raises_instead_of_spinning() -> None:
+    async def main() -> None:
+        def again() -> None:
+            asyncio.get_running_loop().call_soon(again)
+
+        again()
+        await asyncio.sleep(1)  # never: the clock cannot move while something is ready
+
+    with pytest.raises(SimulationLivelock, match=r"at t=0\.000000 with callbacks"):
+        run(main)
+
+
+def test_long_chains_of_callbacks_at_one_instant_are_not_a_livelock() -> None:
+    async def main() -> int:
+        for _ in range(10_000):
+            await asyncio.sleep(0)
+        await asyncio.sleep(1)
+        return 1
+
+    assert run(main) == 1
 
 
 def test_an_address_nobody_listens_on_is_refused() -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from kpax.testing.sim.chaos import Chaos
 from kpax.testing.sim.kafka import SimKafka
-from kpax.testing.sim.loop import SimulationDeadlock, VirtualTimeLoop
+from kpax.testing.sim.loop import SimulationDeadlock, SimulationLivelock, VirtualTimeLoop
 from kpax.testing.sim.run import simulate
 from kpax.testing.sim.transport import MemoryNetwork, MemoryTransport
 
@@ -24,6 +24,7 @@ __all__ = [
     "MemoryTransport",
     "SimKafka",
     "SimulationDeadlock",
+    "SimulationLivelock",
     "VirtualTimeLoop",
     "simulate",
 ]

@@ -43,7 +43,7 @@ from typing import Any
 from kpax.testing.sim.process import PROCESS
 from kpax.testing.sim.transport import Acceptor, MemoryNetwork, MemoryTransport
 
-__all__ = ["SimulationDeadlock", "VirtualTimeLoop"]
+__all__ = ["SimulationDeadlock", "SimulationLivelock", "VirtualTimeLoop"]
 
 #: The most one jump of the clock may skip (as the standard loop's longest select).
 _MAX_JUMP = 24 * 3600.0
@@ -54,12 +54,25 @@ class SimulationDeadlock(RuntimeError):
     waits for something that can never happen."""
 
 
+class SimulationLivelock(RuntimeError):
+    """Callbacks keep running while the clock stands still: something re-schedules
+    itself at once for ever (a busy loop), and no timer can fire again."""
+
+
+#: Loop rounds at one instant that make a livelock: each round runs every ready
+#: callback, so this counts the longest chain of callbacks scheduling the next
+#: with no time passing (a real program's chains are far shorter).
+LIVELOCK_ROUNDS = 200_000
+
+
 class _VirtualSelector:
     """What the base loop polls for I/O: nothing is ever ready on a socket (there
     are none); the time the loop would block is skipped instead."""
 
     def __init__(self, loop: VirtualTimeLoop) -> None:
         self._loop = loop
+        self._instant = -1.0
+        self._rounds = 0
 
     def select(self, timeout: float | None) -> list[Any]:
         if timeout is None:
@@ -67,6 +80,18 @@ class _VirtualSelector:
         loop = self._loop
         if not getattr(loop, "_ready", None):  # idle (else a 0 timeout: callbacks to run)
             loop.advance_to_next_timer(min(timeout, _MAX_JUMP))
+        now = loop.time()
+        if now != self._instant:
+            self._instant, self._rounds = now, 0
+        else:
+            self._rounds += 1
+            if self._rounds > LIVELOCK_ROUNDS:
+                self._rounds = 0
+                raise SimulationLivelock(
+                    f"{LIVELOCK_ROUNDS:,} loop rounds at t={now:.6f} with callbacks "
+                    f"to run every time and the clock standing still; "
+                    f"{loop.describe_tasks()}"
+                )
         return []
 
     def close(self) -> None:
@@ -229,12 +254,16 @@ class VirtualTimeLoop(asyncio.BaseEventLoop):
     # ------------------------------------------------------------ diagnosis
 
     def describe_waiting(self) -> str:
-        tasks = [t for t in asyncio.all_tasks(self) if not t.done()]
-        names = ", ".join(sorted(t.get_name() + ": " + _where(t) for t in tasks)[:20])
         return (
             f"the simulation is stuck at t={self._now:.3f}s: nothing to run, no timer, no "
-            f"bytes in transit; {len(tasks)} task(s) wait: {names}"
+            f"bytes in transit; {self.describe_tasks()}"
         )
+
+    def describe_tasks(self) -> str:
+        """The tasks not done, and where each one is (the first 20)."""
+        tasks = [t for t in asyncio.all_tasks(self) if not t.done()]
+        names = ", ".join(sorted(t.get_name() + ": " + _where(t) for t in tasks)[:20])
+        return f"{len(tasks)} task(s) not done: {names}"
 
 
 def _where(task: asyncio.Task[Any]) -> str:

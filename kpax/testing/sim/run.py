@@ -10,7 +10,8 @@ timestamps) sees the same time as the loop's timers. (The C send path stamps
 records with the real clock; the virtual one starts at the real time, so the
 two agree to within the run's length.) Returns what the scenario
 returned; a scenario stuck for good raises
-:class:`~kpax.testing.sim.loop.SimulationDeadlock`, one that runs past
+:class:`~kpax.testing.sim.loop.SimulationDeadlock`, one busy at one instant
+for ever :class:`~kpax.testing.sim.loop.SimulationLivelock`, one that runs past
 ``max_virtual`` seconds a TimeoutError.
 
 The same seed gives the same run, as long as the scenario draws its own

@@ -92,13 +92,13 @@ class ClassicGroup(GroupBase):
 
     # ------------------------------------------------------------ public
 
-    async def subscribe(self, topics: list[str]) -> None:
+    def subscribe(self, topics: list[str]) -> None:
         self.pattern = None
         self.cluster.all_topics = False
         self.subscription = sorted(set(topics))
         self._rejoin()
 
-    async def subscribe_pattern(self, pattern: Pattern) -> None:
+    def subscribe_pattern(self, pattern: Pattern) -> None:
         """Subscribe to the topics ``pattern`` matches (``re.fullmatch``), matched
         again against every metadata refresh (all topics, every
         ``metadata_max_age_ms``): a change of the matched set rejoins."""

@@ -35,7 +35,7 @@ import logging
 import re
 import time
 import warnings
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from kpax.cluster.cluster import Cluster
@@ -51,7 +51,7 @@ from kpax.consumer.options import CONSUMER_OPTIONS, ConsumerSettings
 from kpax.consumer.pattern import subscribe_args
 from kpax.consumer.record import ConsumerRecord
 from kpax.consumer.state import PartitionState
-from kpax.event_loops import check_loop
+from kpax.event_loops import DONE, Done, check_loop
 from kpax.forks import forked_error
 from kpax.forks import track as track_fork
 from kpax.metrics import NAN, ConnectionMetrics, Metrics, metrics_enabled, tagged
@@ -382,50 +382,102 @@ class AsyncConsumer:
     def assignment(self) -> set[TopicPartition]:
         return set(self.states)
 
-    async def subscribe(
+    def subscribe(
         self,
         topics: Iterable[str] | re.Pattern[str] | None = None,
         listener: Any = None,
         *,
         pattern: str | re.Pattern[str] | None = None,
-    ) -> None:
-        """Join the group (``group_id``) and read the partitions it assigns, of
-        ``topics`` (names) or of every topic ``pattern`` (a regex) matches.
+    ) -> Awaitable[None]:
+        """Read the partitions of ``topics`` (names) or of every topic ``pattern``
+        (a regex) matches. A plain method, as aiokafka's: calling it is enough;
+        the result may be awaited (earlier kpax versions required it).
+
+        With ``group_id``: join the group and read the partitions it assigns.
         Returns at once, as the Java consumer's does: a topic that does not exist
         yet is picked up when it appears (the group rebalances then).
+        ``listener``: an object with ``on_partitions_assigned(tps)``,
+        ``on_partitions_revoked(tps)`` (and ``on_partitions_lost(tps)``), plain
+        or async methods.
+
+        Without ``group_id`` (kafka-python's and aiokafka's behaviour): read
+        every partition of ``topics`` with no group and no commits
+        (``auto_offset_reset`` says where to start); the partitions are looked up
+        in a task, which the returned awaitable is (await it to see a missing
+        topic's error); partitions added to the topics later are not picked up
+        (``assign()`` or a group for that); no listener calls.
 
         ``pattern``: under the classic protocol matched here with ``re.fullmatch``
         against every topic name of each metadata refresh (``metadata_max_age_ms``),
         internal topics never; under KIP-848 (``group_protocol="consumer"``) sent to
         the broker, which matches it (RE2/J syntax). Topics created or deleted later
         join or leave the subscription. Switching between names and a pattern needs
-        ``unsubscribe()`` first, as in Java."""
+        ``unsubscribe()`` first, as in Java.
+
+        Raises IllegalStateError after ``assign()`` (call ``unsubscribe()``
+        first), ValueError / InvalidTopicError for bad names or a bad regex::
+
+            consumer.subscribe(["orders"])
+            async for record in consumer:
+                ...
+        """
         names, regex = subscribe_args(topics, pattern)
         self._check()
-        if self.group is None:
-            raise IllegalStateError("subscribe() needs a group_id (or use assign())")
         if self._manual:
             raise IllegalStateError("subscribe() after assign(): call unsubscribe() first")
+        if self.group is None:
+            if regex is not None:
+                raise IllegalStateError(
+                    "subscribe(pattern=...) needs a group_id (without one, subscribe to "
+                    "topic names: every partition of them is read)"
+                )
+            assert names is not None
+            if not names:
+                return asyncio.ensure_future(self.unsubscribe())
+            return self._subscribe_unmanaged(names)
         if regex is not None:
             if self._subscribed:
                 raise IllegalStateError(
                     "subscribe(pattern=...) after subscribing to topics: call unsubscribe() first"
                 )
-            await self.group.subscribe_pattern(regex)  # a bad regex fails here
+            self.group.subscribe_pattern(regex)  # a bad regex fails here
             self.listener = listener
             self._pattern = regex
-            return
+            return DONE
         assert names is not None
         if not names:
-            await self.unsubscribe()
-            return
+            return asyncio.ensure_future(self.unsubscribe())
         if self._pattern is not None:
             raise IllegalStateError(
                 "subscribe(topics) after subscribe(pattern=...): call unsubscribe() first"
             )
         self.listener = listener
         self._subscribed = names
-        await self.group.subscribe(names)
+        self.group.subscribe(names)
+        return DONE
+
+    def _subscribe_unmanaged(self, names: list[str]) -> asyncio.Task[None]:
+        """``subscribe(topics)`` without a group: every partition of ``topics``,
+        looked up in a task (the result of ``subscribe``)."""
+        for name in names:
+            check_topic(name)
+        self._subscribed = list(names)
+        self.listener = None
+
+        async def assign_all() -> None:
+            wanted: set[TopicPartition] = set()
+            for name in names:
+                parts = await self.cluster.partitions(name, timeout=self._api_timeout)
+                wanted.update(TopicPartition(name, p) for p in parts)
+            if self._subscribed != names or self._closed:
+                return  # subscribed to something else meanwhile
+            self.remove_partitions(set(self.states) - wanted)
+            for tp in wanted - set(self.states):
+                self.states[tp] = PartitionState(tp)  # auto_offset_reset says where
+            log.info("reading every partition of %s without a group: %d", names, len(wanted))
+            self._wake_fetcher()
+
+        return asyncio.ensure_future(assign_all())
 
     def subscription(self) -> set[str]:
         """The topics subscribed to: the names given, or those the pattern
@@ -477,7 +529,18 @@ class AsyncConsumer:
             raise IllegalStateError(f"partition {tp} is not assigned to this consumer")
         return st
 
-    async def seek(self, tp: TopicPartition, offset: int) -> None:
+    def seek(self, tp: TopicPartition, offset: int) -> Done:
+        """Read ``tp`` from ``offset`` on (the next record returned): what was
+        fetched ahead is dropped, and the next commit sends the new position even
+        if it moved back. A plain method, as aiokafka's (awaiting the result
+        works too). IllegalStateError if ``tp`` is not assigned; ValueError for
+        a negative offset::
+
+            consumer.seek(TopicPartition("orders", 0), 42)
+        """
+        self._check()
+        if isinstance(offset, bool) or not isinstance(offset, int):
+            raise TypeError(f"seek offset must be an int, not {type(offset).__name__}")
         if offset < 0:
             raise ValueError(f"seek offset must be >= 0, got {offset} for {tp}")
         st = self._state(TopicPartition(*tp))
@@ -485,12 +548,24 @@ class AsyncConsumer:
         st.seek(offset)
         st.committed = None  # the application moved: the next commit sends it, even back
         self._wake_fetcher()
+        return DONE
 
-    async def seek_to_beginning(self, *partitions: TopicPartition) -> None:
+    def seek_to_beginning(self, *partitions: TopicPartition) -> Done:
+        """Read ``partitions`` (all assigned ones if none are given) from their
+        first offset, looked up by the next fetch. A plain method (awaiting the
+        result works too)."""
+        self._check()
         self._seek_to("earliest", partitions)
+        return DONE
 
-    async def seek_to_end(self, *partitions: TopicPartition) -> None:
+    def seek_to_end(self, *partitions: TopicPartition) -> Done:
+        """Read only what arrives after now on ``partitions`` (all assigned ones if
+        none are given): the end offset (the last stable one with
+        ``read_committed``) is looked up by the next fetch. A plain method
+        (awaiting the result works too)."""
+        self._check()
         self._seek_to("latest", partitions)
+        return DONE
 
     def _seek_to(self, how: str, partitions: Sequence[TopicPartition]) -> None:
         tps = _tps(partitions) if partitions else list(self.states)
@@ -594,6 +669,10 @@ class AsyncConsumer:
     # ------------------------------------------------------------ pause
 
     def pause(self, *partitions: TopicPartition) -> None:
+        """Stop returning records of ``partitions`` (and fetching them) until
+        :meth:`resume`; what was fetched ahead is kept for then. A paused
+        partition stays assigned (a group keeps it; heartbeats go on).
+        IllegalStateError for a partition not assigned."""
         for tp in _tps(partitions):
             st = self._state(tp)
             if not st.paused:
@@ -603,11 +682,13 @@ class AsyncConsumer:
                     st.rewind_fetch()
 
     def resume(self, *partitions: TopicPartition) -> None:
+        """Return and fetch records of paused ``partitions`` again."""
         for tp in _tps(partitions):
             self._state(tp).paused = False
         self._wake_fetcher()
 
     def paused(self) -> set[TopicPartition]:
+        """The partitions :meth:`pause` stopped."""
         return {tp for tp, st in self.states.items() if st.paused}
 
     # ------------------------------------------------------------ metrics

@@ -397,10 +397,10 @@ class GroupBase:
 
     # ------------------------------------------------------------ protocol hooks
 
-    async def subscribe(self, topics: list[str]) -> None:
+    def subscribe(self, topics: list[str]) -> None:
         raise NotImplementedError
 
-    async def subscribe_pattern(self, pattern: Pattern) -> None:
+    def subscribe_pattern(self, pattern: Pattern) -> None:
         raise NotImplementedError
 
     async def leave(self) -> None:

@@ -86,12 +86,12 @@ class ConsumerGroup(GroupBase):
         # broker's session timeout (its own setting) is longer than its interval.
         return min(super().processed_wait(), self.interval)
 
-    async def subscribe(self, topics: list[str]) -> None:
+    def subscribe(self, topics: list[str]) -> None:
         self.pattern = None
         self.subscription = sorted(set(topics))
         self._rejoin()
 
-    async def subscribe_pattern(self, pattern: Pattern) -> None:
+    def subscribe_pattern(self, pattern: Pattern) -> None:
         """Send ``pattern`` (RE2/J syntax) as SubscribedTopicRegex: the broker
         resolves it and assigns the matching topics' partitions; ``subscription``
         becomes the topics of this member's assignment."""

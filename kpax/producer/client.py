@@ -35,14 +35,15 @@ kpax.structs, kpax.forks, kpax.event_loops.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import warnings
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 
 from kpax.cluster.cluster import Cluster
-from kpax.event_loops import check_loop
+from kpax.event_loops import DONE, Done, check_loop
 from kpax.forks import forked_error
 from kpax.forks import track as track_fork
 from kpax.metrics import ConnectionMetrics, Metrics, metrics_enabled, tagged
@@ -1240,9 +1241,48 @@ class AsyncProducer:
             await self.start()
         await txn.init(self._max_block if timeout is None else timeout)
 
-    def begin_transaction(self) -> None:
-        """Start a transaction (sends are allowed only inside one)."""
+    def begin_transaction(self) -> Done:
+        """Start a transaction (sends are allowed only inside one). A plain method
+        (no I/O: the broker learns of the transaction with its first send); the
+        result may be awaited, as aiokafka's and confluent-kafka's asyncio
+        producers are: ``await producer.begin_transaction()`` works.
+        IllegalStateError without ``transactional_id``, before
+        :meth:`init_transactions` or inside a transaction."""
         self._transactions("begin a transaction").begin()
+        return DONE
+
+    @contextlib.asynccontextmanager
+    async def transaction(self, timeout: float | None = None) -> AsyncIterator[AsyncProducer]:
+        """``async with producer.transaction(): ...``: begin a transaction, commit it
+        when the block ends, abort it when an exception leaves the block (the
+        exception goes on). A commit that fails is followed by an abort (when the
+        producer can still abort) and its error raised. ``timeout``: of the
+        commit or abort (``max_block_ms`` when None)::
+
+            await producer.init_transactions()
+            async with producer.transaction():
+                await producer.send("orders", b"v")
+                await producer.send_offsets_to_transaction(offsets, consumer.group_metadata())
+        """
+        self.begin_transaction()
+        try:
+            yield self
+        except BaseException:
+            await self._abort_quietly(timeout)
+            raise
+        try:
+            await self.commit_transaction(timeout)
+        except KafkaError:
+            await self._abort_quietly(timeout)
+            raise
+
+    async def _abort_quietly(self, timeout: float | None) -> None:
+        """Abort the open transaction after a failure; the failure is what the
+        caller sees, so an abort that fails too (a fenced producer) is logged."""
+        try:
+            await self.abort_transaction(timeout)
+        except Exception as exc:
+            log.warning("aborting the transaction after an error failed too: %s", exc)
 
     async def send_offsets_to_transaction(
         self,

@@ -45,8 +45,10 @@ kpax.structs.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
+import logging
 import weakref
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from functools import partial
 from typing import Any, TypeVar
 
@@ -54,11 +56,13 @@ from kpax.producer import exit_flush
 from kpax.producer.batch import BulkFuture, Callback, RecordFuture, bad_callback
 from kpax.producer.client import AsyncProducer
 from kpax.producer.planning import PartitionNotInMetadata
-from kpax.proto.errors import KafkaTimeoutError
+from kpax.proto.errors import KafkaError, KafkaTimeoutError
 from kpax.structs import ConsumerGroupMetadata, OffsetAndMetadata
 from kpax.sync_face import SyncFace
 
 __all__ = ["Producer"]
+
+log = logging.getLogger("kpax.producer")
 
 T = TypeVar("T")
 
@@ -247,10 +251,45 @@ class Producer(SyncFace):
     # (see AsyncProducer: same methods, same semantics)
 
     def init_transactions(self, timeout: float | None = None) -> None:
+        """Register ``transactional_id`` with its coordinator: fences older
+        producers with the same id and aborts their open transaction. Call once,
+        first. IllegalStateError without ``transactional_id``."""
         self._run(self._core.init_transactions(timeout), timeout, "init_transactions")
 
     def begin_transaction(self) -> None:
+        """Start a transaction (sends are allowed only inside one)."""
         self._core.begin_transaction()
+
+    @contextlib.contextmanager
+    def transaction(self, timeout: float | None = None) -> Iterator[Producer]:
+        """``with producer.transaction(): ...``: begin a transaction, commit it when
+        the block ends, abort it when an exception leaves the block (the exception
+        goes on). A commit that fails is followed by an abort (when the producer
+        can still abort) and its error raised. ``timeout``: of the commit or abort
+        (``max_block_ms`` when None)::
+
+            producer.init_transactions()
+            with producer.transaction():
+                producer.send("orders", b"v")
+                producer.send_offsets_to_transaction(offsets, consumer.group_metadata())
+        """
+        self.begin_transaction()
+        try:
+            yield self
+        except BaseException:
+            self._abort_quietly(timeout)
+            raise
+        try:
+            self.commit_transaction(timeout)
+        except KafkaError:
+            self._abort_quietly(timeout)
+            raise
+
+    def _abort_quietly(self, timeout: float | None) -> None:
+        try:
+            self.abort_transaction(timeout)
+        except Exception as exc:
+            log.warning("aborting the transaction after an error failed too: %s", exc)
 
     def send_offsets_to_transaction(
         self,
@@ -258,6 +297,8 @@ class Producer(SyncFace):
         group_metadata: ConsumerGroupMetadata | str,
         timeout: float | None = None,
     ) -> None:
+        """Commit a consumer group's offsets (the next offset to read, per
+        partition) as part of the transaction: consume-transform-produce."""
         self._run(
             self._core.send_offsets_to_transaction(offsets, group_metadata, timeout),
             timeout,
@@ -265,12 +306,17 @@ class Producer(SyncFace):
         )
 
     def commit_transaction(self, timeout: float | None = None) -> None:
+        """Send what is buffered, then commit: every record of the transaction
+        becomes visible to read_committed consumers, or none does."""
         self._run(self._core.commit_transaction(timeout), timeout, "commit_transaction")
 
     def abort_transaction(self, timeout: float | None = None) -> None:
+        """Drop unsent records (their futures fail), wait for those in flight, abort."""
         self._run(self._core.abort_transaction(timeout), timeout, "abort_transaction")
 
     def partitions_for(self, topic: str) -> list[int]:
+        """The partition ids of ``topic`` (waits for its metadata, at most
+        ``max_block_ms``)."""
         return self._run(self._core.partitions_for(topic), None, what="partitions_for")
 
     def close(self, timeout: float | None = None) -> None:

@@ -60,7 +60,7 @@ from kpax.consumer.share.acks import AcknowledgeType, HandOut, parse_ack_type
 from kpax.consumer.share.fetcher import AckResults, Chunk, ShareBuffer, ShareFetcher
 from kpax.consumer.share.membership import ShareMembership
 from kpax.consumer.share.options import SHARE_CONSUMER_OPTIONS, ShareSettings
-from kpax.event_loops import check_loop
+from kpax.event_loops import DONE, Done, check_loop
 from kpax.forks import forked_error
 from kpax.forks import track as track_fork
 from kpax.proto.errors import (
@@ -266,8 +266,12 @@ class AsyncShareConsumer:
 
     # ------------------------------------------------------------ subscription
 
-    def subscribe(self, topics: Iterable[str]) -> None:
-        """Join the share group, reading ``topics`` (replacing any earlier subscription)."""
+    def subscribe(self, topics: Iterable[str]) -> Done:
+        """Join the share group, reading ``topics`` (replacing any earlier subscription).
+
+        A plain method, like :meth:`kpax.aio.Consumer.subscribe`: calling it is
+        enough, and ``await consumer.subscribe([...])`` works too (the result is
+        an awaitable that is already done)."""
         self._check()
         names = [topics] if isinstance(topics, str) else list(topics)
         if not names or not all(isinstance(t, str) and t for t in names):
@@ -276,6 +280,7 @@ class AsyncShareConsumer:
             check_topic(name)  # InvalidTopicError naming a name Kafka would refuse
         assert self.membership is not None
         self.membership.subscribe(names)
+        return DONE
 
     async def unsubscribe(self) -> None:
         """Leave the share group (what the last poll returned is accepted first in

@@ -54,7 +54,7 @@ from kpax.consumer.state import PartitionState
 from kpax.event_loops import DONE, Done, check_loop
 from kpax.forks import forked_error
 from kpax.forks import track as track_fork
-from kpax.metrics import NAN, ConnectionMetrics, Metrics, metrics_enabled, tagged
+from kpax.metrics import NAN, ConnectionMetrics, Metrics, metrics_enabled, report_stats, tagged
 from kpax.proto.errors import ClientClosedError, IllegalStateError, KafkaTimeoutError
 from kpax.proto.topic_names import check_topic
 from kpax.structs import (
@@ -102,6 +102,7 @@ class AsyncConsumer:
             m.sensor("commit-latency")
         self.cluster = Cluster.from_config(self.config, self._conn_metrics)
         self.cluster.client_name = self._client_name
+        self.cluster.on_unhealthy = settings.error_callback
         self.states: dict[TopicPartition, PartitionState] = {}
         self.buffer = FetchBuffer(m.sensor("records-consumed") if m is not None else None)
         self.fetcher: Fetcher | None = None
@@ -123,6 +124,13 @@ class AsyncConsumer:
         self._fatal: BaseException | None = None
         self._max_records = settings.max_poll_records
         self._api_timeout = settings.api_timeout
+        #: What store_offsets() stored (``enable_auto_offset_store=False``).
+        self._stored: dict[TopicPartition, OffsetAndMetadata] = {}
+        #: ``on_partition_eof`` (None: off) and the position each partition's
+        #: end was last reported at.
+        self.eof_callback = settings.on_partition_eof
+        self._eof_at: dict[TopicPartition, int] = {}
+        self._stats_task: asyncio.Future[None] | None = None
         track_fork(self)
 
     # ------------------------------------------------------------ lifecycle
@@ -151,6 +159,15 @@ class AsyncConsumer:
 
         self.buffer.on_drained = drained
         fetcher.start()
+        if settings.stats_callback is not None and settings.statistics_interval_ms > 0:
+            self._stats_task = asyncio.ensure_future(
+                report_stats(
+                    self.metrics,
+                    settings.stats_callback,
+                    settings.statistics_interval_ms / 1000,
+                    self._client_name,
+                )
+            )
         self._started = True
 
     async def __aenter__(self) -> AsyncConsumer:
@@ -205,6 +222,8 @@ class AsyncConsumer:
         self._leaving = True
         self._in_hand_processed = commit_in_hand
         deadline = time.monotonic() + timeout
+        if self._stats_task is not None:
+            self._stats_task.cancel()
         try:
             if self.group is not None:
                 with contextlib.suppress(Exception, asyncio.TimeoutError):
@@ -243,6 +262,8 @@ class AsyncConsumer:
 
     def remove_partitions(self, tps: set[TopicPartition]) -> None:
         for tp in tps:
+            self._stored.pop(tp, None)
+            self._eof_at.pop(tp, None)
             st = self.states.pop(tp, None)
             if st is not None:
                 self.buffer.settle_reading(st)
@@ -283,7 +304,12 @@ class AsyncConsumer:
         records handed out count once it asks for more; after a plain ``close()``
         the positions), for partitions where that is past the committed offset
         this member last knew. Never behind a commit this member made (an
-        explicit ``commit()`` while records are in hand says they are processed)."""
+        explicit ``commit()`` while records are in hand says they are processed).
+
+        With ``enable_auto_offset_store=False``: what :meth:`store_offsets`
+        stored instead, where past the committed offset."""
+        if not self.settings.enable_auto_offset_store:
+            return self.stored_offsets(changed_only=True)
         if self._in_hand_processed:
             return self.consumed_offsets(changed_only=True)
         out = {}
@@ -299,6 +325,98 @@ class AsyncConsumer:
                 continue
             out[tp] = OffsetAndMetadata(mark[0], "", mark[1])
         return out
+
+    def stored_offsets(self, changed_only: bool = False) -> dict[TopicPartition, OffsetAndMetadata]:
+        """What :meth:`store_offsets` stored, per assigned partition (``changed_only``:
+        only where it is not the committed offset this member last knew)."""
+        out = {}
+        for tp, om in list(self._stored.items()):
+            st = self.states.get(tp)
+            if st is None or (changed_only and om.offset == st.committed):
+                continue
+            out[tp] = om
+        return out
+
+    def commit_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
+        """What ``commit()`` without offsets sends: the positions (after every
+        record handed out), or with ``enable_auto_offset_store=False`` what
+        :meth:`store_offsets` stored."""
+        if not self.settings.enable_auto_offset_store:
+            return self.stored_offsets(changed_only=True)
+        return self.consumed_offsets(changed_only=True)
+
+    def store_offsets(
+        self,
+        message: ConsumerRecord | Iterable[ConsumerRecord] | None = None,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
+    ) -> None:
+        """Store the offsets automatic commits (and ``commit()`` without offsets)
+        send, with ``enable_auto_offset_store=False`` (confluent-kafka's offset
+        store): ``message``, a record or records the application has processed
+        (each stores its offset + 1), and/or ``offsets``, ``{tp: next offset}``.
+        A plain method on both faces, safe from any thread. IllegalStateError
+        with ``enable_auto_offset_store=True`` (the default: automatic commits
+        send what the application moved past) or for a partition not assigned::
+
+            for record in consumer:
+                process(record)
+                consumer.store_offsets(record)  # committed by the next auto-commit
+        """
+        if self.settings.enable_auto_offset_store:
+            raise IllegalStateError(
+                "store_offsets() needs enable_auto_offset_store=False (with the default, "
+                "automatic commits send what the application has moved past)"
+            )
+        found: dict[TopicPartition, OffsetAndMetadata] = {}
+        if message is not None:
+            records = [message] if isinstance(message, ConsumerRecord) else list(message)
+            for rec in records:
+                tp = TopicPartition(rec.topic, rec.partition)
+                prev = found.get(tp)
+                if prev is None or rec.offset + 1 > prev.offset:
+                    found[tp] = OffsetAndMetadata(rec.offset + 1, "", rec.leader_epoch)
+        if offsets is not None:
+            for key, om in offsets.items():
+                found[TopicPartition(*key)] = (
+                    om if isinstance(om, OffsetAndMetadata) else OffsetAndMetadata(om)
+                )
+        for tp, om in found.items():
+            if not isinstance(om.offset, int) or isinstance(om.offset, bool) or om.offset < 0:
+                raise ValueError(f"cannot store offset {om.offset!r} for {tp}: an int >= 0")
+            if tp not in self.states:
+                raise IllegalStateError(
+                    f"store_offsets: partition {tp} is not assigned to this consumer"
+                )
+        self._stored.update(found)
+
+    def partition_eofs(self) -> list[tuple[TopicPartition, int]]:
+        """The partitions whose position has reached their end (the high
+        watermark; the last stable offset with read_committed) since last asked,
+        with that offset: what ``on_partition_eof`` is told."""
+        out = []
+        end_of = "last_stable_offset" if self.settings.read_committed else "high_watermark"
+        reported = self._eof_at
+        for tp, st in list(self.states.items()):
+            pos = st.position
+            if pos is None or st.reset_to is not None or st.paused:
+                continue
+            end = getattr(st, end_of)
+            if 0 <= end <= pos and reported.get(tp) != pos:
+                reported[tp] = pos
+                out.append((tp, pos))
+        return out
+
+    def report_eofs(self) -> None:
+        """Call ``on_partition_eof(tp, offset)`` for each partition at its end
+        (:meth:`partition_eofs`); polls call it on the polling thread."""
+        callback = self.eof_callback
+        if callback is None:
+            return
+        for tp, offset in self.partition_eofs():
+            try:
+                callback(tp, offset)
+            except Exception:
+                log.exception("on_partition_eof(%s, %d) failed", tp, offset)
 
     async def wait_processed(self, tps: set[TopicPartition], timeout: float) -> None:
         """Wait, at most ``timeout`` seconds, until the application has moved past
@@ -353,8 +471,17 @@ class AsyncConsumer:
             log.exception("rebalance listener %s failed", method)
 
     def fail(self, exc: BaseException) -> None:
+        """A fatal error (the group code calls this): every poll raises it from
+        now on, and ``error_callback`` hears of it."""
+        first = self._fatal is None
         self._fatal = exc
         self.buffer.put((None, exc))
+        callback = self.settings.error_callback
+        if first and callback is not None:
+            try:
+                callback(exc)
+            except Exception:
+                log.exception("error_callback failed")
 
     def _wake_fetcher(self) -> None:
         if self.fetcher is not None:
@@ -752,6 +879,8 @@ class AsyncConsumer:
         ``max_records``, default ``max_poll_records``)."""
         self._check()
         self.poll_tick()
+        if self.eof_callback is not None:
+            self.report_eofs()  # (the ends reached by what earlier polls returned)
         limit = max_records or self._max_records
         records = self.buffer.take(limit)
         if records:
@@ -761,10 +890,46 @@ class AsyncConsumer:
             left = deadline - time.monotonic()
             if left <= 0 or self._closed:
                 return self.buffer.take(limit)
-            await self.buffer.wait_async(left)
+            await self.buffer.wait_async(min(left, 0.1) if self.eof_callback else left)
             records = self.buffer.take(limit)
             if records:
                 return records
+            if self.eof_callback is not None:
+                self.report_eofs()
+
+    async def consume(
+        self, num_messages: int = 1, timeout: float | None = None
+    ) -> list[ConsumerRecord]:
+        """confluent-kafka's ``consume``: up to ``num_messages`` records, waiting
+        until there are that many or ``timeout`` seconds have passed (None: no
+        limit); what :meth:`poll` returns, gathered."""
+        if isinstance(num_messages, bool) or not isinstance(num_messages, int) or num_messages < 1:
+            raise ValueError(f"consume: num_messages must be an int >= 1, not {num_messages!r}")
+        out: list[ConsumerRecord] = []
+        deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
+        while len(out) < num_messages and not self._closed:
+            left = 1.0 if deadline is None else deadline - time.monotonic()
+            out += await self.poll(max(left, 0.0), num_messages - len(out))
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+        return out
+
+    async def list_topics(
+        self, topic: str | None = None, *, timeout: float | None = None
+    ) -> dict[str, list[int]]:
+        """confluent-kafka's ``list_topics``: ``{topic: partition ids}`` of every
+        topic of the cluster (internal ones left out), or of ``topic`` alone
+        (UnknownTopicOrPartitionError if it does not exist)."""
+        self._check()
+        limit = self._api_timeout if timeout is None else timeout
+        if topic is not None:
+            return {topic: sorted(await self.cluster.partitions(topic, timeout=limit))}
+        await asyncio.wait_for(self.cluster.refresh(all_topics=True), limit)
+        return {
+            name: t.partition_ids
+            for name, t in sorted(self.cluster.snapshot.topics.items())
+            if not t.is_internal
+        }
 
     getmany = poll
 
@@ -773,9 +938,11 @@ class AsyncConsumer:
         buffer = self.buffer
         while not self._closed:
             self.poll_tick()
+            if self.eof_callback is not None:
+                self.report_eofs()  # (per chunk, never per record)
             chunk = buffer.take_chunk()
             if chunk is None:
-                await buffer.wait_async(1.0)
+                await buffer.wait_async(0.1 if self.eof_callback else 1.0)
                 continue
             it = buffer.start_reading(chunk)
             try:
@@ -797,7 +964,7 @@ class AsyncConsumer:
         if self.group is None:
             raise IllegalStateError("commit() needs a group_id")
         if offsets is None:
-            final = self.consumed_offsets(changed_only=True)
+            final = self.commit_offsets()
         else:
             final = {
                 TopicPartition(*tp): (
@@ -828,7 +995,7 @@ class AsyncConsumer:
     ) -> asyncio.Task[None]:
         """Start a commit; ``callback(offsets, exception_or_None)`` runs when it ends."""
         self._check()
-        snapshot = self.consumed_offsets(changed_only=True) if offsets is None else offsets
+        snapshot = self.commit_offsets() if offsets is None else offsets
 
         async def run() -> None:
             exc: BaseException | None = None

@@ -182,7 +182,11 @@ class Consumer(SyncFace):
         (``seek(e.topic_partition, e.next_offset)`` skips a bad batch) or unassigned."""
         if self._closed:
             raise self._closed_error("poll")
-        self._core.poll_tick()
+        core = self._core
+        core.poll_tick()
+        eof = core.eof_callback
+        if eof is not None:
+            core.report_eofs()  # (the ends reached by what earlier polls returned)
         buffer = self._buffer
         limit = max_records or self._max_records
         records = buffer.take(limit)
@@ -193,10 +197,47 @@ class Consumer(SyncFace):
             left = deadline - time.monotonic()
             if left <= 0 or self._closed:
                 return buffer.take(limit)
-            buffer.wait_sync(left)
+            buffer.wait_sync(min(left, 0.1) if eof is not None else left)
             records = buffer.take(limit)
             if records:
                 return records
+            if eof is not None:
+                core.report_eofs()
+
+    def consume(self, num_messages: int = 1, timeout: float | None = None) -> list[ConsumerRecord]:
+        """confluent-kafka's ``consume``: up to ``num_messages`` records, waiting
+        until there are that many or ``timeout`` seconds have passed (None or
+        negative: no limit); what :meth:`poll` returns, gathered::
+
+            for record in consumer.consume(100, timeout=1.0):
+                ...
+        """
+        if isinstance(num_messages, bool) or not isinstance(num_messages, int) or num_messages < 1:
+            raise ValueError(f"consume: num_messages must be an int >= 1, not {num_messages!r}")
+        out: list[ConsumerRecord] = []
+        deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
+        while len(out) < num_messages and not self._closed:
+            left = 1.0 if deadline is None else deadline - time.monotonic()
+            out += self.poll(max(left, 0.0), num_messages - len(out))
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+        return out
+
+    def list_topics(
+        self, topic: str | None = None, *, timeout: float | None = None
+    ) -> dict[str, list[int]]:
+        """``{topic: partition ids}`` of every topic (internal ones left out), or of
+        ``topic`` alone; see :meth:`AsyncConsumer.list_topics`."""
+        return self._run(self._core.list_topics(topic, timeout=timeout), timeout)
+
+    def store_offsets(
+        self,
+        message: ConsumerRecord | Iterable[ConsumerRecord] | None = None,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
+    ) -> None:
+        """Store what automatic commits send, with ``enable_auto_offset_store=False``
+        (confluent-kafka's offset store); see :meth:`AsyncConsumer.store_offsets`."""
+        self._core.store_offsets(message, offsets)
 
     def __next__(self) -> ConsumerRecord:
         """The next record (kafka-python's ``next(consumer)``): blocks until one
@@ -221,10 +262,24 @@ class Consumer(SyncFace):
         buffer = self._buffer
         core = self._core
         idle = self._consumer_timeout
+        eof = core.eof_callback
         while not self._closed:
             core.poll_tick()
+            if eof is not None:
+                core.report_eofs()  # (per chunk, never per record)
             chunk = buffer.take_chunk()
             if chunk is None:
+                if eof is not None:
+                    if idle is None:
+                        buffer.wait_sync(0.1)
+                        continue
+                    # the idle timeout, in steps that tell of partitions' ends
+                    end = time.monotonic() + idle
+                    while not buffer.wait_sync(min(0.1, max(end - time.monotonic(), 0))):
+                        core.report_eofs()
+                        if time.monotonic() >= end or self._closed:
+                            return
+                    continue
                 if not buffer.wait_sync(idle if idle is not None else 1.0) and idle is not None:
                     return
                 continue
@@ -389,9 +444,7 @@ class Consumer(SyncFace):
         after every record ``poll()`` returned, or after the record the iteration is
         on: call it after processing them; blocks. (Auto-commit sends only what the
         application has moved past: see docs/consumer.md.)"""
-        snapshot = (
-            self._core.consumed_offsets(changed_only=True) if offsets is None else dict(offsets)
-        )
+        snapshot = self._core.commit_offsets() if offsets is None else dict(offsets)
         self._run(self._core.commit(snapshot))
 
     def commit_async(
@@ -401,9 +454,7 @@ class Consumer(SyncFace):
         | None = None,
     ) -> concurrent.futures.Future[None]:
         """Start a commit and return at once; ``callback(offsets, exc)`` runs on the I/O thread."""
-        snapshot = (
-            self._core.consumed_offsets(changed_only=True) if offsets is None else dict(offsets)
-        )
+        snapshot = self._core.commit_offsets() if offsets is None else dict(offsets)
         if self._closed:
             raise self._closed_error("commit_async")
 

@@ -46,7 +46,7 @@ from kpax.cluster.cluster import Cluster
 from kpax.event_loops import DONE, Done, check_loop
 from kpax.forks import forked_error
 from kpax.forks import track as track_fork
-from kpax.metrics import ConnectionMetrics, Metrics, metrics_enabled, tagged
+from kpax.metrics import ConnectionMetrics, Metrics, metrics_enabled, report_stats, tagged
 from kpax.producer import exit_flush
 from kpax.producer.accumulator import RECORD_FRAME_MAX, Accumulator, record_weight
 from kpax.producer.batch import BulkFuture, Callback, ProducerBatch, RecordFuture, bad_callback
@@ -71,7 +71,12 @@ from kpax.producer.planning import (
 from kpax.producer.sealer import Sealer
 from kpax.producer.sender import Sender
 from kpax.producer.sent import Deferred, ManyDeferred, ManySent, Sent
-from kpax.producer.serializers import as_bytes, get_serializer
+from kpax.producer.serializers import (
+    SerializationContext,
+    as_bytes,
+    get_serializer,
+    wants_context,
+)
 from kpax.producer.transactions import (
     TransactionAbortedError,
     TransactionManager,
@@ -84,6 +89,7 @@ from kpax.proto.errors import (
     IllegalStateError,
     KafkaError,
     KafkaTimeoutError,
+    PurgedError,
 )
 from kpax.proto.topic_names import check_topic
 from kpax.structs import ConsumerGroupMetadata, OffsetAndMetadata, RecordMetadata, TopicPartition
@@ -96,6 +102,13 @@ T = TypeVar("T")
 
 _BATCH_OVERHEAD = 61  # a v2 batch header
 _MAX_TIMESTAMP = 2**63 - 1  # (the C send path's bound too: kpax.producer.planning)
+
+
+def _ctx_call(ser: Any) -> Any:
+    """A serializer as a callable ``(obj, ctx)`` (None stays None)."""
+    if ser is None or wants_context(ser):
+        return ser
+    return lambda obj, _ctx: ser(obj)
 
 
 class AsyncProducer:
@@ -114,6 +127,7 @@ class AsyncProducer:
         self._conn_metrics = ConnectionMetrics(self._metrics) if self._metrics else None
         self.cluster = Cluster.from_config(cfg, self._conn_metrics)
         self.cluster.client_name = self._client_name
+        self.cluster.on_unhealthy = cfg["error_callback"]
         #: The options, typed (read by the parts below instead of ``config``).
         settings = self.settings = ProducerSettings.from_config(cfg)
         custom = settings.partitioner
@@ -123,6 +137,15 @@ class AsyncProducer:
         self._default_partitioner = type(self.partitioner) is DefaultPartitioner
         self._key_ser = get_serializer(settings.key_serializer, "key_serializer")
         self._value_ser = get_serializer(settings.value_serializer, "value_serializer")
+        #: Serializers that take the record's topic and headers (a
+        #: SerializationContext: kpax.producer.serializers), as ``(key, value)``
+        #: callables ``(obj, ctx)``; None when neither does. They run in
+        #: ``_try_append_ctx`` / ``_plan_many_ctx``, which hand the plain path
+        #: bytes: a producer without them pays nothing per record.
+        self._ctx_sers: tuple[Any, Any] | None = None
+        if wants_context(self._key_ser) or wants_context(self._value_ser):
+            self._ctx_sers = (_ctx_call(self._key_ser), _ctx_call(self._value_ser))
+            self._key_ser = self._value_ser = None
         self._max_record = min(settings.max_request_size, settings.buffer_memory) - _BATCH_OVERHEAD
         self._planner = Planner(
             value_serializer=self._value_ser,
@@ -214,6 +237,10 @@ class AsyncProducer:
         #: and go on in a task (``_defer``); later sends to the topic wait behind it.
         self._deferred: dict[str, asyncio.Task[Any]] = {}
         self._starting: asyncio.Future[None] | None = None
+        self._stats_task: asyncio.Future[None] | None = None
+        if self._ctx_sers is not None:
+            self.__dict__["try_append"] = self._try_append_ctx
+            self.__dict__["plan_many"] = self._plan_many_ctx
         fast = self._aio_appender = self.new_appender(AsyncProducer.send.__get__(self))
         self._fast_append: Callable[..., RecordFuture | None] | None = (
             fast.try_append if fast is not None else None
@@ -241,6 +268,16 @@ class AsyncProducer:
             await self.cluster.start()
             self._task = asyncio.ensure_future(self.sender.run())
             self._task.add_done_callback(self._sender_ended)
+            settings = self.settings
+            if settings.stats_callback is not None and settings.statistics_interval_ms > 0:
+                self._stats_task = asyncio.ensure_future(
+                    report_stats(
+                        self.metrics,
+                        settings.stats_callback,
+                        settings.statistics_interval_ms / 1000,
+                        self._client_name,
+                    )
+                )
             self._started = True
             exit_flush.track(self)
         except Exception as exc:
@@ -291,6 +328,7 @@ class AsyncProducer:
             sendpath is None
             or self._key_ser is not None
             or self._value_ser is not None
+            or self._ctx_sers is not None
             or not self._default_partitioner
             or self.txn is not None
         ):
@@ -324,6 +362,12 @@ class AsyncProducer:
             left = list(self.accumulator.incomplete)
         for b in left:
             self.sender.complete(b, -1, -1, err)
+        callback = self.settings.error_callback
+        if callback is not None:
+            try:
+                callback(err)
+            except Exception:
+                log.exception("error_callback failed")
 
     def _wake_sender(self) -> None:
         self.sender.wake()
@@ -471,6 +515,8 @@ class AsyncProducer:
                 return
         self.closed = True
         self._disable_appenders()
+        if self._stats_task is not None:
+            self._stats_task.cancel()
         self._waits.close(
             ClientClosedError(
                 "the producer was closed while this send waited for its topic's metadata "
@@ -525,6 +571,51 @@ class AsyncProducer:
             except (asyncio.CancelledError, Exception):
                 pass
         await self.cluster.close()
+
+    def __len__(self) -> int:
+        """The records buffered or in flight, not yet acknowledged
+        (confluent-kafka's ``len(producer)``); 0 once everything sent has its
+        outcome. Safe from any thread; a producer is true even when empty."""
+        acc = self.accumulator
+        with acc.lock:
+            batches = list(acc.incomplete)
+        return sum(b.count or len(b.values) for b in batches)
+
+    def __bool__(self) -> bool:
+        return True  # (``if producer:`` is not about its records: __len__)
+
+    async def purge(self) -> int:
+        """Drop every record buffered and not sent yet (confluent-kafka's
+        ``purge()``): their futures and callbacks fail with PurgedError; records
+        in flight keep their outcome. Returns how many were dropped. In a
+        transaction, abort it instead (``abort_transaction`` drops them too)."""
+        if self.closed:
+            raise self._closed_error("purge()")
+        before = len(self)
+        self.sender._fail_unsent(
+            PurgedError("the record was purged (producer.purge()) before it was sent")
+        )
+        return max(before - len(self), 0)
+
+    async def list_topics(
+        self, topic: str | None = None, *, timeout: float | None = None
+    ) -> dict[str, list[int]]:
+        """confluent-kafka's ``list_topics``: ``{topic: partition ids}`` of every
+        topic of the cluster (internal ones left out), or of ``topic`` alone
+        (waits for its metadata, at most ``max_block_ms``)."""
+        if self.closed:
+            raise self._closed_error("list_topics()")
+        if not self._started:
+            await self.start()
+        limit = self._max_block if timeout is None else timeout
+        if topic is not None:
+            return {topic: sorted(await self.cluster.partitions(topic, timeout=limit))}
+        await asyncio.wait_for(self.cluster.refresh(all_topics=True), limit)
+        return {
+            name: t.partition_ids
+            for name, t in sorted(self.cluster.snapshot.topics.items())
+            if not t.is_internal
+        }
 
     # ------------------------------------------------------------ metrics
 
@@ -732,6 +823,47 @@ class AsyncProducer:
         elif type(timestamp) is not int or timestamp < 0 or timestamp > _MAX_TIMESTAMP:
             timestamp = check_timestamp(timestamp)
         return self.accumulator.append(topic, partition, timestamp, key, value, headers, n, weight)
+
+    def _try_append_ctx(  # noqa: PLR0917 - try_append's arguments
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        partition: int | None,
+        timestamp: int | None,
+        headers: Any,
+        n: int,
+    ) -> RecordFuture | None:
+        """``try_append`` with serializers that take a SerializationContext (this
+        instance's ``try_append``, set at construction)."""
+        assert self._ctx_sers is not None
+        kser, vser = self._ctx_sers
+        if kser is not None:
+            key = kser(key, SerializationContext(topic, "key", headers))
+        if vser is not None:
+            value = vser(value, SerializationContext(topic, "value", headers))
+        return AsyncProducer.try_append(self, topic, value, key, partition, timestamp, headers, n)
+
+    def _plan_many_ctx(  # noqa: PLR0917 - plan_many's arguments
+        self,
+        topic: str,
+        values: Sequence[Any],
+        keys: Sequence[Any] | None,
+        partition: int | None,
+        timestamp: int | None,
+        headers: Any,
+        n: int,
+    ) -> BulkPlan:
+        """``plan_many`` with serializers that take a SerializationContext."""
+        assert self._ctx_sers is not None
+        kser, vser = self._ctx_sers
+        if vser is not None:
+            ctx = SerializationContext(topic, "value", headers)
+            values = [vser(v, ctx) for v in values]
+        if kser is not None and keys is not None:
+            ctx = SerializationContext(topic, "key", headers)
+            keys = [kser(k, ctx) for k in keys]
+        return AsyncProducer.plan_many(self, topic, values, keys, partition, timestamp, headers, n)
 
     def plan_many(  # noqa: PLR0917 - the arguments of send_many
         self,

@@ -233,6 +233,31 @@ class Producer(SyncFace):
             partial(core.memory_full_error, topic, plan),
         )
 
+    def __len__(self) -> int:
+        """The records buffered or in flight, not yet acknowledged
+        (confluent-kafka's ``len(producer)``); a producer is true even when empty::
+
+            while len(producer):
+                producer.flush(1.0)
+        """
+        return len(self._core)
+
+    def __bool__(self) -> bool:
+        return True
+
+    def purge(self) -> int:
+        """Drop every record buffered and not sent yet (confluent-kafka's
+        ``purge()``): their futures and callbacks fail with PurgedError; records
+        in flight keep their outcome. Returns how many were dropped."""
+        return self._run(self._core.purge(), None, what="purge")
+
+    def list_topics(
+        self, topic: str | None = None, *, timeout: float | None = None
+    ) -> dict[str, list[int]]:
+        """``{topic: partition ids}`` of every topic (internal ones left out), or of
+        ``topic`` alone; see :meth:`AsyncProducer.list_topics`."""
+        return self._run(self._core.list_topics(topic, timeout=timeout), timeout, "list_topics")
+
     def metrics(self) -> dict[str, float]:
         """``{metric-name: value}``: see :meth:`AsyncProducer.metrics` and
         docs/observability.md."""

@@ -80,6 +80,9 @@ class AsyncAdmin(
         return float(self._timeout)
 
     async def start(self) -> AsyncAdmin:
+        """Connect to the cluster (bootstrap, first metadata); ``async with`` calls it. Returns the
+        admin client.
+        """
         try:
             await self.cluster.start()
         except BaseException:

@@ -101,6 +101,7 @@ class ConfigEntry:
 
     @property
     def is_default(self) -> bool:
+        """Is the value the broker's default (not set for this resource)?"""
         return self.source == ConfigSource.DEFAULT_CONFIG
 
 

@@ -14,7 +14,7 @@ Positions: ``position(tp)`` is the next offset the application will get;
 the fetcher runs ahead of it. ``seek*`` drop whatever was fetched ahead.
 Explicit ``commit()`` sends the positions; automatic commits (the
 ``auto_commit_interval_ms`` timer, revocation, close after an exception) send
-only what the application has moved past (:meth:`AsyncConsumer.processed_offsets`:
+only what the application has moved past (:meth:`AsyncConsumer._processed_offsets`:
 at-least-once, Java's rule), and a plain ``close()`` the positions.
 Without ``group_id`` commits are refused; with ``group_id`` and ``assign``
 commits go to the group without a generation (like Java).
@@ -128,7 +128,7 @@ class AsyncConsumer:
         self._stored: dict[TopicPartition, OffsetAndMetadata] = {}
         #: ``on_partition_eof`` (None: off) and the position each partition's
         #: end was last reported at.
-        self.eof_callback = settings.on_partition_eof
+        self._eof_callback = settings.on_partition_eof
         self._eof_at: dict[TopicPartition, int] = {}
         self._stats_task: asyncio.Future[None] | None = None
         track_fork(self)
@@ -136,6 +136,9 @@ class AsyncConsumer:
     # ------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
+        """Connect to the cluster and start fetching (and the group member, with ``group_id``);
+        ``async with`` calls it.
+        """
         if self._started:
             return
         await self.cluster.start()
@@ -245,14 +248,14 @@ class AsyncConsumer:
         if self.subscribed:
             await self.group.leave()  # its revocation commits processed_offsets()
         elif self.settings.enable_auto_commit and self.states:
-            await self.group.commit(self.processed_offsets())
+            await self.group.commit(self._processed_offsets())
 
     # ------------------------------------------------------------ Membership (for the group)
 
-    def assigned_partitions(self) -> set[TopicPartition]:
+    def _assigned_partitions(self) -> set[TopicPartition]:
         return set(self.states)
 
-    def add_partitions(self, tps: set[TopicPartition]) -> None:
+    def _add_partitions(self, tps: set[TopicPartition]) -> None:
         for tp in tps:
             if tp not in self.states:
                 st = PartitionState(tp)
@@ -260,7 +263,7 @@ class AsyncConsumer:
                 self.states[tp] = st
         self._wake_fetcher()
 
-    def remove_partitions(self, tps: set[TopicPartition]) -> None:
+    def _remove_partitions(self, tps: set[TopicPartition]) -> None:
         for tp in tps:
             self._stored.pop(tp, None)
             self._eof_at.pop(tp, None)
@@ -273,10 +276,10 @@ class AsyncConsumer:
                     self.fetcher.forget(tp)
         self._wake_fetcher()
 
-    def freeze_partitions(self, tps: set[TopicPartition]) -> None:
+    def _freeze_partitions(self, tps: set[TopicPartition]) -> None:
         self.buffer.freeze([self.states[tp] for tp in tps if tp in self.states])
 
-    def consumed_offsets(
+    def _consumed_offsets(
         self, changed_only: bool = False
     ) -> dict[TopicPartition, OffsetAndMetadata]:
         """Each partition's position as the application has consumed it (during an
@@ -298,7 +301,7 @@ class AsyncConsumer:
                 out[tp] = om
         return out
 
-    def processed_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
+    def _processed_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
         """What automatic commits send: each partition's offset before which the
         application has processed every record (:meth:`FetchBuffer.processed_position`:
         records handed out count once it asks for more; after a plain ``close()``
@@ -309,9 +312,9 @@ class AsyncConsumer:
         With ``enable_auto_offset_store=False``: what :meth:`store_offsets`
         stored instead, where past the committed offset."""
         if not self.settings.enable_auto_offset_store:
-            return self.stored_offsets(changed_only=True)
+            return self._stored_offsets(changed_only=True)
         if self._in_hand_processed:
-            return self.consumed_offsets(changed_only=True)
+            return self._consumed_offsets(changed_only=True)
         out = {}
         processed = self.buffer.processed_position
         for tp, st in list(self.states.items()):
@@ -326,7 +329,9 @@ class AsyncConsumer:
             out[tp] = OffsetAndMetadata(mark[0], "", mark[1])
         return out
 
-    def stored_offsets(self, changed_only: bool = False) -> dict[TopicPartition, OffsetAndMetadata]:
+    def _stored_offsets(
+        self, changed_only: bool = False
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
         """What :meth:`store_offsets` stored, per assigned partition (``changed_only``:
         only where it is not the committed offset this member last knew)."""
         out = {}
@@ -337,13 +342,13 @@ class AsyncConsumer:
             out[tp] = om
         return out
 
-    def commit_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
+    def _commit_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
         """What ``commit()`` without offsets sends: the positions (after every
         record handed out), or with ``enable_auto_offset_store=False`` what
         :meth:`store_offsets` stored."""
         if not self.settings.enable_auto_offset_store:
-            return self.stored_offsets(changed_only=True)
-        return self.consumed_offsets(changed_only=True)
+            return self._stored_offsets(changed_only=True)
+        return self._consumed_offsets(changed_only=True)
 
     def store_offsets(
         self,
@@ -389,7 +394,7 @@ class AsyncConsumer:
                 )
         self._stored.update(found)
 
-    def partition_eofs(self) -> list[tuple[TopicPartition, int]]:
+    def _partition_eofs(self) -> list[tuple[TopicPartition, int]]:
         """The partitions whose position has reached their end (the high
         watermark; the last stable offset with read_committed) since last asked,
         with that offset: what ``on_partition_eof`` is told."""
@@ -406,19 +411,19 @@ class AsyncConsumer:
                 out.append((tp, pos))
         return out
 
-    def report_eofs(self) -> None:
+    def _report_eofs(self) -> None:
         """Call ``on_partition_eof(tp, offset)`` for each partition at its end
-        (:meth:`partition_eofs`); polls call it on the polling thread."""
-        callback = self.eof_callback
+        (:meth:`_partition_eofs`); polls call it on the polling thread."""
+        callback = self._eof_callback
         if callback is None:
             return
-        for tp, offset in self.partition_eofs():
+        for tp, offset in self._partition_eofs():
             try:
                 callback(tp, offset)
             except Exception:
                 log.exception("on_partition_eof(%s, %d) failed", tp, offset)
 
-    async def wait_processed(self, tps: set[TopicPartition], timeout: float) -> None:
+    async def _wait_processed(self, tps: set[TopicPartition], timeout: float) -> None:
         """Wait, at most ``timeout`` seconds, until the application has moved past
         the records of ``tps`` it holds (asked for more: the next ``poll()`` or
         iteration step), so that a revocation commits them. Returns at once while
@@ -437,14 +442,14 @@ class AsyncConsumer:
                 return
             await asyncio.sleep(0.005)
 
-    def on_committed(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
+    def _on_committed(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
         """The group accepted these offsets (the group code calls this)."""
         for tp, om in offsets.items():
             st = self.states.get(tp)
             if st is not None:
                 st.committed = om.offset
 
-    def forget_committed(self, tps: set[TopicPartition]) -> None:
+    def _forget_committed(self, tps: set[TopicPartition]) -> None:
         """The next commit sends the positions of ``tps`` even if unchanged since
         the committed offset this member last knew (the group code calls this for
         partitions kept across a rebalance)."""
@@ -453,7 +458,7 @@ class AsyncConsumer:
             if st is not None:
                 st.committed = None
 
-    async def call_listener(self, method: str, tps: set[TopicPartition]) -> None:
+    async def _call_listener(self, method: str, tps: set[TopicPartition]) -> None:
         listener = self.listener
         if listener is None:
             return
@@ -470,7 +475,7 @@ class AsyncConsumer:
         except Exception:  # a failing listener must not stop group membership
             log.exception("rebalance listener %s failed", method)
 
-    def fail(self, exc: BaseException) -> None:
+    def _fail(self, exc: BaseException) -> None:
         """A fatal error (the group code calls this): every poll raises it from
         now on, and ``error_callback`` hears of it."""
         first = self._fatal is None
@@ -498,7 +503,7 @@ class AsyncConsumer:
         for tp in tps:
             await self.cluster.leader(tp.topic, tp.partition, timeout=self._api_timeout)
         self._manual = True
-        self.remove_partitions(set(self.states) - tps)
+        self._remove_partitions(set(self.states) - tps)
         new = tps - set(self.states)
         for tp in new:
             st = PartitionState(tp)
@@ -507,6 +512,7 @@ class AsyncConsumer:
         self._wake_fetcher()
 
     def assignment(self) -> set[TopicPartition]:
+        """The partitions this consumer reads now (assigned, or given by the group)."""
         return set(self.states)
 
     def subscribe(
@@ -598,7 +604,7 @@ class AsyncConsumer:
                 wanted.update(TopicPartition(name, p) for p in parts)
             if self._subscribed != names or self._closed:
                 return  # subscribed to something else meanwhile
-            self.remove_partitions(set(self.states) - wanted)
+            self._remove_partitions(set(self.states) - wanted)
             for tp in wanted - set(self.states):
                 self.states[tp] = PartitionState(tp)  # auto_offset_reset says where
             log.info("reading every partition of %s without a group: %d", names, len(wanted))
@@ -624,6 +630,9 @@ class AsyncConsumer:
         return float(self._api_timeout)
 
     async def unsubscribe(self) -> None:
+        """Leave the group (its revocation commits what was processed, with auto-commit) and stop
+        reading every partition, subscribed or assigned.
+        """
         self._check()
         if self.group is not None and self.subscribed:
             self._leaving = True
@@ -638,7 +647,7 @@ class AsyncConsumer:
         self._subscribed = []
         self._pattern = None
         self._manual = False
-        self.remove_partitions(set(self.states))
+        self._remove_partitions(set(self.states))
 
     async def wait_for_assignment(self, timeout: float = 30.0) -> set[TopicPartition]:
         """Wait until the group has given this member its (possibly empty) assignment."""
@@ -741,6 +750,9 @@ class AsyncConsumer:
     async def committed(
         self, partitions: Iterable[TopicPartition]
     ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """The group's committed offsets of ``partitions`` (None: none committed). IllegalStateError
+        without ``group_id``.
+        """
         self._check()
         if self.group is None:
             raise IllegalStateError("committed() needs a group_id")
@@ -759,6 +771,7 @@ class AsyncConsumer:
     async def beginning_offsets(
         self, partitions: Iterable[TopicPartition]
     ) -> dict[TopicPartition, int]:
+        """The first offset of each partition (the log start offset)."""
         found = await self._list(dict.fromkeys(_tps(partitions), EARLIEST))
         return {tp: v[0] for tp, v in found.items()}
 
@@ -781,14 +794,17 @@ class AsyncConsumer:
         }
 
     def highwater(self, tp: TopicPartition) -> int | None:
+        """``tp``'s high watermark as the last fetch saw it (None: not fetched yet)."""
         st = self.states.get(tp)
         return st.high_watermark if st is not None and st.high_watermark >= 0 else None
 
     async def partitions_for_topic(self, topic: str) -> set[int]:
+        """The partition ids of ``topic`` (from metadata)."""
         self._check()
         return set(await self.cluster.partitions(topic, timeout=self._api_timeout))
 
     async def topics(self) -> set[str]:
+        """Every topic of the cluster, internal ones left out."""
         self._check()
         await self.cluster.refresh(all_topics=True)
         return {n for n, t in self.cluster.snapshot.topics.items() if not t.is_internal}
@@ -863,7 +879,7 @@ class AsyncConsumer:
 
     # ------------------------------------------------------------ poll
 
-    def poll_tick(self) -> None:
+    def _poll_tick(self) -> None:
         """What every poll does first (non-blocking; the sync face calls it from
         the polling thread): raise the consumer's fatal error if any, and tell
         the group this member is polling (``max_poll_interval_ms``)."""
@@ -878,9 +894,9 @@ class AsyncConsumer:
         """Records ready now, else waits up to ``timeout`` seconds for some (at most
         ``max_records``, default ``max_poll_records``)."""
         self._check()
-        self.poll_tick()
-        if self.eof_callback is not None:
-            self.report_eofs()  # (the ends reached by what earlier polls returned)
+        self._poll_tick()
+        if self._eof_callback is not None:
+            self._report_eofs()  # (the ends reached by what earlier polls returned)
         limit = max_records or self._max_records
         records = self.buffer.take(limit)
         if records:
@@ -890,12 +906,12 @@ class AsyncConsumer:
             left = deadline - time.monotonic()
             if left <= 0 or self._closed:
                 return self.buffer.take(limit)
-            await self.buffer.wait_async(min(left, 0.1) if self.eof_callback else left)
+            await self.buffer.wait_async(min(left, 0.1) if self._eof_callback else left)
             records = self.buffer.take(limit)
             if records:
                 return records
-            if self.eof_callback is not None:
-                self.report_eofs()
+            if self._eof_callback is not None:
+                self._report_eofs()
 
     async def consume(
         self, num_messages: int = 1, timeout: float | None = None
@@ -937,12 +953,12 @@ class AsyncConsumer:
         self._check()
         buffer = self.buffer
         while not self._closed:
-            self.poll_tick()
-            if self.eof_callback is not None:
-                self.report_eofs()  # (per chunk, never per record)
+            self._poll_tick()
+            if self._eof_callback is not None:
+                self._report_eofs()  # (per chunk, never per record)
             chunk = buffer.take_chunk()
             if chunk is None:
-                await buffer.wait_async(0.1 if self.eof_callback else 1.0)
+                await buffer.wait_async(0.1 if self._eof_callback else 1.0)
                 continue
             it = buffer.start_reading(chunk)
             try:
@@ -959,12 +975,12 @@ class AsyncConsumer:
         """Commit ``offsets`` (next offsets to read), or the current positions --
         after every record ``poll()`` returned, or after the record the iteration is
         on: call it after processing them. (Auto-commit sends only what the
-        application has moved past: :meth:`processed_offsets`.)"""
+        application has moved past: :meth:`_processed_offsets`.)"""
         self._check()
         if self.group is None:
             raise IllegalStateError("commit() needs a group_id")
         if offsets is None:
-            final = self.commit_offsets()
+            final = self._commit_offsets()
         else:
             final = {
                 TopicPartition(*tp): (
@@ -995,7 +1011,7 @@ class AsyncConsumer:
     ) -> asyncio.Task[None]:
         """Start a commit; ``callback(offsets, exception_or_None)`` runs when it ends."""
         self._check()
-        snapshot = self.commit_offsets() if offsets is None else offsets
+        snapshot = self._commit_offsets() if offsets is None else offsets
 
         async def run() -> None:
             exc: BaseException | None = None

@@ -183,10 +183,10 @@ class Consumer(SyncFace):
         if self._closed:
             raise self._closed_error("poll")
         core = self._core
-        core.poll_tick()
-        eof = core.eof_callback
+        core._poll_tick()
+        eof = core._eof_callback
         if eof is not None:
-            core.report_eofs()  # (the ends reached by what earlier polls returned)
+            core._report_eofs()  # (the ends reached by what earlier polls returned)
         buffer = self._buffer
         limit = max_records or self._max_records
         records = buffer.take(limit)
@@ -202,7 +202,7 @@ class Consumer(SyncFace):
             if records:
                 return records
             if eof is not None:
-                core.report_eofs()
+                core._report_eofs()
 
     def consume(self, num_messages: int = 1, timeout: float | None = None) -> list[ConsumerRecord]:
         """confluent-kafka's ``consume``: up to ``num_messages`` records, waiting
@@ -262,11 +262,11 @@ class Consumer(SyncFace):
         buffer = self._buffer
         core = self._core
         idle = self._consumer_timeout
-        eof = core.eof_callback
+        eof = core._eof_callback
         while not self._closed:
-            core.poll_tick()
+            core._poll_tick()
             if eof is not None:
-                core.report_eofs()  # (per chunk, never per record)
+                core._report_eofs()  # (per chunk, never per record)
             chunk = buffer.take_chunk()
             if chunk is None:
                 if eof is not None:
@@ -276,7 +276,7 @@ class Consumer(SyncFace):
                     # the idle timeout, in steps that tell of partitions' ends
                     end = time.monotonic() + idle
                     while not buffer.wait_sync(min(0.1, max(end - time.monotonic(), 0))):
-                        core.report_eofs()
+                        core._report_eofs()
                         if time.monotonic() >= end or self._closed:
                             return
                     continue
@@ -346,7 +346,7 @@ class Consumer(SyncFace):
         if not stable.is_set():
 
             def step(seconds: float) -> None:
-                core.poll_tick()
+                core._poll_tick()
                 self._buffer.wait_sync(seconds)
                 self._run_app_calls()
 
@@ -444,7 +444,7 @@ class Consumer(SyncFace):
         after every record ``poll()`` returned, or after the record the iteration is
         on: call it after processing them; blocks. (Auto-commit sends only what the
         application has moved past: see docs/consumer.md.)"""
-        snapshot = self._core.commit_offsets() if offsets is None else dict(offsets)
+        snapshot = self._core._commit_offsets() if offsets is None else dict(offsets)
         self._run(self._core.commit(snapshot))
 
     def commit_async(
@@ -454,7 +454,7 @@ class Consumer(SyncFace):
         | None = None,
     ) -> concurrent.futures.Future[None]:
         """Start a commit and return at once; ``callback(offsets, exc)`` runs on the I/O thread."""
-        snapshot = self._core.commit_offsets() if offsets is None else dict(offsets)
+        snapshot = self._core._commit_offsets() if offsets is None else dict(offsets)
         if self._closed:
             raise self._closed_error("commit_async")
 

@@ -14,11 +14,11 @@ memory) goes on in a task started at the call, the topic's later sends behind it
 
 The sync face (``kpax.Producer``, kpax.producer.sync) runs this object on a
 :class:`~kpax.loop_thread.LoopThread` and calls its non-blocking public API
-from its own thread: :meth:`AsyncProducer.try_append` (``send``),
-:meth:`~AsyncProducer.plan_many` / :meth:`~AsyncProducer.try_fill`
-(``send_many``) and :meth:`~AsyncProducer.memory_full_error`; everything they
+from its own thread: :meth:`AsyncProducer._try_append` (``send``),
+:meth:`~AsyncProducer._plan_many` / :meth:`~AsyncProducer._try_fill`
+(``send_many``) and :meth:`~AsyncProducer._memory_full_error`; everything they
 touch is thread-safe. Where the C send path is built (kpax.producer.fastpath),
-the common record skips ``try_append``: :meth:`new_appender` gives each face a
+the common record skips ``try_append``: :meth:`_new_appender` gives each face a
 C appender doing the same in C, and everything else still goes through
 ``try_append``.
 
@@ -239,9 +239,9 @@ class AsyncProducer:
         self._starting: asyncio.Future[None] | None = None
         self._stats_task: asyncio.Future[None] | None = None
         if self._ctx_sers is not None:
-            self.__dict__["try_append"] = self._try_append_ctx
-            self.__dict__["plan_many"] = self._plan_many_ctx
-        fast = self._aio_appender = self.new_appender(AsyncProducer.send.__get__(self))
+            self.__dict__["_try_append"] = self._try_append_ctx
+            self.__dict__["_plan_many"] = self._plan_many_ctx
+        fast = self._aio_appender = self._new_appender(AsyncProducer.send.__get__(self))
         self._fast_append: Callable[..., RecordFuture | None] | None = (
             fast.try_append if fast is not None else None
         )
@@ -256,6 +256,9 @@ class AsyncProducer:
     # ------------------------------------------------------------ lifecycle
 
     async def start(self) -> AsyncProducer:
+        """Connect to the cluster and start the sender; ``async with`` and the first ``send`` call
+        it. Returns the producer.
+        """
         if self._started:
             return self
         if self._starting is not None:  # (sends deferred at once to two new topics)
@@ -319,7 +322,7 @@ class AsyncProducer:
                 source=self,
             )
 
-    def new_appender(self, slow: Callable[..., Any] | None) -> Any:
+    def _new_appender(self, slow: Callable[..., Any] | None) -> Any:
         """A C appender for this producer's per-record path (``slow``: the Python
         ``send`` it hands other cases to), or None where the C path is not built
         or does not apply: serializers, a custom partitioner, transactions (those
@@ -750,12 +753,13 @@ class AsyncProducer:
         return n
 
     async def partitions_for(self, topic: str) -> list[int]:
+        """The partition ids of ``topic`` (waits for its metadata, at most ``max_block_ms``)."""
         await self.wait_topic(topic)
         return sorted(self.cluster.snapshot.topics[topic].partitions)
 
     # ------------------------------------------------------------ sending
 
-    def try_append(  # noqa: PLR0917 - the hot path: positional arguments are cheaper
+    def _try_append(  # noqa: PLR0917 - the hot path: positional arguments are cheaper
         self,
         topic: str,
         value: Any,
@@ -767,7 +771,7 @@ class AsyncProducer:
     ) -> RecordFuture | None:
         """Serialize, partition and append (thread-safe, never blocks); None when
         buffer memory is full (wait for memory and call again, at most
-        ``max_block_ms`` in all, then raise :meth:`memory_full_error`). ``n``: the
+        ``max_block_ms`` in all, then raise :meth:`_memory_full_error`). ``n``: the
         topic's partition count (``num_partitions[topic]`` or :meth:`wait_topic`)."""
         if self.closed:
             raise self._closed_error("send()")
@@ -842,7 +846,7 @@ class AsyncProducer:
             key = kser(key, SerializationContext(topic, "key", headers))
         if vser is not None:
             value = vser(value, SerializationContext(topic, "value", headers))
-        return AsyncProducer.try_append(self, topic, value, key, partition, timestamp, headers, n)
+        return AsyncProducer._try_append(self, topic, value, key, partition, timestamp, headers, n)
 
     def _plan_many_ctx(  # noqa: PLR0917 - plan_many's arguments
         self,
@@ -863,9 +867,9 @@ class AsyncProducer:
         if kser is not None and keys is not None:
             ctx = SerializationContext(topic, "key", headers)
             keys = [kser(k, ctx) for k in keys]
-        return AsyncProducer.plan_many(self, topic, values, keys, partition, timestamp, headers, n)
+        return AsyncProducer._plan_many(self, topic, values, keys, partition, timestamp, headers, n)
 
-    def plan_many(  # noqa: PLR0917 - the arguments of send_many
+    def _plan_many(  # noqa: PLR0917 - the arguments of send_many
         self,
         topic: str,
         values: Sequence[Any],
@@ -876,7 +880,7 @@ class AsyncProducer:
         n: int,
     ) -> BulkPlan:
         """Serialize, check and partition a ``send_many`` (thread-safe, appends
-        nothing; :func:`kpax.producer.planning.plan_many`); :meth:`try_fill`
+        nothing; :func:`kpax.producer.planning._plan_many`); :meth:`_try_fill`
         appends the plan."""
         if self.closed:
             raise self._closed_error("send_many()")
@@ -894,7 +898,7 @@ class AsyncProducer:
             self._planner,
         )
 
-    def try_fill(self, plan: BulkPlan, n: int) -> bool:
+    def _try_fill(self, plan: BulkPlan, n: int) -> bool:
         """Append the plan's records (thread-safe); False when buffer memory is full
         (call again: it resumes where it stopped)."""
         if self.closed:
@@ -909,7 +913,7 @@ class AsyncProducer:
             plan.next += 1
         return True
 
-    def memory_full_error(
+    def _memory_full_error(
         self, topic: str, plan: BulkPlan | None = None, *, in_callback: bool = False
     ) -> KafkaTimeoutError:
         """The error of a send that waited ``max_block_ms`` for buffer memory, or
@@ -944,7 +948,7 @@ class AsyncProducer:
 
     def _filled(self, plan: BulkPlan, n: int) -> bool | None:
         """``try_fill`` as a ``_wait_memory`` attempt: True when done, None to wait more."""
-        return True if self.try_fill(plan, n) else None
+        return True if self._try_fill(plan, n) else None
 
     async def _wait_memory(
         self,
@@ -957,7 +961,7 @@ class AsyncProducer:
         """The asyncio buffer-memory wait of ``send`` and ``send_many``:
         ``attempt(*args)`` each time memory is freed until it returns something
         other than None; after ``max_block_ms`` (or at ``deadline``, a
-        ``time.monotonic()``) raise :meth:`memory_full_error`.
+        ``time.monotonic()``) raise :meth:`_memory_full_error`.
         (The sync face waits on the accumulator's condition instead, with
         ``SyncFace._wait_until``.)"""
         if deadline is None:
@@ -967,7 +971,7 @@ class AsyncProducer:
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise self.memory_full_error(topic, plan)
+                raise self._memory_full_error(topic, plan)
             event.clear()
             try:
                 await asyncio.wait_for(event.wait(), remaining)
@@ -977,7 +981,7 @@ class AsyncProducer:
             if result is not None:
                 return result
 
-    async def wait_and_append(  # noqa: PLR0917 - the arguments of send
+    async def _wait_and_append(  # noqa: PLR0917 - the arguments of send
         self,
         topic: str,
         value: Any,
@@ -1002,7 +1006,7 @@ class AsyncProducer:
         n = self.num_partitions.get(topic)
 
         def attempt(count: int) -> RecordFuture | None:
-            return self.try_append(topic, value, key, partition, timestamp, headers, count)
+            return self._try_append(topic, value, key, partition, timestamp, headers, count)
 
         if n is not None and (explicit is None or explicit < n):  # known meanwhile
             fut = attempt(n)
@@ -1010,11 +1014,11 @@ class AsyncProducer:
                 fut = await self._wait_memory(topic, None, attempt, n, deadline=deadline)
             return fut
         waited: RecordFuture = await self._waits.wait(
-            topic, attempt, explicit, lambda: self.memory_full_error(topic), deadline
+            topic, attempt, explicit, lambda: self._memory_full_error(topic), deadline
         )
         return waited
 
-    async def wait_and_fill(  # noqa: PLR0917 - the arguments of send_many
+    async def _wait_and_fill(  # noqa: PLR0917 - the arguments of send_many
         self,
         topic: str,
         values: Sequence[Any],
@@ -1025,7 +1029,7 @@ class AsyncProducer:
         deadline: float | None = None,
     ) -> BulkFuture:
         """``send_many`` to a topic without a partition count yet (or to an
-        explicit partition beyond it): as :meth:`wait_and_append`, for the
+        explicit partition beyond it): as :meth:`_wait_and_append`, for the
         whole call (its records stay together, in order)."""
         check_topic(topic)
         if self.closed:
@@ -1035,23 +1039,23 @@ class AsyncProducer:
         explicit = explicit_partition(partition)
         n = self.num_partitions.get(topic)
         if n is not None and (explicit is None or explicit < n):  # known meanwhile
-            plan = self.plan_many(topic, values, keys, partition, timestamp, headers, n)
-            if not self.try_fill(plan, n):
+            plan = self._plan_many(topic, values, keys, partition, timestamp, headers, n)
+            if not self._try_fill(plan, n):
                 await self._wait_memory(topic, plan, self._filled, plan, n, deadline=deadline)
             return BulkFuture(topic, len(values), plan.timestamp, plan.segments)
         planned: list[tuple[BulkPlan, int]] = []  # (the plan, the count it was made with)
 
         def attempt(count: int) -> BulkFuture | None:
             if not planned:
-                plan = self.plan_many(topic, values, keys, partition, timestamp, headers, count)
+                plan = self._plan_many(topic, values, keys, partition, timestamp, headers, count)
                 planned.append((plan, count))
             plan, count = planned[0]
-            if not self.try_fill(plan, count):
+            if not self._try_fill(plan, count):
                 return None  # resumes where it stopped once memory is freed
             return BulkFuture(topic, len(values), plan.timestamp, plan.segments)
 
         def full() -> KafkaTimeoutError:
-            return self.memory_full_error(topic, planned[0][0] if planned else None)
+            return self._memory_full_error(topic, planned[0][0] if planned else None)
 
         fut: BulkFuture = await self._waits.wait(topic, attempt, explicit, full, deadline)
         return fut
@@ -1083,21 +1087,21 @@ class AsyncProducer:
             plan: BulkPlan | None = None
             if n is not None:
                 try:
-                    plan = self.plan_many(topic, values, keys, partition, timestamp, headers, n)
+                    plan = self._plan_many(topic, values, keys, partition, timestamp, headers, n)
                 except PartitionNotInMetadata:  # added since? (deferred: a refresh first)
                     plan = None
             else:
                 check_topic(topic)  # (at the call: a name Kafka would refuse never waits)
             if plan is not None:
                 assert n is not None
-                if self.try_fill(plan, n):
+                if self._try_fill(plan, n):
                     fut = BulkFuture(topic, len(values), plan.timestamp, plan.segments)
                     if callback is not None:
                         fut.add_callback(callback)
                     # (pause: the sender's turn once awaited, as in send)
                     return ManySent(fut, True, not in_callbacks(), topic)
                 if in_callbacks():
-                    raise self.memory_full_error(topic, plan, in_callback=True)
+                    raise self._memory_full_error(topic, plan, in_callback=True)
                 # buffer memory full after part of it (if any): the rest waits in turn
                 return self._defer(
                     topic,
@@ -1114,7 +1118,7 @@ class AsyncProducer:
                     n,
                 )
         elif in_callbacks() and topic in self.num_partitions:
-            raise self.memory_full_error(topic, in_callback=True)  # (as in send)
+            raise self._memory_full_error(topic, in_callback=True)  # (as in send)
         return self._defer(
             topic,
             "send_many",
@@ -1154,17 +1158,17 @@ class AsyncProducer:
             if known is not None:
                 n = known
                 try:
-                    plan = self.plan_many(topic, values, keys, partition, timestamp, headers, n)
+                    plan = self._plan_many(topic, values, keys, partition, timestamp, headers, n)
                 except PartitionNotInMetadata:
                     plan = None
             if plan is None:
-                many = await self.wait_and_fill(
+                many = await self._wait_and_fill(
                     topic, values, keys, partition, timestamp, headers, deadline
                 )
                 if callback is not None:
                     many.add_callback(callback)
                 return many
-        if not self.try_fill(plan, n):
+        if not self._try_fill(plan, n):
             await self._wait_memory(topic, plan, self._filled, plan, n, deadline=deadline)
         fut = BulkFuture(topic, len(values), plan.timestamp, plan.segments)
         if callback is not None:
@@ -1220,7 +1224,7 @@ class AsyncProducer:
                 check_topic(topic)  # (at the call: a name Kafka would refuse never waits)
             else:
                 try:
-                    fut = self.try_append(topic, value, key, partition, timestamp, headers, n)
+                    fut = self._try_append(topic, value, key, partition, timestamp, headers, n)
                 except PartitionNotInMetadata:  # added since? (deferred: a refresh first)
                     n = None
             if n is not None:
@@ -1235,10 +1239,10 @@ class AsyncProducer:
                     # 6 partitions: 700k -> 850k, with it).
                     return Sent(fut, fut.batch_index == 0, not in_callbacks(), topic)
                 if in_callbacks():
-                    raise self.memory_full_error(topic, in_callback=True)
+                    raise self._memory_full_error(topic, in_callback=True)
         elif in_callbacks() and topic in self.num_partitions:
             # behind earlier sends waiting for buffer memory: a callback may not wait
-            raise self.memory_full_error(topic, in_callback=True)
+            raise self._memory_full_error(topic, in_callback=True)
         return self._defer(
             topic,
             "send",
@@ -1273,18 +1277,18 @@ class AsyncProducer:
         fut: RecordFuture | None = None
         if n is not None:
             try:
-                fut = self.try_append(topic, value, key, partition, timestamp, headers, n)
+                fut = self._try_append(topic, value, key, partition, timestamp, headers, n)
             except PartitionNotInMetadata:
                 n = None
         if n is None:
-            fut = await self.wait_and_append(
+            fut = await self._wait_and_append(
                 topic, value, key, partition, timestamp, headers, deadline
             )
         elif fut is None:
             fut = await self._wait_memory(
                 topic,
                 None,
-                self.try_append,
+                self._try_append,
                 topic,
                 value,
                 key,

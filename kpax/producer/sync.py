@@ -74,7 +74,7 @@ HAND_OVER_S = 0.001
 
 def _filled(core: AsyncProducer, plan: Any, n: int) -> bool | None:
     """``try_fill`` as a ``_wait_memory`` attempt: True when done, None to wait more."""
-    return True if core.try_fill(plan, n) else None
+    return True if core._try_fill(plan, n) else None
 
 
 class Producer(SyncFace):
@@ -91,7 +91,7 @@ class Producer(SyncFace):
         super().__init__("kpax-producer", self._max_block, 5.0, track_idle=True)
         self._hand_over = partial(self._thread.wait_idle, HAND_OVER_S)
         self._nparts = core.num_partitions
-        self._append = core.try_append  # bound once: send's per-record call
+        self._append = core._try_append  # bound once: send's per-record call
         self._start(
             core.start(),
             self._max_block + core.settings.request_timeout_ms / 1000,
@@ -104,7 +104,7 @@ class Producer(SyncFace):
         # Python ``send`` below -- same arguments, same results.
         # (bound to a weak proxy: the C appender, which the core holds, must not
         # keep the face alive; a bound method, so the slow path pays no extra call)
-        fast = self._core.new_appender(Producer.send.__get__(weakref.proxy(self)))
+        fast = self._core._new_appender(Producer.send.__get__(weakref.proxy(self)))
         if fast is not None:
             self.__dict__["send"] = fast.send
         exit_flush.track(self)
@@ -173,20 +173,20 @@ class Producer(SyncFace):
         plan = None
         if n is not None:
             try:
-                plan = core.plan_many(topic, values, keys, partition, timestamp, headers, n)
+                plan = core._plan_many(topic, values, keys, partition, timestamp, headers, n)
             except PartitionNotInMetadata:  # added since? (a refresh first)
                 pass
         if plan is None:
             if self._closed:
                 raise self._closed_error("send_many()")
             fut = self._run(
-                core.wait_and_fill(topic, values, keys, partition, timestamp, headers),
+                core._wait_and_fill(topic, values, keys, partition, timestamp, headers),
                 None,
                 what=f"send_many to {topic!r}",
             )
         else:
             assert n is not None
-            if not core.try_fill(plan, n):
+            if not core._try_fill(plan, n):
                 self._wait_memory(topic, plan, _filled, core, plan, n)
             if plan.segments and plan.segments[-1][1] == 0:
                 self._hand_over()  # a new batch: the I/O thread's turn (as in send)
@@ -206,11 +206,11 @@ class Producer(SyncFace):
     ) -> RecordFuture:
         """A record whose topic (or partition) is not in the metadata yet: it
         waits on the I/O loop, in call order with the topic's other waiting
-        sends (:meth:`AsyncProducer.wait_and_append`)."""
+        sends (:meth:`AsyncProducer._wait_and_append`)."""
         if self._closed:
             raise self._closed_error("send()")
         return self._run(
-            self._core.wait_and_append(topic, value, key, partition, timestamp, headers),
+            self._core._wait_and_append(topic, value, key, partition, timestamp, headers),
             None,
             what=f"send to {topic!r}",
         )
@@ -225,12 +225,12 @@ class Producer(SyncFace):
         delivery for ``max_block_ms`` per send."""
         core = self._core
         if self._thread.in_loop_thread:
-            raise core.memory_full_error(topic, plan, in_callback=True)
+            raise core._memory_full_error(topic, plan, in_callback=True)
         return self._wait_until(
             partial(attempt, *args),
             core.accumulator.wait_for_memory,
             self._max_block,
-            partial(core.memory_full_error, topic, plan),
+            partial(core._memory_full_error, topic, plan),
         )
 
     def __len__(self) -> int:

@@ -142,6 +142,7 @@ class AsyncShareConsumer:
     # ------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
+        """Connect to the cluster and get ready to join the share group; ``async with`` calls it."""
         if self._started:
             return
         await self.cluster.start()
@@ -304,6 +305,7 @@ class AsyncShareConsumer:
 
     @property
     def member_id(self) -> str:
+        """This member's id in the share group (KIP-932; chosen by the client)."""
         assert self.membership is not None
         return self.membership.member_id
 

@@ -156,9 +156,13 @@ class ShareConsumer(SyncFace):
         self._run(self._with_acks(self._core.unsubscribe()))
 
     def subscription(self) -> set[str]:
+        """The topics subscribed to."""
         return self._core.subscription()
 
     def assignment(self) -> set[TopicPartition]:
+        """The partitions the share group gives this member now (other members may
+        share them).
+        """
         return self._core.assignment()
 
     def acquisition_lock_timeout_ms(self) -> int | None:

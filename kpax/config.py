@@ -284,6 +284,18 @@ def _from_string(check: Callable[[Any], Any], text: str) -> Any:
     return check(number)
 
 
+def given_options(first: Any, config: dict[str, Any]) -> dict[str, Any]:
+    """A client's keyword options with its first positional argument folded in:
+    the bootstrap servers, or a whole configuration dict as confluent-kafka
+    takes it (``kpax.Producer({"bootstrap.servers": ..., "acks": "all"})``;
+    keyword options win)."""
+    if isinstance(first, Mapping):
+        return {**first, **config}
+    if first is not None:
+        config["bootstrap_servers"] = first
+    return config
+
+
 def resolve(kind: str, options: Mapping[str, Option], given: Mapping[str, Any]) -> ClientConfig:
     """Merge ``given`` over the defaults of ``options``, checking each value.
 

@@ -50,7 +50,11 @@ class Admin(SyncFace):
     _closed_text = "the admin client is closed"
     _client_name = "kpax.Admin"
 
-    def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, **config: Any) -> None:
+    def __init__(
+        self,
+        bootstrap_servers: str | Sequence[str] | Mapping[str, Any] | None = None,
+        **config: Any,
+    ) -> None:
         core = self._core = AsyncAdmin(bootstrap_servers, **config)  # validates options first
         margin = 5.0 + core.config["request_timeout_ms"] / 1000
         super().__init__("kpax-admin", core.timeout, margin)

@@ -39,7 +39,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from typing import Any
 
 from kpax.cluster.cluster import Cluster
-from kpax.config import resolve
+from kpax.config import given_options, resolve
 from kpax.consumer.buffer import FetchBuffer
 from kpax.consumer.classic import ClassicGroup
 from kpax.consumer.errors import CommitFailedError
@@ -88,9 +88,12 @@ class AsyncConsumer:
     #: Set on a consumer inherited through fork() (kpax.forks).
     _forked = False
 
-    def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, **config: Any) -> None:
-        if bootstrap_servers is not None:
-            config["bootstrap_servers"] = bootstrap_servers
+    def __init__(
+        self,
+        bootstrap_servers: str | Sequence[str] | Mapping[str, Any] | None = None,
+        **config: Any,
+    ) -> None:
+        config = given_options(bootstrap_servers, config)
         self.config = resolve("consumer", CONSUMER_OPTIONS, config)
         #: The typed view of ``config`` the consumer's components read (built once).
         self.settings = settings = ConsumerSettings.from_config(self.config)

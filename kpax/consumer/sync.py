@@ -67,7 +67,10 @@ class Consumer(SyncFace):
     ) -> None:
         # kpax.Consumer("host:9092", ...) as the README shows; a first positional
         # argument containing ":" is the bootstrap list, the rest are topics.
-        names = list(topics)
+        names: list[Any] = list(topics)
+        if names and isinstance(names[0], Mapping):
+            # confluent-kafka's Consumer({"bootstrap.servers": ..., "group.id": ...})
+            config = {**names.pop(0), **config}
         if bootstrap_servers is None and names and (":" in names[0] or "," in names[0]):
             bootstrap_servers = names.pop(0)
         # Every argument is checked before the I/O thread starts: a refused one

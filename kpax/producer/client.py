@@ -28,7 +28,7 @@ of fork() (kpax.forks); at exit, one still open is closed if its loop still
 runs, else the records it holds are counted in a loud report
 (kpax.producer.exit_flush); one collected unclosed emits a ResourceWarning.
 
-Imports: kpax.producer.*, kpax.cluster, kpax.metrics, kpax.broker.options, kpax.proto,
+Imports: kpax.producer.*, kpax.cluster, kpax.config, kpax.metrics, kpax.broker.options, kpax.proto,
 kpax.structs, kpax.forks, kpax.event_loops.
 """
 
@@ -43,6 +43,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequenc
 from typing import Any, TypeVar
 
 from kpax.cluster.cluster import Cluster
+from kpax.config import given_options
 from kpax.event_loops import DONE, Done, check_loop
 from kpax.forks import forked_error
 from kpax.forks import track as track_fork
@@ -118,9 +119,12 @@ class AsyncProducer:
     #: Set on a producer inherited through fork() (kpax.forks).
     _forked = False
 
-    def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, **config: Any) -> None:
-        if bootstrap_servers is not None:
-            config["bootstrap_servers"] = bootstrap_servers
+    def __init__(
+        self,
+        bootstrap_servers: str | Sequence[str] | Mapping[str, Any] | None = None,
+        **config: Any,
+    ) -> None:
+        config = given_options(bootstrap_servers, config)
         cfg = self.config = resolve_producer_config(config)
         #: Counters behind :meth:`metrics` (None when switched off: kpax.metrics._ENABLED).
         self._metrics = Metrics() if metrics_enabled() else None

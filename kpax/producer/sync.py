@@ -83,7 +83,11 @@ class Producer(SyncFace):
     _closed_text = "{what} on a closed producer"
     _client_name = "kpax.Producer"
 
-    def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, **config: Any) -> None:
+    def __init__(
+        self,
+        bootstrap_servers: str | Sequence[str] | Mapping[str, Any] | None = None,
+        **config: Any,
+    ) -> None:
         core = self._core = AsyncProducer(bootstrap_servers, **config)  # validates options first
         self.config = core.config
         self._max_block = core.settings.max_block_ms / 1000

@@ -166,3 +166,11 @@ def test_dotted_names_with_string_values(kafka, topic) -> None:  # type: ignore[
         assert c.aio.settings.enable_auto_commit is False
         c.subscribe([name])
         eventually(lambda: [r.value for r in c.poll(0.5)] == [b"x"], timeout=60)
+    # confluent-kafka's shape: the configuration dict as the first argument
+    conf = {"bootstrap.servers": kafka.bootstrap, "auto.offset.reset": "earliest"}
+    with kpax.Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": "0"}) as p:
+        assert p.config["linger_ms"] == 0
+    with kpax.Consumer(conf, name) as c:
+        assert c.subscription() == {name}
+    with kpax.Admin({"bootstrap.servers": kafka.bootstrap}) as admin:
+        assert name in admin.list_topics()

@@ -54,7 +54,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from kpax.cluster.cluster import Cluster
-from kpax.config import resolve
+from kpax.config import given_options, resolve
 from kpax.consumer.record import ShareConsumerRecord
 from kpax.consumer.share.acks import AcknowledgeType, HandOut, parse_ack_type
 from kpax.consumer.share.fetcher import AckResults, Chunk, ShareBuffer, ShareFetcher
@@ -109,9 +109,12 @@ class AsyncShareConsumer:
     #: Set on a share consumer inherited through fork() (kpax.forks).
     _forked = False
 
-    def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, **config: Any) -> None:
-        if bootstrap_servers is not None:
-            config["bootstrap_servers"] = bootstrap_servers
+    def __init__(
+        self,
+        bootstrap_servers: str | Sequence[str] | Mapping[str, Any] | None = None,
+        **config: Any,
+    ) -> None:
+        config = given_options(bootstrap_servers, config)
         self.config = resolve("share consumer", SHARE_CONSUMER_OPTIONS, config)
         self.settings = settings = ShareSettings.from_config(self.config)
         self.cluster = Cluster.from_config(self.config, allow_auto_topic_creation=False)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import operator
 from collections import deque
-from collections.abc import Coroutine, Iterable, Iterator, Sequence
+from collections.abc import Coroutine, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from kpax.consumer.record import ShareConsumerRecord
@@ -61,7 +61,9 @@ class ShareConsumer(SyncFace):
         bootstrap_servers: str | Sequence[str] | None = None,
         **config: Any,
     ) -> None:
-        names = list(topics)
+        names: list[Any] = list(topics)
+        if names and isinstance(names[0], Mapping):
+            config = {**names.pop(0), **config}  # confluent-kafka's Consumer(conf) shape
         if bootstrap_servers is None and names and (":" in names[0] or "," in names[0]):
             bootstrap_servers = names.pop(0)
         core = self._core = AsyncShareConsumer(bootstrap_servers, **config)

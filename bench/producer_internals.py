@@ -156,7 +156,7 @@ def measure_batch(parts: int = 1000) -> list[str]:
     acc = p.accumulator
     value = random.Random(1).randbytes(100)
     keys = _keys_per_partition(parts)  # keys[i] goes to partition i: each opens a batch
-    append = p.try_append
+    append = p._try_append
     rounds = 40
     acc.flushing += 1  # drain_open closes every open batch
     t_open = t_seal = 0.0

@@ -6,6 +6,14 @@ naming the closest valid one; a value of the wrong type or out of range is a
 :class:`ConfigError` naming the option and what it accepts. :class:`Timeouts`
 gives a client's typed settings its timeouts in seconds.
 
+Names and values as the peers write them: a Java or librdkafka dotted name
+(``"enable.auto.commit"``) is the snake_case option (``enable_auto_commit``),
+and a string value is parsed as the Java client parses it (``"false"``,
+``"5"``), then checked like any other. librdkafka-only names map to kpax's
+option (:data:`PEER_NAMES`: ``message.timeout.ms`` is ``delivery_timeout_ms``,
+``ssl.ca.location`` is ``ssl_cafile``...); the ones kpax has no equivalent for
+are refused with what to do instead (:data:`PEER_HINTS`).
+
 Secrets are never printed: a resolved configuration (:class:`ClientConfig`)
 and the objects built from it show ``[hidden]`` (as the Java client does) for
 every secret option or field (:func:`is_secret`: passwords, tokens, token
@@ -186,11 +194,115 @@ def bootstrap_list(value: Any) -> list[str]:
     return out
 
 
+def _kbytes(value: Any) -> int:
+    return int(value) * 1024
+
+
+def _identification(value: Any) -> bool:
+    return str(value).strip().lower() not in ("none", "")
+
+
+def _offset_reset(value: Any) -> Any:
+    """librdkafka's ``auto.offset.reset`` words as the Java client's."""
+    if isinstance(value, str):
+        low = value.strip().lower()
+        return {
+            "smallest": "earliest",
+            "beginning": "earliest",
+            "largest": "latest",
+            "end": "latest",
+            "error": "none",
+        }.get(low, value)
+    return value
+
+
+#: librdkafka's (confluent-kafka's) and the other peers' option names that kpax
+#: spells differently, in snake_case: ``{name: (kpax option, value conversion)}``.
+PEER_NAMES: dict[str, tuple[str, Callable[[Any], Any] | None]] = {
+    "message_timeout_ms": ("delivery_timeout_ms", None),
+    "request_required_acks": ("acks", None),
+    "queue_buffering_max_ms": ("linger_ms", None),
+    "queue_buffering_max_kbytes": ("buffer_memory", _kbytes),
+    "compression_codec": ("compression_type", None),
+    "message_send_max_retries": ("retries", None),
+    "max_in_flight": ("max_in_flight_requests_per_connection", None),
+    "message_max_bytes": ("max_request_size", None),
+    "socket_timeout_ms": ("request_timeout_ms", None),
+    "topic_metadata_refresh_interval_ms": ("metadata_max_age_ms", None),
+    "fetch_wait_max_ms": ("fetch_max_wait_ms", None),
+    "fetch_message_max_bytes": ("max_partition_fetch_bytes", None),
+    "auto_offset_reset": ("auto_offset_reset", _offset_reset),
+    "ssl_ca_location": ("ssl_cafile", None),
+    "ssl_certificate_location": ("ssl_certfile", None),
+    "ssl_key_location": ("ssl_keyfile", None),
+    "ssl_key_password": ("ssl_password", None),
+    "enable_ssl_certificate_verification": ("ssl_verify", None),
+    "ssl_endpoint_identification_algorithm": ("ssl_check_hostname", _identification),
+    "sasl_mechanisms": ("sasl_mechanism", None),
+    "sasl_username": ("sasl_plain_username", None),
+    "sasl_password": ("sasl_plain_password", None),
+    "error_cb": ("error_callback", None),
+    "stats_cb": ("stats_callback", None),
+}
+
+#: Peer option names kpax has no equivalent for, and what to do instead.
+PEER_HINTS: dict[str, str] = {
+    "queue_buffering_max_messages": "kpax bounds what a producer buffers in bytes: buffer_memory",
+    "batch_num_messages": "kpax bounds a batch in bytes: batch_size",
+    "queued_max_messages_kbytes": (
+        "kpax bounds what a consumer buffers with fetch_max_bytes and fetch_buffer_chunks"
+    ),
+    "debug": (
+        "kpax logs through the standard logging module: "
+        "logging.getLogger('kpax').setLevel(logging.DEBUG) (see docs/logging.md)"
+    ),
+    "logger": "kpax logs through the standard logging module (see docs/logging.md)",
+    "log_level": "kpax logs through the standard logging module (see docs/logging.md)",
+    "api_version_request": "kpax always asks the brokers for their API versions; leave it out",
+    "broker_version_fallback": "kpax always asks the brokers for their API versions; leave it out",
+    "on_delivery": "pass callback= to send() (or use the future it returns)",
+    "delivery_cb": "pass callback= to send() (or use the future it returns)",
+    "dr_cb": "pass callback= to send() (or use the future it returns)",
+    "dr_msg_cb": "pass callback= to send() (or use the future it returns)",
+    "on_commit": "pass callback= to commit_async()",
+    "oauth_cb": "give sasl_oauth_token_provider= (an object with a token() method)",
+    "throttle_cb": "a producer's throttling shows in metrics(): produce-throttle-time-avg",
+    "enable_auto_offset_store": "only the consumer has it: enable_auto_offset_store",
+}
+
+
+def _from_string(check: Callable[[Any], Any], text: str) -> Any:
+    """A string value as the Java client parses it for a typed option:
+    ``"true"``/``"false"`` for a boolean, digits for a number; then ``check``."""
+    low = text.strip().lower()
+    if low in ("true", "false"):
+        return check(low == "true")
+    try:
+        number = int(low)
+    except ValueError:
+        raise ValueError("not a value of this option") from None
+    return check(number)
+
+
+def given_options(first: Any, config: dict[str, Any]) -> dict[str, Any]:
+    """A client's keyword options with its first positional argument folded in:
+    the bootstrap servers, or a whole configuration dict as confluent-kafka
+    takes it (``kpax.Producer({"bootstrap.servers": ..., "acks": "all"})``;
+    keyword options win)."""
+    if isinstance(first, Mapping):
+        return {**first, **config}
+    if first is not None:
+        config["bootstrap_servers"] = first
+    return config
+
+
 def resolve(kind: str, options: Mapping[str, Option], given: Mapping[str, Any]) -> ClientConfig:
     """Merge ``given`` over the defaults of ``options``, checking each value.
 
     ``kind`` names the client in messages ("producer", "consumer", "admin");
-    a secret option's value is never in them (its type is).
+    a secret option's value is never in them (its type is). Peer names map
+    to kpax's (:data:`PEER_NAMES`) and string values are parsed (module
+    docstring).
     """
     # A default takes the same check as a given value: every value of the
     # result has one form (``bootstrap_servers`` a list, whether given or not).
@@ -201,19 +313,54 @@ def resolve(kind: str, options: Mapping[str, Option], given: Mapping[str, Any]) 
     for name, raw in given.items():
         value = raw
         key = name.replace(".", "_").replace("-", "_")
+        renamed = PEER_NAMES.get(key)
+        if renamed is not None and renamed[0] in options:
+            key, convert = renamed
+            if convert is not None and value is not None:
+                try:
+                    value = convert(value)
+                except (TypeError, ValueError):
+                    raise ConfigError(
+                        f"{kind} option {name!r} (kpax's {key}): {value!r} is not a value of it"
+                    ) from None
         opt = options.get(key)
         if opt is None:
-            close = difflib.get_close_matches(key, list(options), n=1, cutoff=0.6)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ConfigError(f"unknown {kind} option {name!r}{hint}")
+            raise ConfigError(f"unknown {kind} option {name!r}{_unknown_hint(kind, key, options)}")
         if opt.check is not None and value is not None:
             try:
                 value = opt.check(value)
             except (TypeError, ValueError) as exc:
-                shown = f"{HIDDEN} (a {type(value).__name__})" if is_secret(key) else repr(value)
-                raise ConfigError(f"{kind} option {key}={shown}: {exc}") from None
+                error: Exception | None = exc
+                if isinstance(value, str):
+                    try:
+                        value = _from_string(opt.check, value)
+                        error = None
+                    except (TypeError, ValueError):
+                        pass
+                if error is not None:
+                    raise _bad_value(kind, name, key, raw, error) from None
         out[key] = value
     return ClientConfig(out)
+
+
+def _bad_value(kind: str, name: str, key: str, raw: Any, exc: Exception) -> ConfigError:
+    shown = f"{HIDDEN} (a {type(raw).__name__})" if is_secret(key) else repr(raw)
+    given = name.replace(".", "_").replace("-", "_")
+    where = key if given == key else f"{name!r} (kpax's {key})"
+    return ConfigError(f"{kind} option {where}={shown}: {exc}")
+
+
+def _unknown_hint(kind: str, key: str, options: Mapping[str, Option]) -> str:
+    """What an unknown option's error adds: a peer name's equivalent or what to
+    do instead, else the closest kpax option."""
+    hint = PEER_HINTS.get(key)
+    if hint is not None:
+        return f" (a librdkafka/peer option): {hint}"
+    renamed = PEER_NAMES.get(key)
+    if renamed is not None:
+        return f" (the peers' name of kpax's {renamed[0]}, which a {kind} does not have)"
+    close = difflib.get_close_matches(key, list(options), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 class Timeouts:

@@ -10,16 +10,42 @@ client's loop and its state (closed, running in another thread, stopped).
 Any asyncio loop works (the standard library's, uvloop's); only the loop
 must be the same.
 
+:data:`DONE` is what the asyncio faces' plain methods return (``seek``,
+``subscribe``...: calls that only change client state, plain methods in
+aiokafka too): calling them is enough, and ``await``-ing the result, as
+earlier kpax versions required, still works.
+
 Imports: kpax.proto.errors and the standard library.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Generator
+from typing import Any
 
 from kpax.proto.errors import IllegalStateError
 
-__all__ = ["check_loop"]
+__all__ = ["DONE", "Done", "check_loop"]
+
+
+class Done:
+    """An awaitable that is already finished (its result is None): the return
+    value of a plain method of an asyncio face, so ``c.seek(tp, 5)`` and
+    ``await c.seek(tp, 5)`` both work."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[Any, Any, None]:
+        return
+        yield  # (a generator that ends at once: the await's result is None)
+
+    def __repr__(self) -> str:
+        return "<done: the call is complete; awaiting it is optional>"
+
+
+#: The one :class:`Done`.
+DONE = Done()
 
 
 def check_loop(owner: asyncio.AbstractEventLoop | None, what: str, client: str) -> None:

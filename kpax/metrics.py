@@ -24,11 +24,21 @@ Imports: the standard library only.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import math
 import time
 from collections.abc import Callable
 
-__all__ = ["NAN", "ConnectionMetrics", "Metrics", "Sensor", "metrics_enabled", "tagged"]
+__all__ = [
+    "NAN",
+    "ConnectionMetrics",
+    "Metrics",
+    "Sensor",
+    "metrics_enabled",
+    "report_stats",
+    "tagged",
+]
 
 NAN = math.nan
 #: A private switch for measuring what the counters cost (bench/metrics_cost.py):
@@ -165,3 +175,22 @@ def tagged(name: str, **tags: object) -> str:
 
 def metrics_enabled() -> bool:
     return _ENABLED
+
+
+async def report_stats(
+    metrics: Callable[[], dict[str, float]],
+    callback: Callable[[dict[str, float]], object],
+    interval: float,
+    client: str,
+) -> None:
+    """Call ``callback(metrics())`` every ``interval`` seconds until cancelled
+    (the ``stats_callback`` / ``statistics_interval_ms`` options, as
+    confluent-kafka's ``stats_cb``). A callback that raises is logged
+    (``kpax.metrics``) and called again next time."""
+    log = logging.getLogger("kpax.metrics")
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            callback(metrics())
+        except Exception:
+            log.exception("%s: stats_callback failed", client)

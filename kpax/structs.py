@@ -126,6 +126,7 @@ class BatchResult(Mapping[K, V], Generic[K, V]):
 
     @property
     def ok(self) -> bool:
+        """Did every item succeed?"""
         return not self.errors
 
     def __getitem__(self, key: K) -> V:
@@ -143,9 +144,11 @@ class BatchResult(Mapping[K, V], Generic[K, V]):
 
     @property
     def succeeded(self) -> dict[K, V]:
+        """The items that succeeded and their results."""
         return dict(self._values)
 
     def raise_for_errors(self) -> None:
+        """Raise the first item's error, if any failed."""
         for err in self.errors.values():
             raise err
 

@@ -11,7 +11,8 @@ close), close-once (the first ``close()`` closes the core and stops the thread,
 later calls do nothing), the context manager, and :meth:`SyncFace._wait_until`
 (wait in small steps for a condition up to a deadline, then raise the caller's
 timeout error: the producer's buffer-memory waits, the consumer's wait for
-an assignment). A face uses only its core's public API.
+an assignment). A face uses its core's public API and the core's face interface (the
+underscored methods docs/architecture.md names).
 
 Lifecycle: a face is unusable in a child of fork() (kpax.forks: every public
 call raises ForkedClientError there). A face collected without ``close()``

@@ -17,14 +17,14 @@ the standard library.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from kpax.broker.broker import Broker
 from kpax.broker.options import COMMON_OPTIONS
 from kpax.cluster.cluster import GROUP, Cluster
 from kpax.cluster.request_path import Deadline, RequestPath, RetryPolicy, ToLeader
-from kpax.config import Option, positive_int, resolve
+from kpax.config import Option, given_options, positive_int, resolve
 from kpax.metrics import ConnectionMetrics, Metrics, metrics_enabled
 from kpax.proto.error_codes import InvalidTopicError, NonEmptyGroupError
 from kpax.proto.error_families import COORDINATOR_ERRORS, UNKNOWN_TOPIC_ERRORS, code_in
@@ -61,9 +61,12 @@ class AdminBase:
     and the call wrappers. The domain mixins derive from it; ``AsyncAdmin``
     (kpax.admin.client) combines them."""
 
-    def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, **config: Any) -> None:
-        if bootstrap_servers is not None:
-            config["bootstrap_servers"] = bootstrap_servers
+    def __init__(
+        self,
+        bootstrap_servers: str | Sequence[str] | Mapping[str, Any] | None = None,
+        **config: Any,
+    ) -> None:
+        config = given_options(bootstrap_servers, config)
         self.config = resolve("admin", ADMIN_OPTIONS, config)
         #: Counters behind :meth:`metrics` (kpax.metrics; None when switched off).
         self._metrics = Metrics() if metrics_enabled() else None

@@ -33,7 +33,7 @@ kpax.admin.users, kpax.forks and the standard library.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kpax.admin.acls import AclAdmin
@@ -68,7 +68,11 @@ class AsyncAdmin(
     #: Set on an admin client inherited through fork() (kpax.forks).
     _forked = False
 
-    def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, **config: Any) -> None:
+    def __init__(
+        self,
+        bootstrap_servers: str | Sequence[str] | Mapping[str, Any] | None = None,
+        **config: Any,
+    ) -> None:
         super().__init__(bootstrap_servers, **config)
         self.cluster.client_name = self._client_name
         self._started = self._closed = False
@@ -80,6 +84,9 @@ class AsyncAdmin(
         return float(self._timeout)
 
     async def start(self) -> AsyncAdmin:
+        """Connect to the cluster (bootstrap, first metadata); ``async with`` calls it. Returns the
+        admin client.
+        """
         try:
             await self.cluster.start()
         except BaseException:

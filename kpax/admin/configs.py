@@ -12,6 +12,7 @@ the standard library.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from kpax.admin.base import AdminBase, Outcome, broker_error
 from kpax.admin.types import (
@@ -20,6 +21,7 @@ from kpax.admin.types import (
     ConfigResource,
     ConfigResourceType,
     ConfigSource,
+    alter_config_ops,
 )
 from kpax.broker.broker import Broker
 from kpax.proto.messages import DescribeConfigsRequest, IncrementalAlterConfigsRequest
@@ -101,14 +103,27 @@ class ConfigAdmin(AdminBase):
 
     async def incremental_alter_configs(
         self,
-        changes: Mapping[ConfigResource, Iterable[AlterConfigOp]],
+        changes: Mapping[
+            ConfigResource, Iterable[AlterConfigOp | tuple[str, Any]] | Mapping[str, Any]
+        ],
         *,
         validate_only: bool = False,
         timeout: float | None = None,
     ) -> BatchResult[ConfigResource, None]:
         """Set, delete, append to or subtract from configuration values (of
-        topics, brokers or groups: see :meth:`describe_configs`)."""
-        ops = {r: list(c) for r, c in changes.items()}
+        topics, brokers or groups: see :meth:`describe_configs`).
+
+        Each resource's changes are :class:`AlterConfigOp` objects, or a dict
+        ``{"retention.ms": "86400000"}`` (a value sets the option, None deletes
+        it, non-str values are sent as Kafka writes them), or ``(name, value)``
+        pairs. ``validate_only``: the brokers check the changes without applying
+        them. Returns a per-resource result; a failed resource's error names it::
+
+            admin.incremental_alter_configs(
+                {ConfigResource.topic("orders"): {"retention.ms": 86_400_000}}
+            ).raise_for_errors()
+        """
+        ops = {r: alter_config_ops(r, c) for r, c in changes.items()}
 
         async def attempt(items: list[ConfigResource]) -> Outcome[ConfigResource]:
             out: Outcome[ConfigResource] = {}

@@ -50,7 +50,11 @@ class Admin(SyncFace):
     _closed_text = "the admin client is closed"
     _client_name = "kpax.Admin"
 
-    def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, **config: Any) -> None:
+    def __init__(
+        self,
+        bootstrap_servers: str | Sequence[str] | Mapping[str, Any] | None = None,
+        **config: Any,
+    ) -> None:
         core = self._core = AsyncAdmin(bootstrap_servers, **config)  # validates options first
         margin = 5.0 + core.config["request_timeout_ms"] / 1000
         super().__init__("kpax-admin", core.timeout, margin)
@@ -62,6 +66,9 @@ class Admin(SyncFace):
         return self._core.metrics()
 
     def close(self) -> None:
+        """Close the connections and stop the I/O thread (at most 10 s); later calls raise
+        ClientClosedError.
+        """
         self._close_once(self._core.close(), 10.0, "admin close")
 
     def _unreferenced_close(self) -> Coroutine[Any, Any, Any]:
@@ -75,14 +82,26 @@ class Admin(SyncFace):
     # The methods below mirror AsyncAdmin one to one; see its docstrings.
 
     def describe_cluster(self, *, timeout: float | None = None) -> ClusterDescription:
+        """Cluster id, controller, brokers.
+
+        Blocks until done: at most ``timeout`` (the client's default when None).
+        """
         return self._run(self._core.describe_cluster(timeout=timeout), timeout)
 
     def list_topics(self, *, internal: bool = False, timeout: float | None = None) -> list[str]:
+        """Names of every topic (internal ones like __consumer_offsets only if asked).
+
+        Blocks until done: at most ``timeout`` (the client's default when None).
+        """
         return self._run(self._core.list_topics(internal=internal, timeout=timeout), timeout)
 
     def describe_topics(
         self, topics: Iterable[str], *, timeout: float | None = None
     ) -> BatchResult[str, TopicDescription]:
+        """Partitions, leaders, replicas and ISR of each topic.
+
+        Blocks until done: at most ``timeout`` (the client's default when None).
+        """
         return self._run(self._core.describe_topics(list(topics), timeout=timeout), timeout)
 
     def create_topics(
@@ -92,6 +111,12 @@ class Admin(SyncFace):
         validate_only: bool = False,
         timeout: float | None = None,
     ) -> BatchResult[str, None]:
+        """Create topics (a bare name takes the broker's default partitions and
+        replication). Each result is None on success; a topic that already
+        exists fails with ``TopicAlreadyExistsError``, for that topic only.
+
+        Blocks until done: at most ``timeout`` (the client's default when None).
+        """
         return self._run(
             self._core.create_topics(list(topics), validate_only=validate_only, timeout=timeout),
             timeout,
@@ -100,6 +125,10 @@ class Admin(SyncFace):
     def delete_topics(
         self, topics: Iterable[str], *, timeout: float | None = None
     ) -> BatchResult[str, None]:
+        """Delete topics by name (per-topic results).
+
+        Blocks until done: at most ``timeout`` (the client's default when None).
+        """
         return self._run(self._core.delete_topics(list(topics), timeout=timeout), timeout)
 
     def create_partitions(
@@ -109,6 +138,10 @@ class Admin(SyncFace):
         validate_only: bool = False,
         timeout: float | None = None,
     ) -> BatchResult[str, None]:
+        """Grow topics to ``new_totals[topic]`` partitions.
+
+        Blocks until done: at most ``timeout`` (the client's default when None).
+        """
         return self._run(
             self._core.create_partitions(
                 dict(new_totals), validate_only=validate_only, timeout=timeout
@@ -125,6 +158,14 @@ class Admin(SyncFace):
         include_documentation: bool = False,
         timeout: float | None = None,
     ) -> BatchResult[ConfigResource, dict[str, ConfigEntry]]:
+        """Configuration entries of topics, brokers and groups (``keys`` limits
+        which); a group's (``ConfigResource(ConfigResourceType.GROUP, id)``)
+        include, on brokers with share groups, the share-group settings
+        ``share.auto.offset.reset``, ``share.record.lock.duration.ms``,
+        ``share.delivery.count.limit`` and ``share.isolation.level``.
+
+        Blocks until done: at most ``timeout`` (the client's default when None).
+        """
         return self._run(
             self._core.describe_configs(
                 list(resources),
@@ -143,6 +184,21 @@ class Admin(SyncFace):
         validate_only: bool = False,
         timeout: float | None = None,
     ) -> BatchResult[ConfigResource, None]:
+        """Set, delete, append to or subtract from configuration values (of
+        topics, brokers or groups: see :meth:`describe_configs`).
+
+        Each resource's changes are :class:`AlterConfigOp` objects, or a dict
+        ``{"retention.ms": "86400000"}`` (a value sets the option, None deletes
+        it, non-str values are sent as Kafka writes them), or ``(name, value)``
+        pairs. ``validate_only``: the brokers check the changes without applying
+        them. Returns a per-resource result; a failed resource's error names it::
+
+            admin.incremental_alter_configs(
+                {ConfigResource.topic("orders"): {"retention.ms": 86_400_000}}
+            ).raise_for_errors()
+
+        Blocks until done: at most ``timeout`` (the client's default when None).
+        """
         return self._run(
             self._core.incremental_alter_configs(
                 dict(changes), validate_only=validate_only, timeout=timeout
@@ -157,6 +213,11 @@ class Admin(SyncFace):
         isolation_level: str = "read_uncommitted",
         timeout: float | None = None,
     ) -> BatchResult[TopicPartition, OffsetAndTimestamp]:
+        """Offsets by ``"earliest"``, ``"latest"``, ``"max_timestamp"`` or a
+        timestamp in ms (the first offset at or after it; -1 when none).
+
+        Blocks until done: at most ``timeout`` (the client's default when None).
+        """
         return self._run(
             self._core.list_offsets(dict(specs), isolation_level=isolation_level, timeout=timeout),
             timeout,
@@ -165,6 +226,11 @@ class Admin(SyncFace):
     def delete_records(
         self, before: Mapping[TopicPartition, int], *, timeout: float | None = None
     ) -> BatchResult[TopicPartition, int]:
+        """Delete records below ``before[tp]`` (-1: up to the high watermark);
+        each result is the partition's new low watermark.
+
+        Blocks until done: at most ``timeout`` (the client's default when None).
+        """
         return self._run(self._core.delete_records(dict(before), timeout=timeout), timeout)
 
     def list_groups(
@@ -174,6 +240,12 @@ class Admin(SyncFace):
         types: Iterable[str] | None = None,
         timeout: float | None = None,
     ) -> list[GroupListing]:
+        """Every group on every broker (optionally filtered by state and type:
+        ``types=["share"]`` lists the share groups, ``"consumer"``, ``"classic"``
+        and ``"streams"`` the others; a type filter needs Kafka 3.8+).
+
+        Blocks until done: at most ``timeout`` (the client's default when None).
+        """
         return self._run(
             self._core.list_groups(states=states, types=types, timeout=timeout), timeout
         )
@@ -181,11 +253,29 @@ class Admin(SyncFace):
     def describe_groups(
         self, group_ids: Iterable[str], *, timeout: float | None = None
     ) -> BatchResult[str, GroupDescription]:
+        """Type (classic or consumer), state, assignor and members (with their
+        assigned partitions) of each group.
+
+        As the Java admin client does, each group is first asked for with
+        ConsumerGroupDescribe (KIP-848 groups); when its coordinator says the
+        group is not a consumer group (GROUP_ID_NOT_FOUND) or does not speak
+        that API, DescribeGroups describes it as a classic group. A group that
+        is neither (unknown, or of another type such as share or streams)
+        fails with :class:`~kpax.errors.GroupIdNotFoundError` naming the group
+        and the coordinator, with the broker's answers to both requests
+        (:meth:`describe_share_groups` describes share groups).
+
+        Blocks until done: at most ``timeout`` (the client's default when None).
+        """
         return self._run(self._core.describe_groups(list(group_ids), timeout=timeout), timeout)
 
     def delete_groups(
         self, group_ids: Iterable[str], *, timeout: float | None = None
     ) -> BatchResult[str, None]:
+        """Delete empty groups (a group with members fails with NonEmptyGroupError).
+
+        Blocks until done: at most ``timeout`` (the client's default when None).
+        """
         return self._run(self._core.delete_groups(list(group_ids), timeout=timeout), timeout)
 
     def list_group_offsets(
@@ -196,6 +286,11 @@ class Admin(SyncFace):
         require_stable: bool = False,
         timeout: float | None = None,
     ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """The group's committed offsets (all partitions, or those asked for;
+        a partition with no committed offset is left out).
+
+        Blocks until done: at most ``timeout`` (the client's default when None).
+        """
         return self._run(
             self._core.list_group_offsets(
                 group_id,
@@ -213,6 +308,10 @@ class Admin(SyncFace):
         *,
         timeout: float | None = None,
     ) -> BatchResult[TopicPartition, None]:
+        """Set the group's committed offsets (the group must have no active members).
+
+        Blocks until done: at most ``timeout`` (the client's default when None).
+        """
         return self._run(
             self._core.alter_group_offsets(group_id, dict(offsets), timeout=timeout), timeout
         )
@@ -224,6 +323,10 @@ class Admin(SyncFace):
         *,
         timeout: float | None = None,
     ) -> BatchResult[TopicPartition, None]:
+        """Forget the group's committed offsets of ``partitions`` (not subscribed ones).
+
+        Blocks until done: at most ``timeout`` (the client's default when None).
+        """
         return self._run(
             self._core.delete_group_offsets(group_id, list(partitions), timeout=timeout), timeout
         )
@@ -231,6 +334,18 @@ class Admin(SyncFace):
     def describe_share_groups(
         self, group_ids: Iterable[str], *, timeout: float | None = None
     ) -> BatchResult[str, ShareGroupDescription]:
+        """State, epochs and members of each share group: each member's client,
+        the topics it subscribed to and the partitions assigned to it
+        (ShareGroupDescribe, to the group's coordinator).
+
+        An unknown group fails with :class:`~kpax.errors.GroupIdNotFoundError`
+        naming it; so does a group of another type, the broker saying it is
+        "not a share group" (:meth:`describe_groups` describes those). A broker
+        without share groups (before Kafka 4.1) fails with
+        :class:`~kpax.errors.UnsupportedApiError` naming the API.
+
+        Blocks until done: at most ``timeout`` (the client's default when None).
+        """
         return self._run(
             self._core.describe_share_groups(list(group_ids), timeout=timeout), timeout
         )
@@ -238,6 +353,12 @@ class Admin(SyncFace):
     def delete_share_groups(
         self, group_ids: Iterable[str], *, timeout: float | None = None
     ) -> BatchResult[str, None]:
+        """Delete empty share groups and their state (DeleteGroups, which deletes a
+        group of any type): a group with members fails with NonEmptyGroupError,
+        an unknown one with GroupIdNotFoundError, each naming the group.
+
+        Blocks until done: at most ``timeout`` (the client's default when None).
+        """
         return self._run(self._core.delete_share_groups(list(group_ids), timeout=timeout), timeout)
 
     def list_share_group_offsets(
@@ -247,6 +368,15 @@ class Admin(SyncFace):
         *,
         timeout: float | None = None,
     ) -> dict[TopicPartition, SharePartitionOffset | None]:
+        """The share group's start offset (and lag) on each partition it has
+        state for, or on ``partitions``: None for a partition where it has none
+        yet (no member has read it since the group began or its offsets were
+        deleted). An unknown group has no state: ``{}``, or None for each
+        partition asked for; a partition that does not exist fails with
+        :class:`~kpax.errors.UnknownTopicOrPartitionError` naming it.
+
+        Blocks until done: at most ``timeout`` (the client's default when None).
+        """
         return self._run(
             self._core.list_share_group_offsets(
                 group_id,
@@ -263,6 +393,13 @@ class Admin(SyncFace):
         *,
         timeout: float | None = None,
     ) -> BatchResult[TopicPartition, None]:
+        """Set the share group's start offsets: its members go on reading each
+        partition from there. The group must have no members (else each
+        partition fails with NonEmptyGroupError saying so); a group that does
+        not exist yet is created, as a share group.
+
+        Blocks until done: at most ``timeout`` (the client's default when None).
+        """
         return self._run(
             self._core.alter_share_group_offsets(group_id, dict(offsets), timeout=timeout), timeout
         )
@@ -270,6 +407,12 @@ class Admin(SyncFace):
     def delete_share_group_offsets(
         self, group_id: str, topics: Iterable[str], *, timeout: float | None = None
     ) -> BatchResult[str, None]:
+        """Forget the share group's state on every partition of ``topics``: the
+        next member to read one starts as a new group would
+        (``share.auto.offset.reset``). The group must have no members.
+
+        Blocks until done: at most ``timeout`` (the client's default when None).
+        """
         return self._run(
             self._core.delete_share_group_offsets(group_id, list(topics), timeout=timeout), timeout
         )
@@ -277,21 +420,37 @@ class Admin(SyncFace):
     def describe_acls(
         self, acl_filter: AclBindingFilter | None = None, *, timeout: float | None = None
     ) -> list[AclBinding]:
+        """ACLs matching the filter (all ACLs by default).
+
+        Blocks until done: at most ``timeout`` (the client's default when None).
+        """
         return self._run(self._core.describe_acls(acl_filter, timeout=timeout), timeout)
 
     def create_acls(
         self, acls: Iterable[AclBinding], *, timeout: float | None = None
     ) -> BatchResult[AclBinding, None]:
+        """Create ACLs (per-ACL results).
+
+        Blocks until done: at most ``timeout`` (the client's default when None).
+        """
         return self._run(self._core.create_acls(list(acls), timeout=timeout), timeout)
 
     def delete_acls(
         self, filters: Iterable[AclBindingFilter], *, timeout: float | None = None
     ) -> BatchResult[AclBindingFilter, list[AclBinding]]:
+        """Delete the ACLs matching each filter; each result lists what was deleted.
+
+        Blocks until done: at most ``timeout`` (the client's default when None).
+        """
         return self._run(self._core.delete_acls(list(filters), timeout=timeout), timeout)
 
     def describe_user_scram_credentials(
         self, users: Iterable[str] | None = None, *, timeout: float | None = None
     ) -> BatchResult[str, UserScramCredentials]:
+        """The SCRAM mechanisms and iteration counts of each user (all users by default).
+
+        Blocks until done: at most ``timeout`` (the client's default when None).
+        """
         return self._run(
             self._core.describe_user_scram_credentials(users, timeout=timeout), timeout
         )
@@ -302,6 +461,11 @@ class Admin(SyncFace):
         *,
         timeout: float | None = None,
     ) -> BatchResult[str, None]:
+        """Create, update or delete SCRAM credentials (the password is salted and
+        hashed here; only the salted password travels).
+
+        Blocks until done: at most ``timeout`` (the client's default when None).
+        """
         return self._run(
             self._core.alter_user_scram_credentials(list(alterations), timeout=timeout), timeout
         )

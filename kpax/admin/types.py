@@ -26,18 +26,52 @@ class ConfigResourceType(enum.IntEnum):
 
 @dataclass(frozen=True)
 class ConfigResource:
-    """``ConfigResource(ConfigResourceType.TOPIC, "orders")`` or a broker id as name."""
+    """``ConfigResource(ConfigResourceType.TOPIC, "orders")`` or a broker id as name.
+
+    ``type`` may also be given by name (``"topic"``, ``"broker"``, ``"group"``,
+    ``"broker_logger"``, ``"client_metrics"``, any case) or number, as the
+    peers' ``ConfigResource("topic", name)`` does; anything else is a
+    ValueError naming the types. ``name``: a str (a broker id may be an int)."""
 
     type: ConfigResourceType
     name: str
 
+    def __post_init__(self) -> None:
+        kind = self.type
+        if not isinstance(kind, ConfigResourceType):
+            found = None
+            if isinstance(kind, str):
+                found = ConfigResourceType.__members__.get(
+                    kind.strip().upper().replace("-", "_").replace(" ", "_")
+                )
+            elif isinstance(kind, int) and not isinstance(kind, bool):
+                found = next((t for t in ConfigResourceType if t.value == kind), None)
+            if found is None or found is ConfigResourceType.UNKNOWN:
+                names = ", ".join(repr(t.name.lower()) for t in ConfigResourceType if t.value)
+                raise ValueError(
+                    f"ConfigResource type {kind!r} is not a config resource type: "
+                    f"one of {names} (or a ConfigResourceType)"
+                )
+            object.__setattr__(self, "type", found)
+        if isinstance(self.name, int) and not isinstance(self.name, bool):
+            object.__setattr__(self, "name", str(self.name))
+        if not isinstance(self.name, str):
+            raise TypeError(f"ConfigResource name must be a str, not {type(self.name).__name__}")
+
     @classmethod
     def topic(cls, name: str) -> ConfigResource:
+        """The configuration of topic ``name``."""
         return cls(ConfigResourceType.TOPIC, name)
 
     @classmethod
     def broker(cls, node_id: int | str) -> ConfigResource:
+        """The configuration of broker ``node_id`` (``""``: the cluster-wide default)."""
         return cls(ConfigResourceType.BROKER, str(node_id))
+
+    @classmethod
+    def group(cls, group_id: str) -> ConfigResource:
+        """The configuration of group ``group_id`` (consumer and share groups)."""
+        return cls(ConfigResourceType.GROUP, group_id)
 
     def __str__(self) -> str:
         return f"{self.type.name.lower()} {self.name!r}"
@@ -67,6 +101,7 @@ class ConfigEntry:
 
     @property
     def is_default(self) -> bool:
+        """Is the value the broker's default (not set for this resource)?"""
         return self.source == ConfigSource.DEFAULT_CONFIG
 
 
@@ -79,11 +114,84 @@ class AlterConfigOpType(enum.IntEnum):
 
 @dataclass(frozen=True)
 class AlterConfigOp:
-    """One incremental change: ``AlterConfigOp("retention.ms", "1000")`` sets a value."""
+    """One incremental change: ``AlterConfigOp("retention.ms", "1000")`` sets a value.
+
+    A value that is not a str (``1000``, ``True``) is sent as Kafka writes it
+    (``"1000"``, ``"true"``); ``op`` may be given by name (``"delete"``)."""
 
     name: str
     value: str | None = None
     op: AlterConfigOpType = AlterConfigOpType.SET
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise TypeError(f"AlterConfigOp name must be a non-empty str, not {self.name!r}")
+        if self.value is not None and not isinstance(self.value, str):
+            object.__setattr__(self, "value", config_value_text(self.value))
+        if not isinstance(self.op, AlterConfigOpType):
+            found = (
+                AlterConfigOpType.__members__.get(self.op.upper())
+                if isinstance(self.op, str)
+                else None
+            )
+            if found is None:
+                try:
+                    found = AlterConfigOpType(self.op)
+                except ValueError:
+                    raise ValueError(
+                        f"AlterConfigOp op {self.op!r}: one of 'set', 'delete', 'append', "
+                        "'subtract' (or an AlterConfigOpType)"
+                    ) from None
+            object.__setattr__(self, "op", found)
+
+
+def config_value_text(value: object) -> str:
+    """A config value as Kafka writes it: ``True`` -> ``"true"``, a list ->
+    ``"a,b"``, anything else ``str(value)``."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return ",".join(config_value_text(v) for v in value)
+    return str(value)
+
+
+def alter_config_ops(resource: object, changes: object) -> list[AlterConfigOp]:
+    """The ops of one resource in ``incremental_alter_configs``: AlterConfigOps,
+    or a mapping ``{name: value}`` (a value sets it, None deletes it), or
+    ``(name, value)`` pairs; anything else is a TypeError naming the resource."""
+    from collections.abc import Iterable, Mapping
+
+    if isinstance(changes, Mapping):
+        return [
+            AlterConfigOp(name, None, AlterConfigOpType.DELETE)
+            if value is None
+            else AlterConfigOp(name, value)
+            for name, value in changes.items()
+        ]
+    if isinstance(changes, AlterConfigOp):
+        return [changes]
+    if isinstance(changes, Iterable) and not isinstance(changes, (str, bytes)):
+        out = []
+        for item in changes:
+            if isinstance(item, AlterConfigOp):
+                out.append(item)
+            elif isinstance(item, tuple) and len(item) == 2:
+                name, value = item
+                out.append(
+                    AlterConfigOp(name, None, AlterConfigOpType.DELETE)
+                    if value is None
+                    else AlterConfigOp(name, value)
+                )
+            else:
+                raise TypeError(
+                    f"incremental_alter_configs: the changes of {resource} hold {item!r}: "
+                    "give AlterConfigOps, (name, value) pairs or a {name: value} dict"
+                )
+        return out
+    raise TypeError(
+        f"incremental_alter_configs: the changes of {resource} must be AlterConfigOps, "
+        f"(name, value) pairs or a {{name: value}} dict, not {type(changes).__name__}"
+    )
 
 
 class ResourceType(enum.IntEnum):

@@ -146,6 +146,13 @@ class Cluster:
         self._background: set[asyncio.Future[None]] = set()
         #: Called after every metadata update (:meth:`add_listener`).
         self._listeners: list[Callable[[], None]] = []
+        #: Why metadata cannot be had now (no broker reachable, authentication
+        #: failed), None while it can: set by each refresh's outcome, logged once
+        #: per change (``kpax.cluster``: a warning when lost, info when recovered).
+        self.health: KafkaError | None = None
+        #: Called with the error when :attr:`health` goes from fine to failing
+        #: (the clients' ``error_callback``), on the event loop.
+        self.on_unhealthy: Callable[[KafkaError], None] | None = None
         #: Called at the start of each refresh, before the topics to ask for are
         #: chosen (the producer forgets its idle topics there).
         self.before_refresh: Callable[[], None] | None = None
@@ -542,10 +549,35 @@ class Cluster:
                 if task is None or task.done():
                     task = self._refresh_task = asyncio.ensure_future(self._do_refresh())
                     task.add_done_callback(_consume)
+                    task.add_done_callback(self._refreshed)
                 await asyncio.shield(task)
         finally:
             if all_topics:
                 self._want_all = False
+
+    def _refreshed(self, task: asyncio.Future[None]) -> None:
+        """A refresh ended: note the change of :attr:`health`, if any, once."""
+        if task.cancelled() or self._closed:
+            return
+        exc = task.exception()
+        if exc is None:
+            if self.health is not None:
+                log.info("%s: metadata reachable again (%s)", self.client_name, self.health.message)
+                self.health = None
+            return
+        if not isinstance(exc, (KafkaConnectionError, AuthenticationError)):
+            return  # (one request's trouble, not the client's)
+        was = self.health
+        self.health = exc
+        if was is not None and type(was) is type(exc):
+            log.debug("%s: still failing: %s", self.client_name, exc)
+            return
+        log.warning("%s: cannot get metadata: %s", self.client_name, exc)
+        if self.on_unhealthy is not None:
+            try:
+                self.on_unhealthy(exc)
+            except Exception:
+                log.exception("%s: error_callback failed", self.client_name)
 
     async def _refresh_periodically(self) -> None:
         while not self._closed:
@@ -553,7 +585,8 @@ class Cluster:
             try:
                 await self.refresh()
             except KafkaError as exc:
-                log.warning("periodic metadata refresh failed: %s", exc)
+                if self.health is None or exc is not self.health:
+                    log.warning("periodic metadata refresh failed: %s", exc)
 
     def leader_is_down(self, topic: str, partition: int) -> None:
         """Forget the leader of ``topic``/``partition``; the next lookup refreshes."""

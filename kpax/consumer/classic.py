@@ -92,13 +92,13 @@ class ClassicGroup(GroupBase):
 
     # ------------------------------------------------------------ public
 
-    async def subscribe(self, topics: list[str]) -> None:
+    def subscribe(self, topics: list[str]) -> None:
         self.pattern = None
         self.cluster.all_topics = False
         self.subscription = sorted(set(topics))
         self._rejoin()
 
-    async def subscribe_pattern(self, pattern: Pattern) -> None:
+    def subscribe_pattern(self, pattern: Pattern) -> None:
         """Subscribe to the topics ``pattern`` matches (``re.fullmatch``), matched
         again against every metadata refresh (all topics, every
         ``metadata_max_age_ms``): a change of the matched set rejoins."""
@@ -235,7 +235,7 @@ class ClassicGroup(GroupBase):
                 await asyncio.sleep(backoff.next_delay())
 
     def _protocols(self) -> list[Any]:
-        owned = sorted(self.member.assigned_partitions())
+        owned = sorted(self.member._assigned_partitions())
         out = []
         for a in self.assignors:
             sub = MemberSubscription(
@@ -260,7 +260,7 @@ class ClassicGroup(GroupBase):
             with contextlib.suppress(KafkaError):
                 await self.cluster.refresh(all_topics=True)
             self.subscription = self._matched()
-        owned = self.member.assigned_partitions()
+        owned = self.member._assigned_partitions()
         if owned and self.generation < 0:
             # Out of the group (a commit found the generation gone): another member
             # may own these now, so they are lost, never committed (as Java does).
@@ -322,7 +322,7 @@ class ClassicGroup(GroupBase):
         self._joining = False
         self.rebalances += 1
         target = set(decode_assignment(sresp.assignment).partitions) if sresp.assignment else set()
-        owned = self.member.assigned_partitions()
+        owned = self.member._assigned_partitions()
         revoked = owned - target
         added = target - owned
         log.info(
@@ -340,7 +340,7 @@ class ClassicGroup(GroupBase):
             # Kept across the rebalance: their positions are this member's to commit
             # in the new generation, even where they equal what it last committed
             # (a commit refused during the rebalance, or one a zombie overwrote).
-            self.member.forget_committed(kept)
+            self.member._forget_committed(kept)
         if revoked:
             await self.revoke(revoked)
             if self.cooperative:
@@ -355,7 +355,7 @@ class ClassicGroup(GroupBase):
             if issubclass(err, UnknownMemberIdError):
                 self.member_id = ""
             self.generation = -1
-            lost = self.member.assigned_partitions()
+            lost = self.member._assigned_partitions()
             if lost:
                 await self.revoke(lost, lost=True)
         self.need_join = True
@@ -416,7 +416,7 @@ class ClassicGroup(GroupBase):
                 await self._send_leave("consumer poll timeout has expired")
                 self.generation = -1
                 self.member_id = "" if self.instance_id is None else self.member_id
-                lost = self.member.assigned_partitions()
+                lost = self.member._assigned_partitions()
                 self.need_join = True
                 self.stable.clear()
                 if lost:
@@ -450,7 +450,7 @@ class ClassicGroup(GroupBase):
                 return
             if issubclass(err, CLASSIC_MEMBER_FENCED_ERRORS):
                 self.on_generation_error(code)
-                lost = self.member.assigned_partitions()
+                lost = self.member._assigned_partitions()
                 if lost:
                     await self.revoke(lost, lost=True)
                 return
@@ -490,7 +490,7 @@ class ClassicGroup(GroupBase):
     async def leave(self) -> None:
         """Revoke (with the listener and auto-commit), then leave unless static."""
         self._stop_heartbeat()
-        await self.revoke(self.member.assigned_partitions())
+        await self.revoke(self.member._assigned_partitions())
         if self.instance_id is None:
             await self._send_leave("the consumer is being closed")
         self.member_id = ""

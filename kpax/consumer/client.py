@@ -14,7 +14,7 @@ Positions: ``position(tp)`` is the next offset the application will get;
 the fetcher runs ahead of it. ``seek*`` drop whatever was fetched ahead.
 Explicit ``commit()`` sends the positions; automatic commits (the
 ``auto_commit_interval_ms`` timer, revocation, close after an exception) send
-only what the application has moved past (:meth:`AsyncConsumer.processed_offsets`:
+only what the application has moved past (:meth:`AsyncConsumer._processed_offsets`:
 at-least-once, Java's rule), and a plain ``close()`` the positions.
 Without ``group_id`` commits are refused; with ``group_id`` and ``assign``
 commits go to the group without a generation (like Java).
@@ -35,11 +35,11 @@ import logging
 import re
 import time
 import warnings
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from kpax.cluster.cluster import Cluster
-from kpax.config import resolve
+from kpax.config import given_options, resolve
 from kpax.consumer.buffer import FetchBuffer
 from kpax.consumer.classic import ClassicGroup
 from kpax.consumer.errors import CommitFailedError
@@ -51,10 +51,10 @@ from kpax.consumer.options import CONSUMER_OPTIONS, ConsumerSettings
 from kpax.consumer.pattern import subscribe_args
 from kpax.consumer.record import ConsumerRecord
 from kpax.consumer.state import PartitionState
-from kpax.event_loops import check_loop
+from kpax.event_loops import DONE, Done, check_loop
 from kpax.forks import forked_error
 from kpax.forks import track as track_fork
-from kpax.metrics import NAN, ConnectionMetrics, Metrics, metrics_enabled, tagged
+from kpax.metrics import NAN, ConnectionMetrics, Metrics, metrics_enabled, report_stats, tagged
 from kpax.proto.errors import ClientClosedError, IllegalStateError, KafkaTimeoutError
 from kpax.proto.topic_names import check_topic
 from kpax.structs import (
@@ -88,9 +88,12 @@ class AsyncConsumer:
     #: Set on a consumer inherited through fork() (kpax.forks).
     _forked = False
 
-    def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, **config: Any) -> None:
-        if bootstrap_servers is not None:
-            config["bootstrap_servers"] = bootstrap_servers
+    def __init__(
+        self,
+        bootstrap_servers: str | Sequence[str] | Mapping[str, Any] | None = None,
+        **config: Any,
+    ) -> None:
+        config = given_options(bootstrap_servers, config)
         self.config = resolve("consumer", CONSUMER_OPTIONS, config)
         #: The typed view of ``config`` the consumer's components read (built once).
         self.settings = settings = ConsumerSettings.from_config(self.config)
@@ -102,6 +105,7 @@ class AsyncConsumer:
             m.sensor("commit-latency")
         self.cluster = Cluster.from_config(self.config, self._conn_metrics)
         self.cluster.client_name = self._client_name
+        self.cluster.on_unhealthy = settings.error_callback
         self.states: dict[TopicPartition, PartitionState] = {}
         self.buffer = FetchBuffer(m.sensor("records-consumed") if m is not None else None)
         self.fetcher: Fetcher | None = None
@@ -123,11 +127,21 @@ class AsyncConsumer:
         self._fatal: BaseException | None = None
         self._max_records = settings.max_poll_records
         self._api_timeout = settings.api_timeout
+        #: What store_offsets() stored (``enable_auto_offset_store=False``).
+        self._stored: dict[TopicPartition, OffsetAndMetadata] = {}
+        #: ``on_partition_eof`` (None: off) and the position each partition's
+        #: end was last reported at.
+        self._eof_callback = settings.on_partition_eof
+        self._eof_at: dict[TopicPartition, int] = {}
+        self._stats_task: asyncio.Future[None] | None = None
         track_fork(self)
 
     # ------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
+        """Connect to the cluster and start fetching (and the group member, with ``group_id``);
+        ``async with`` calls it.
+        """
         if self._started:
             return
         await self.cluster.start()
@@ -151,6 +165,15 @@ class AsyncConsumer:
 
         self.buffer.on_drained = drained
         fetcher.start()
+        if settings.stats_callback is not None and settings.statistics_interval_ms > 0:
+            self._stats_task = asyncio.ensure_future(
+                report_stats(
+                    self.metrics,
+                    settings.stats_callback,
+                    settings.statistics_interval_ms / 1000,
+                    self._client_name,
+                )
+            )
         self._started = True
 
     async def __aenter__(self) -> AsyncConsumer:
@@ -205,6 +228,8 @@ class AsyncConsumer:
         self._leaving = True
         self._in_hand_processed = commit_in_hand
         deadline = time.monotonic() + timeout
+        if self._stats_task is not None:
+            self._stats_task.cancel()
         try:
             if self.group is not None:
                 with contextlib.suppress(Exception, asyncio.TimeoutError):
@@ -226,14 +251,14 @@ class AsyncConsumer:
         if self.subscribed:
             await self.group.leave()  # its revocation commits processed_offsets()
         elif self.settings.enable_auto_commit and self.states:
-            await self.group.commit(self.processed_offsets())
+            await self.group.commit(self._processed_offsets())
 
     # ------------------------------------------------------------ Membership (for the group)
 
-    def assigned_partitions(self) -> set[TopicPartition]:
+    def _assigned_partitions(self) -> set[TopicPartition]:
         return set(self.states)
 
-    def add_partitions(self, tps: set[TopicPartition]) -> None:
+    def _add_partitions(self, tps: set[TopicPartition]) -> None:
         for tp in tps:
             if tp not in self.states:
                 st = PartitionState(tp)
@@ -241,8 +266,10 @@ class AsyncConsumer:
                 self.states[tp] = st
         self._wake_fetcher()
 
-    def remove_partitions(self, tps: set[TopicPartition]) -> None:
+    def _remove_partitions(self, tps: set[TopicPartition]) -> None:
         for tp in tps:
+            self._stored.pop(tp, None)
+            self._eof_at.pop(tp, None)
             st = self.states.pop(tp, None)
             if st is not None:
                 self.buffer.settle_reading(st)
@@ -252,10 +279,10 @@ class AsyncConsumer:
                     self.fetcher.forget(tp)
         self._wake_fetcher()
 
-    def freeze_partitions(self, tps: set[TopicPartition]) -> None:
+    def _freeze_partitions(self, tps: set[TopicPartition]) -> None:
         self.buffer.freeze([self.states[tp] for tp in tps if tp in self.states])
 
-    def consumed_offsets(
+    def _consumed_offsets(
         self, changed_only: bool = False
     ) -> dict[TopicPartition, OffsetAndMetadata]:
         """Each partition's position as the application has consumed it (during an
@@ -277,15 +304,20 @@ class AsyncConsumer:
                 out[tp] = om
         return out
 
-    def processed_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
+    def _processed_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
         """What automatic commits send: each partition's offset before which the
         application has processed every record (:meth:`FetchBuffer.processed_position`:
         records handed out count once it asks for more; after a plain ``close()``
         the positions), for partitions where that is past the committed offset
         this member last knew. Never behind a commit this member made (an
-        explicit ``commit()`` while records are in hand says they are processed)."""
+        explicit ``commit()`` while records are in hand says they are processed).
+
+        With ``enable_auto_offset_store=False``: what :meth:`store_offsets`
+        stored instead, where past the committed offset."""
+        if not self.settings.enable_auto_offset_store:
+            return self._stored_offsets(changed_only=True)
         if self._in_hand_processed:
-            return self.consumed_offsets(changed_only=True)
+            return self._consumed_offsets(changed_only=True)
         out = {}
         processed = self.buffer.processed_position
         for tp, st in list(self.states.items()):
@@ -300,7 +332,101 @@ class AsyncConsumer:
             out[tp] = OffsetAndMetadata(mark[0], "", mark[1])
         return out
 
-    async def wait_processed(self, tps: set[TopicPartition], timeout: float) -> None:
+    def _stored_offsets(
+        self, changed_only: bool = False
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """What :meth:`store_offsets` stored, per assigned partition (``changed_only``:
+        only where it is not the committed offset this member last knew)."""
+        out = {}
+        for tp, om in list(self._stored.items()):
+            st = self.states.get(tp)
+            if st is None or (changed_only and om.offset == st.committed):
+                continue
+            out[tp] = om
+        return out
+
+    def _commit_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
+        """What ``commit()`` without offsets sends: the positions (after every
+        record handed out), or with ``enable_auto_offset_store=False`` what
+        :meth:`store_offsets` stored."""
+        if not self.settings.enable_auto_offset_store:
+            return self._stored_offsets(changed_only=True)
+        return self._consumed_offsets(changed_only=True)
+
+    def store_offsets(
+        self,
+        message: ConsumerRecord | Iterable[ConsumerRecord] | None = None,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
+    ) -> None:
+        """Store the offsets automatic commits (and ``commit()`` without offsets)
+        send, with ``enable_auto_offset_store=False`` (confluent-kafka's offset
+        store): ``message``, a record or records the application has processed
+        (each stores its offset + 1), and/or ``offsets``, ``{tp: next offset}``.
+        A plain method on both faces, safe from any thread. IllegalStateError
+        with ``enable_auto_offset_store=True`` (the default: automatic commits
+        send what the application moved past) or for a partition not assigned::
+
+            for record in consumer:
+                process(record)
+                consumer.store_offsets(record)  # committed by the next auto-commit
+        """
+        if self.settings.enable_auto_offset_store:
+            raise IllegalStateError(
+                "store_offsets() needs enable_auto_offset_store=False (with the default, "
+                "automatic commits send what the application has moved past)"
+            )
+        found: dict[TopicPartition, OffsetAndMetadata] = {}
+        if message is not None:
+            records = [message] if isinstance(message, ConsumerRecord) else list(message)
+            for rec in records:
+                tp = TopicPartition(rec.topic, rec.partition)
+                prev = found.get(tp)
+                if prev is None or rec.offset + 1 > prev.offset:
+                    found[tp] = OffsetAndMetadata(rec.offset + 1, "", rec.leader_epoch)
+        if offsets is not None:
+            for key, om in offsets.items():
+                found[TopicPartition(*key)] = (
+                    om if isinstance(om, OffsetAndMetadata) else OffsetAndMetadata(om)
+                )
+        for tp, om in found.items():
+            if not isinstance(om.offset, int) or isinstance(om.offset, bool) or om.offset < 0:
+                raise ValueError(f"cannot store offset {om.offset!r} for {tp}: an int >= 0")
+            if tp not in self.states:
+                raise IllegalStateError(
+                    f"store_offsets: partition {tp} is not assigned to this consumer"
+                )
+        self._stored.update(found)
+
+    def _partition_eofs(self) -> list[tuple[TopicPartition, int]]:
+        """The partitions whose position has reached their end (the high
+        watermark; the last stable offset with read_committed) since last asked,
+        with that offset: what ``on_partition_eof`` is told."""
+        out = []
+        end_of = "last_stable_offset" if self.settings.read_committed else "high_watermark"
+        reported = self._eof_at
+        for tp, st in list(self.states.items()):
+            pos = st.position
+            if pos is None or st.reset_to is not None or st.paused:
+                continue
+            end = getattr(st, end_of)
+            if 0 <= end <= pos and reported.get(tp) != pos:
+                reported[tp] = pos
+                out.append((tp, pos))
+        return out
+
+    def _report_eofs(self) -> None:
+        """Call ``on_partition_eof(tp, offset)`` for each partition at its end
+        (:meth:`_partition_eofs`); polls call it on the polling thread."""
+        callback = self._eof_callback
+        if callback is None:
+            return
+        for tp, offset in self._partition_eofs():
+            try:
+                callback(tp, offset)
+            except Exception:
+                log.exception("on_partition_eof(%s, %d) failed", tp, offset)
+
+    async def _wait_processed(self, tps: set[TopicPartition], timeout: float) -> None:
         """Wait, at most ``timeout`` seconds, until the application has moved past
         the records of ``tps`` it holds (asked for more: the next ``poll()`` or
         iteration step), so that a revocation commits them. Returns at once while
@@ -319,14 +445,14 @@ class AsyncConsumer:
                 return
             await asyncio.sleep(0.005)
 
-    def on_committed(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
+    def _on_committed(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
         """The group accepted these offsets (the group code calls this)."""
         for tp, om in offsets.items():
             st = self.states.get(tp)
             if st is not None:
                 st.committed = om.offset
 
-    def forget_committed(self, tps: set[TopicPartition]) -> None:
+    def _forget_committed(self, tps: set[TopicPartition]) -> None:
         """The next commit sends the positions of ``tps`` even if unchanged since
         the committed offset this member last knew (the group code calls this for
         partitions kept across a rebalance)."""
@@ -335,7 +461,7 @@ class AsyncConsumer:
             if st is not None:
                 st.committed = None
 
-    async def call_listener(self, method: str, tps: set[TopicPartition]) -> None:
+    async def _call_listener(self, method: str, tps: set[TopicPartition]) -> None:
         listener = self.listener
         if listener is None:
             return
@@ -352,9 +478,18 @@ class AsyncConsumer:
         except Exception:  # a failing listener must not stop group membership
             log.exception("rebalance listener %s failed", method)
 
-    def fail(self, exc: BaseException) -> None:
+    def _fail(self, exc: BaseException) -> None:
+        """A fatal error (the group code calls this): every poll raises it from
+        now on, and ``error_callback`` hears of it."""
+        first = self._fatal is None
         self._fatal = exc
         self.buffer.put((None, exc))
+        callback = self.settings.error_callback
+        if first and callback is not None:
+            try:
+                callback(exc)
+            except Exception:
+                log.exception("error_callback failed")
 
     def _wake_fetcher(self) -> None:
         if self.fetcher is not None:
@@ -371,7 +506,7 @@ class AsyncConsumer:
         for tp in tps:
             await self.cluster.leader(tp.topic, tp.partition, timeout=self._api_timeout)
         self._manual = True
-        self.remove_partitions(set(self.states) - tps)
+        self._remove_partitions(set(self.states) - tps)
         new = tps - set(self.states)
         for tp in new:
             st = PartitionState(tp)
@@ -380,52 +515,105 @@ class AsyncConsumer:
         self._wake_fetcher()
 
     def assignment(self) -> set[TopicPartition]:
+        """The partitions this consumer reads now (assigned, or given by the group)."""
         return set(self.states)
 
-    async def subscribe(
+    def subscribe(
         self,
         topics: Iterable[str] | re.Pattern[str] | None = None,
         listener: Any = None,
         *,
         pattern: str | re.Pattern[str] | None = None,
-    ) -> None:
-        """Join the group (``group_id``) and read the partitions it assigns, of
-        ``topics`` (names) or of every topic ``pattern`` (a regex) matches.
+    ) -> Awaitable[None]:
+        """Read the partitions of ``topics`` (names) or of every topic ``pattern``
+        (a regex) matches. A plain method, as aiokafka's: calling it is enough;
+        the result may be awaited (earlier kpax versions required it).
+
+        With ``group_id``: join the group and read the partitions it assigns.
         Returns at once, as the Java consumer's does: a topic that does not exist
         yet is picked up when it appears (the group rebalances then).
+        ``listener``: an object with ``on_partitions_assigned(tps)``,
+        ``on_partitions_revoked(tps)`` (and ``on_partitions_lost(tps)``), plain
+        or async methods.
+
+        Without ``group_id`` (kafka-python's and aiokafka's behaviour): read
+        every partition of ``topics`` with no group and no commits
+        (``auto_offset_reset`` says where to start); the partitions are looked up
+        in a task, which the returned awaitable is (await it to see a missing
+        topic's error); partitions added to the topics later are not picked up
+        (``assign()`` or a group for that); no listener calls.
 
         ``pattern``: under the classic protocol matched here with ``re.fullmatch``
         against every topic name of each metadata refresh (``metadata_max_age_ms``),
         internal topics never; under KIP-848 (``group_protocol="consumer"``) sent to
         the broker, which matches it (RE2/J syntax). Topics created or deleted later
         join or leave the subscription. Switching between names and a pattern needs
-        ``unsubscribe()`` first, as in Java."""
+        ``unsubscribe()`` first, as in Java.
+
+        Raises IllegalStateError after ``assign()`` (call ``unsubscribe()``
+        first), ValueError / InvalidTopicError for bad names or a bad regex::
+
+            consumer.subscribe(["orders"])
+            async for record in consumer:
+                ...
+        """
         names, regex = subscribe_args(topics, pattern)
         self._check()
-        if self.group is None:
-            raise IllegalStateError("subscribe() needs a group_id (or use assign())")
         if self._manual:
             raise IllegalStateError("subscribe() after assign(): call unsubscribe() first")
+        if self.group is None:
+            if regex is not None:
+                raise IllegalStateError(
+                    "subscribe(pattern=...) needs a group_id (without one, subscribe to "
+                    "topic names: every partition of them is read)"
+                )
+            assert names is not None
+            if not names:
+                return asyncio.ensure_future(self.unsubscribe())
+            return self._subscribe_unmanaged(names)
         if regex is not None:
             if self._subscribed:
                 raise IllegalStateError(
                     "subscribe(pattern=...) after subscribing to topics: call unsubscribe() first"
                 )
-            await self.group.subscribe_pattern(regex)  # a bad regex fails here
+            self.group.subscribe_pattern(regex)  # a bad regex fails here
             self.listener = listener
             self._pattern = regex
-            return
+            return DONE
         assert names is not None
         if not names:
-            await self.unsubscribe()
-            return
+            return asyncio.ensure_future(self.unsubscribe())
         if self._pattern is not None:
             raise IllegalStateError(
                 "subscribe(topics) after subscribe(pattern=...): call unsubscribe() first"
             )
         self.listener = listener
         self._subscribed = names
-        await self.group.subscribe(names)
+        self.group.subscribe(names)
+        return DONE
+
+    def _subscribe_unmanaged(self, names: list[str]) -> asyncio.Task[None]:
+        """``subscribe(topics)`` without a group: every partition of ``topics``,
+        looked up in a task (the result of ``subscribe``)."""
+        for name in names:
+            check_topic(name)
+        self._subscribed = list(names)
+        self.listener = None
+
+        async def assign_all() -> None:
+            wanted: set[TopicPartition] = set()
+            for name in names:
+                parts = await self.cluster.partitions(name, timeout=self._api_timeout)
+                wanted.update(TopicPartition(name, p) for p in parts)
+            if self._subscribed != names or self._closed:
+                return  # subscribed to something else meanwhile
+            self._remove_partitions(set(self.states) - wanted)
+            for tp in wanted - set(self.states):
+                self.states[tp] = PartitionState(tp)  # auto_offset_reset says where
+            log.info("reading every partition of %s without a group: %d", names, len(wanted))
+            self._wake_fetcher()
+
+        return asyncio.ensure_future(assign_all())
 
     def subscription(self) -> set[str]:
         """The topics subscribed to: the names given, or those the pattern
@@ -445,6 +633,9 @@ class AsyncConsumer:
         return float(self._api_timeout)
 
     async def unsubscribe(self) -> None:
+        """Leave the group (its revocation commits what was processed, with auto-commit) and stop
+        reading every partition, subscribed or assigned.
+        """
         self._check()
         if self.group is not None and self.subscribed:
             self._leaving = True
@@ -459,7 +650,7 @@ class AsyncConsumer:
         self._subscribed = []
         self._pattern = None
         self._manual = False
-        self.remove_partitions(set(self.states))
+        self._remove_partitions(set(self.states))
 
     async def wait_for_assignment(self, timeout: float = 30.0) -> set[TopicPartition]:
         """Wait until the group has given this member its (possibly empty) assignment."""
@@ -477,7 +668,18 @@ class AsyncConsumer:
             raise IllegalStateError(f"partition {tp} is not assigned to this consumer")
         return st
 
-    async def seek(self, tp: TopicPartition, offset: int) -> None:
+    def seek(self, tp: TopicPartition, offset: int) -> Done:
+        """Read ``tp`` from ``offset`` on (the next record returned): what was
+        fetched ahead is dropped, and the next commit sends the new position even
+        if it moved back. A plain method, as aiokafka's (awaiting the result
+        works too). IllegalStateError if ``tp`` is not assigned; ValueError for
+        a negative offset::
+
+            consumer.seek(TopicPartition("orders", 0), 42)
+        """
+        self._check()
+        if isinstance(offset, bool) or not isinstance(offset, int):
+            raise TypeError(f"seek offset must be an int, not {type(offset).__name__}")
         if offset < 0:
             raise ValueError(f"seek offset must be >= 0, got {offset} for {tp}")
         st = self._state(TopicPartition(*tp))
@@ -485,12 +687,24 @@ class AsyncConsumer:
         st.seek(offset)
         st.committed = None  # the application moved: the next commit sends it, even back
         self._wake_fetcher()
+        return DONE
 
-    async def seek_to_beginning(self, *partitions: TopicPartition) -> None:
+    def seek_to_beginning(self, *partitions: TopicPartition) -> Done:
+        """Read ``partitions`` (all assigned ones if none are given) from their
+        first offset, looked up by the next fetch. A plain method (awaiting the
+        result works too)."""
+        self._check()
         self._seek_to("earliest", partitions)
+        return DONE
 
-    async def seek_to_end(self, *partitions: TopicPartition) -> None:
+    def seek_to_end(self, *partitions: TopicPartition) -> Done:
+        """Read only what arrives after now on ``partitions`` (all assigned ones if
+        none are given): the end offset (the last stable one with
+        ``read_committed``) is looked up by the next fetch. A plain method
+        (awaiting the result works too)."""
+        self._check()
         self._seek_to("latest", partitions)
+        return DONE
 
     def _seek_to(self, how: str, partitions: Sequence[TopicPartition]) -> None:
         tps = _tps(partitions) if partitions else list(self.states)
@@ -539,6 +753,9 @@ class AsyncConsumer:
     async def committed(
         self, partitions: Iterable[TopicPartition]
     ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """The group's committed offsets of ``partitions`` (None: none committed). IllegalStateError
+        without ``group_id``.
+        """
         self._check()
         if self.group is None:
             raise IllegalStateError("committed() needs a group_id")
@@ -557,6 +774,7 @@ class AsyncConsumer:
     async def beginning_offsets(
         self, partitions: Iterable[TopicPartition]
     ) -> dict[TopicPartition, int]:
+        """The first offset of each partition (the log start offset)."""
         found = await self._list(dict.fromkeys(_tps(partitions), EARLIEST))
         return {tp: v[0] for tp, v in found.items()}
 
@@ -579,14 +797,17 @@ class AsyncConsumer:
         }
 
     def highwater(self, tp: TopicPartition) -> int | None:
+        """``tp``'s high watermark as the last fetch saw it (None: not fetched yet)."""
         st = self.states.get(tp)
         return st.high_watermark if st is not None and st.high_watermark >= 0 else None
 
     async def partitions_for_topic(self, topic: str) -> set[int]:
+        """The partition ids of ``topic`` (from metadata)."""
         self._check()
         return set(await self.cluster.partitions(topic, timeout=self._api_timeout))
 
     async def topics(self) -> set[str]:
+        """Every topic of the cluster, internal ones left out."""
         self._check()
         await self.cluster.refresh(all_topics=True)
         return {n for n, t in self.cluster.snapshot.topics.items() if not t.is_internal}
@@ -594,6 +815,10 @@ class AsyncConsumer:
     # ------------------------------------------------------------ pause
 
     def pause(self, *partitions: TopicPartition) -> None:
+        """Stop returning records of ``partitions`` (and fetching them) until
+        :meth:`resume`; what was fetched ahead is kept for then. A paused
+        partition stays assigned (a group keeps it; heartbeats go on).
+        IllegalStateError for a partition not assigned."""
         for tp in _tps(partitions):
             st = self._state(tp)
             if not st.paused:
@@ -603,11 +828,13 @@ class AsyncConsumer:
                     st.rewind_fetch()
 
     def resume(self, *partitions: TopicPartition) -> None:
+        """Return and fetch records of paused ``partitions`` again."""
         for tp in _tps(partitions):
             self._state(tp).paused = False
         self._wake_fetcher()
 
     def paused(self) -> set[TopicPartition]:
+        """The partitions :meth:`pause` stopped."""
         return {tp for tp, st in self.states.items() if st.paused}
 
     # ------------------------------------------------------------ metrics
@@ -655,7 +882,7 @@ class AsyncConsumer:
 
     # ------------------------------------------------------------ poll
 
-    def poll_tick(self) -> None:
+    def _poll_tick(self) -> None:
         """What every poll does first (non-blocking; the sync face calls it from
         the polling thread): raise the consumer's fatal error if any, and tell
         the group this member is polling (``max_poll_interval_ms``)."""
@@ -670,7 +897,9 @@ class AsyncConsumer:
         """Records ready now, else waits up to ``timeout`` seconds for some (at most
         ``max_records``, default ``max_poll_records``)."""
         self._check()
-        self.poll_tick()
+        self._poll_tick()
+        if self._eof_callback is not None:
+            self._report_eofs()  # (the ends reached by what earlier polls returned)
         limit = max_records or self._max_records
         records = self.buffer.take(limit)
         if records:
@@ -680,10 +909,46 @@ class AsyncConsumer:
             left = deadline - time.monotonic()
             if left <= 0 or self._closed:
                 return self.buffer.take(limit)
-            await self.buffer.wait_async(left)
+            await self.buffer.wait_async(min(left, 0.1) if self._eof_callback else left)
             records = self.buffer.take(limit)
             if records:
                 return records
+            if self._eof_callback is not None:
+                self._report_eofs()
+
+    async def consume(
+        self, num_messages: int = 1, timeout: float | None = None
+    ) -> list[ConsumerRecord]:
+        """confluent-kafka's ``consume``: up to ``num_messages`` records, waiting
+        until there are that many or ``timeout`` seconds have passed (None: no
+        limit); what :meth:`poll` returns, gathered."""
+        if isinstance(num_messages, bool) or not isinstance(num_messages, int) or num_messages < 1:
+            raise ValueError(f"consume: num_messages must be an int >= 1, not {num_messages!r}")
+        out: list[ConsumerRecord] = []
+        deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
+        while len(out) < num_messages and not self._closed:
+            left = 1.0 if deadline is None else deadline - time.monotonic()
+            out += await self.poll(max(left, 0.0), num_messages - len(out))
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+        return out
+
+    async def list_topics(
+        self, topic: str | None = None, *, timeout: float | None = None
+    ) -> dict[str, list[int]]:
+        """confluent-kafka's ``list_topics``: ``{topic: partition ids}`` of every
+        topic of the cluster (internal ones left out), or of ``topic`` alone
+        (UnknownTopicOrPartitionError if it does not exist)."""
+        self._check()
+        limit = self._api_timeout if timeout is None else timeout
+        if topic is not None:
+            return {topic: sorted(await self.cluster.partitions(topic, timeout=limit))}
+        await asyncio.wait_for(self.cluster.refresh(all_topics=True), limit)
+        return {
+            name: t.partition_ids
+            for name, t in sorted(self.cluster.snapshot.topics.items())
+            if not t.is_internal
+        }
 
     getmany = poll
 
@@ -691,10 +956,12 @@ class AsyncConsumer:
         self._check()
         buffer = self.buffer
         while not self._closed:
-            self.poll_tick()
+            self._poll_tick()
+            if self._eof_callback is not None:
+                self._report_eofs()  # (per chunk, never per record)
             chunk = buffer.take_chunk()
             if chunk is None:
-                await buffer.wait_async(1.0)
+                await buffer.wait_async(0.1 if self._eof_callback else 1.0)
                 continue
             it = buffer.start_reading(chunk)
             try:
@@ -711,12 +978,12 @@ class AsyncConsumer:
         """Commit ``offsets`` (next offsets to read), or the current positions --
         after every record ``poll()`` returned, or after the record the iteration is
         on: call it after processing them. (Auto-commit sends only what the
-        application has moved past: :meth:`processed_offsets`.)"""
+        application has moved past: :meth:`_processed_offsets`.)"""
         self._check()
         if self.group is None:
             raise IllegalStateError("commit() needs a group_id")
         if offsets is None:
-            final = self.consumed_offsets(changed_only=True)
+            final = self._commit_offsets()
         else:
             final = {
                 TopicPartition(*tp): (
@@ -747,7 +1014,7 @@ class AsyncConsumer:
     ) -> asyncio.Task[None]:
         """Start a commit; ``callback(offsets, exception_or_None)`` runs when it ends."""
         self._check()
-        snapshot = self.consumed_offsets(changed_only=True) if offsets is None else offsets
+        snapshot = self._commit_offsets() if offsets is None else offsets
 
         async def run() -> None:
             exc: BaseException | None = None

@@ -135,6 +135,9 @@ class Fetcher:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._aux: set[asyncio.Task[None]] = set()
+        #: The error the last failed background task ended with (None: the last
+        #: one succeeded): failures are logged once per change, not per attempt.
+        self._failing: BaseException | None = None
         self._refreshing = False
         #: Topic ids a Fetch answered about that no fetched topic had (said once each).
         self._unknown_ids: set[Any] = set()
@@ -197,9 +200,18 @@ class Fetcher:
         self._aux.discard(task)
         exc = None if task.cancelled() else task.exception()
         if exc is None:
+            if self._failing is not None and not task.cancelled():
+                log.info("consumer fetching works again (it failed with: %s)", self._failing)
+                self._failing = None
             self._wake.set()
             return
-        log.warning("consumer background task failed: %s", exc)
+        # One line per change of state (failing, recovered), not per attempt:
+        # with a broker down this runs about once a second while kpax retries.
+        if self._failing is None or type(self._failing) is not type(exc):
+            log.warning("consumer fetching failed, retrying: %s", exc)
+        else:
+            log.debug("consumer fetching still failing: %s", exc)
+        self._failing = exc
         if isinstance(exc, KafkaError) and not exc.retriable:
             self.buffer.put_error(exc)  # poll raises it (a broker breaking the protocol)
         # Try again after a backoff, not at once: a broker that fails every

@@ -52,25 +52,25 @@ _OFFSET_FETCH_MAX = 9
 class Membership(Protocol):
     """What the group code needs from the consumer core."""
 
-    def assigned_partitions(self) -> set[TopicPartition]: ...
+    def _assigned_partitions(self) -> set[TopicPartition]: ...
 
-    def add_partitions(self, tps: set[TopicPartition]) -> None: ...
+    def _add_partitions(self, tps: set[TopicPartition]) -> None: ...
 
-    def remove_partitions(self, tps: set[TopicPartition]) -> None: ...
+    def _remove_partitions(self, tps: set[TopicPartition]) -> None: ...
 
-    def freeze_partitions(self, tps: set[TopicPartition]) -> None: ...
+    def _freeze_partitions(self, tps: set[TopicPartition]) -> None: ...
 
-    def processed_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]: ...
+    def _processed_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]: ...
 
-    async def wait_processed(self, tps: set[TopicPartition], timeout: float) -> None: ...
+    async def _wait_processed(self, tps: set[TopicPartition], timeout: float) -> None: ...
 
-    def on_committed(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None: ...
+    def _on_committed(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None: ...
 
-    def forget_committed(self, tps: set[TopicPartition]) -> None: ...
+    def _forget_committed(self, tps: set[TopicPartition]) -> None: ...
 
-    async def call_listener(self, method: str, tps: set[TopicPartition]) -> None: ...
+    async def _call_listener(self, method: str, tps: set[TopicPartition]) -> None: ...
 
-    def fail(self, exc: BaseException) -> None: ...
+    def _fail(self, exc: BaseException) -> None: ...
 
     #: The consumer's counters (kpax.metrics; None: not counted).
     metrics_registry: Metrics | None
@@ -123,7 +123,7 @@ class GroupBase:
         exc = task.exception()
         if exc is not None and not self._closed:
             log.error("group %s: background task failed: %s", self.group_id, exc)
-            self.member.fail(exc)
+            self.member._fail(exc)
 
     def start(self) -> None:
         if self.settings.enable_auto_commit:
@@ -201,22 +201,22 @@ class GroupBase:
         # may hold records of them now, so first give it a bounded time to ask for
         # more -- as a Java rebalance waits for poll() -- or the next owner
         # re-reads them.
-        self.member.freeze_partitions(set(tps))
+        self.member._freeze_partitions(set(tps))
         if not lost and self.settings.enable_auto_commit:
-            await self.member.wait_processed(set(tps), self.processed_wait())
+            await self.member._wait_processed(set(tps), self.processed_wait())
             try:
                 await self.commit(self._existing(self._owned_offsets(tps)))
             except KafkaError as exc:
                 log.warning("group %s: commit before revoking failed: %s", self.group_id, exc)
         method = "on_partitions_lost" if lost else "on_partitions_revoked"
         try:
-            await self.member.call_listener(method, set(tps))
+            await self.member._call_listener(method, set(tps))
         finally:
-            self.member.remove_partitions(set(tps))
+            self.member._remove_partitions(set(tps))
 
     async def assign(self, tps: set[TopicPartition]) -> None:
-        self.member.add_partitions(set(tps))
-        await self.member.call_listener("on_partitions_assigned", set(tps))
+        self.member._add_partitions(set(tps))
+        await self.member._call_listener("on_partitions_assigned", set(tps))
 
     def _existing(
         self, offsets: Mapping[TopicPartition, OffsetAndMetadata]
@@ -230,7 +230,7 @@ class GroupBase:
         return {tp: om for tp, om in offsets.items() if tp.topic in known}
 
     def _owned_offsets(self, tps: set[TopicPartition]) -> dict[TopicPartition, OffsetAndMetadata]:
-        offsets = self.member.processed_offsets()
+        offsets = self.member._processed_offsets()
         return {tp: om for tp, om in offsets.items() if tp in tps}
 
     def processed_wait(self) -> float:
@@ -256,7 +256,7 @@ class GroupBase:
             self._commit_lock = asyncio.Lock()
         async with self._commit_lock:
             await self._commit(offsets)
-        self.member.on_committed(offsets)
+        self.member._on_committed(offsets)
 
     async def _commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
         generation, member_id = self.commit_identity()
@@ -387,7 +387,7 @@ class GroupBase:
         while not self._closed:
             await asyncio.sleep(interval)
             # only what the application moved past (records it holds may be unprocessed)
-            offsets = self._existing(self.member.processed_offsets())
+            offsets = self._existing(self.member._processed_offsets())
             if not offsets or not self.stable.is_set():
                 continue
             try:
@@ -397,10 +397,10 @@ class GroupBase:
 
     # ------------------------------------------------------------ protocol hooks
 
-    async def subscribe(self, topics: list[str]) -> None:
+    def subscribe(self, topics: list[str]) -> None:
         raise NotImplementedError
 
-    async def subscribe_pattern(self, pattern: Pattern) -> None:
+    def subscribe_pattern(self, pattern: Pattern) -> None:
         raise NotImplementedError
 
     async def leave(self) -> None:

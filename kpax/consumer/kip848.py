@@ -86,12 +86,12 @@ class ConsumerGroup(GroupBase):
         # broker's session timeout (its own setting) is longer than its interval.
         return min(super().processed_wait(), self.interval)
 
-    async def subscribe(self, topics: list[str]) -> None:
+    def subscribe(self, topics: list[str]) -> None:
         self.pattern = None
         self.subscription = sorted(set(topics))
         self._rejoin()
 
-    async def subscribe_pattern(self, pattern: Pattern) -> None:
+    def subscribe_pattern(self, pattern: Pattern) -> None:
         """Send ``pattern`` (RE2/J syntax) as SubscribedTopicRegex: the broker
         resolves it and assigns the matching topics' partitions; ``subscription``
         becomes the topics of this member's assignment."""
@@ -128,7 +128,7 @@ class ConsumerGroup(GroupBase):
                 self.poll_expired = True
                 self.stable.clear()
                 await self._leave_heartbeat()
-                lost = self.member.assigned_partitions()
+                lost = self.member._assigned_partitions()
                 if lost:
                     await self.revoke(lost, lost=True)
                 self.epoch = 0
@@ -150,7 +150,7 @@ class ConsumerGroup(GroupBase):
                 await asyncio.wait_for(self._wake.wait(), self.interval)
 
     def _owned(self) -> list[Any]:
-        owned = self.member.assigned_partitions()
+        owned = self.member._assigned_partitions()
         by_id: dict[Any, list[int]] = {}
         for tp in owned:
             info = self.cluster.snapshot.topics.get(tp.topic)
@@ -193,7 +193,7 @@ class ConsumerGroup(GroupBase):
         if code_in(code, CONSUMER_MEMBER_FENCED_ERRORS):
             log.info("group %s: member fenced (%s), rejoining", self.group_id, code)
             self.stable.clear()
-            lost = self.member.assigned_partitions()
+            lost = self.member._assigned_partitions()
             if lost:
                 await self.revoke(lost, lost=True)
             self.epoch = 0
@@ -238,7 +238,7 @@ class ConsumerGroup(GroupBase):
             target.update(TopicPartition(name, p) for p in t.partitions)
         if self.pattern is not None:  # what the broker matched, as far as this member sees
             self.subscription = sorted({tp.topic for tp in target})
-        owned = self.member.assigned_partitions()
+        owned = self.member._assigned_partitions()
         revoked = owned - target
         added = target - owned
         self.reconciliations += 1
@@ -294,6 +294,6 @@ class ConsumerGroup(GroupBase):
             self._task.cancel()
             with contextlib.suppress(BaseException):
                 await self._task
-        await self.revoke(self.member.assigned_partitions())
+        await self.revoke(self.member._assigned_partitions())
         await self._leave_heartbeat()
         self.epoch = 0

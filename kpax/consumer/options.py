@@ -5,11 +5,15 @@ gives; :class:`ConsumerSettings` is the typed, frozen view of the validated
 configuration, built once per consumer and passed to its components (fetcher,
 group, the sync face) in place of string lookups.
 
+Beside Java's options: confluent-kafka's offset store
+(``enable_auto_offset_store``), partition-EOF notification
+(``enable_partition_eof``, ``on_partition_eof``), statistics
+(``statistics_interval_ms``, ``stats_callback``) and ``error_callback``.
 kpax adds ``fetch_buffer_chunks`` and ``max_decompressed_batch_bytes`` (the most
 one compressed batch may decompress to; None: :func:`max_decompressed_batch_bytes`
 picks ``max(2 * fetch_max_bytes, 64 MiB)``, see docs/consumer.md for why).
 
-Imports: kpax.broker.options, kpax.config, kpax.proto.compression.
+Imports: kpax.broker.options, kpax.config, kpax.proto (compression, errors), kpax.structs.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from kpax.config import (
     positive_int,
 )
 from kpax.proto.compression import DEFAULT_MAX_DECOMPRESSED_SIZE
+from kpax.proto.errors import ConfigError
+from kpax.structs import TopicPartition
 
 __all__ = ["CONSUMER_OPTIONS", "ConsumerSettings", "max_decompressed_batch_bytes"]
 
@@ -36,6 +42,12 @@ __all__ = ["CONSUMER_OPTIONS", "ConsumerSettings", "max_decompressed_batch_bytes
 def _callable_or_none(value: Any) -> Any:
     if value is not None and not callable(value):
         raise ValueError("must be a callable taking bytes (or None)")
+    return value
+
+
+def _callback_or_none(value: Any) -> Any:
+    if value is not None and not callable(value):
+        raise ValueError("must be a callable (or None)")
     return value
 
 
@@ -73,6 +85,33 @@ CONSUMER_OPTIONS: dict[str, Option] = {
     "allow_auto_create_topics": Option(False, boolean),
     "key_deserializer": Option(None, _callable_or_none),
     "value_deserializer": Option(None, _callable_or_none),
+    "enable_auto_offset_store": Option(
+        True,
+        boolean,
+        "False: automatic commits (and commit() without offsets) send only what "
+        "store_offsets() stored (confluent-kafka's offset store)",
+    ),
+    "enable_partition_eof": Option(
+        False, boolean, "call on_partition_eof when a partition's records are all read"
+    ),
+    "on_partition_eof": Option(
+        None,
+        _callback_or_none,
+        "callable(topic_partition, offset): a partition's records are all read "
+        "(its position reached its end); called on the polling thread",
+    ),
+    "statistics_interval_ms": Option(
+        0, non_negative_int, "how often stats_callback gets metrics() (0: never)"
+    ),
+    "stats_callback": Option(
+        None, _callback_or_none, "callable(metrics: dict[str, float]) every statistics_interval_ms"
+    ),
+    "error_callback": Option(
+        None,
+        _callback_or_none,
+        "callable(error): client-level problems (no broker reachable, authentication "
+        "failed, a fatal error), once per change",
+    ),
     "fetch_buffer_chunks": Option(2, positive_int, "decoded fetches buffered per partition"),
     "max_decompressed_batch_bytes": Option(
         None,
@@ -123,6 +162,12 @@ class ConsumerSettings(Timeouts):
     fetch_buffer_chunks: int
     max_decompressed_batch_bytes: int
     check_crcs: bool
+    # offset store, callbacks
+    enable_auto_offset_store: bool
+    on_partition_eof: Callable[[TopicPartition, int], Any] | None
+    statistics_interval_ms: int
+    stats_callback: Callable[[dict[str, float]], Any] | None
+    error_callback: Callable[[BaseException], Any] | None
     key_deserializer: Callable[[bytes], Any] | None
     value_deserializer: Callable[[bytes], Any] | None
     # polling, requests
@@ -135,6 +180,11 @@ class ConsumerSettings(Timeouts):
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> ConsumerSettings:
         """The settings of a resolved (validated) consumer configuration."""
+        if config["enable_partition_eof"] and config["on_partition_eof"] is None:
+            raise ConfigError(
+                "consumer option enable_partition_eof=True needs on_partition_eof="
+                "callable(topic_partition, offset): kpax tells of a partition's end through it"
+            )
         derived: dict[str, Any] = {
             "partition_assignment_strategy": tuple(config["partition_assignment_strategy"]),
             "max_decompressed_batch_bytes": max_decompressed_batch_bytes(config),

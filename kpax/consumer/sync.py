@@ -13,7 +13,7 @@ Not thread-safe for concurrent polling from several threads (neither is
 Java's); other methods may be called from any thread.
 
 Imports: kpax.consumer.client, kpax.consumer.*, kpax.sync_face,
-kpax.structs, kpax.proto.errors.
+kpax.structs, kpax.proto.errors, kpax.proto.topic_names.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from kpax.consumer.pattern import subscribe_args
 from kpax.consumer.record import ConsumerRecord
 from kpax.consumer.state import PartitionState
 from kpax.proto.errors import ConfigError, KafkaTimeoutError
+from kpax.proto.topic_names import check_topic
 from kpax.structs import (
     ConsumerGroupMetadata,
     OffsetAndMetadata,
@@ -66,18 +67,28 @@ class Consumer(SyncFace):
     ) -> None:
         # kpax.Consumer("host:9092", ...) as the README shows; a first positional
         # argument containing ":" is the bootstrap list, the rest are topics.
-        names = list(topics)
+        names: list[Any] = list(topics)
+        if names and isinstance(names[0], Mapping):
+            # confluent-kafka's Consumer({"bootstrap.servers": ..., "group.id": ...})
+            config = {**names.pop(0), **config}
         if bootstrap_servers is None and names and (":" in names[0] or "," in names[0]):
             bootstrap_servers = names.pop(0)
-        core = self._core = AsyncConsumer(bootstrap_servers, **config)  # validates options first
-        if names and core.settings.group_id is None:
-            # kafka-python's KafkaConsumer("topic") without a group reads every
-            # partition unmanaged; kpax subscribes only as a group member.
+        # Every argument is checked before the I/O thread starts: a refused one
+        # leaves nothing running.
+        for name in names:
+            if not isinstance(name, str):
+                raise TypeError(f"kpax.Consumer topics are str, not {type(name).__name__}")
+            check_topic(name)
+        if consumer_timeout_ms is not None and (
+            isinstance(consumer_timeout_ms, bool)
+            or not isinstance(consumer_timeout_ms, (int, float))
+            or consumer_timeout_ms < 0
+        ):
             raise ConfigError(
-                f"kpax.Consumer({', '.join(map(repr, names))}): topics to subscribe to need "
-                "a group_id (or give none and assign() partitions); a first argument is the "
-                "bootstrap list only when it holds ':' or ','"
+                f"consumer option consumer_timeout_ms={consumer_timeout_ms!r}: must be a "
+                "number >= 0 (or None)"
             )
+        core = self._core = AsyncConsumer(bootstrap_servers, **config)  # validates options first
         self._consumer_timeout = consumer_timeout_ms / 1000 if consumer_timeout_ms else None
         settings = core.settings
         margin = 5.0 + settings.request_timeout
@@ -174,7 +185,11 @@ class Consumer(SyncFace):
         (``seek(e.topic_partition, e.next_offset)`` skips a bad batch) or unassigned."""
         if self._closed:
             raise self._closed_error("poll")
-        self._core.poll_tick()
+        core = self._core
+        core._poll_tick()
+        eof = core._eof_callback
+        if eof is not None:
+            core._report_eofs()  # (the ends reached by what earlier polls returned)
         buffer = self._buffer
         limit = max_records or self._max_records
         records = buffer.take(limit)
@@ -185,10 +200,62 @@ class Consumer(SyncFace):
             left = deadline - time.monotonic()
             if left <= 0 or self._closed:
                 return buffer.take(limit)
-            buffer.wait_sync(left)
+            buffer.wait_sync(min(left, 0.1) if eof is not None else left)
             records = buffer.take(limit)
             if records:
                 return records
+            if eof is not None:
+                core._report_eofs()
+
+    def consume(self, num_messages: int = 1, timeout: float | None = None) -> list[ConsumerRecord]:
+        """confluent-kafka's ``consume``: up to ``num_messages`` records, waiting
+        until there are that many or ``timeout`` seconds have passed (None or
+        negative: no limit); what :meth:`poll` returns, gathered::
+
+            for record in consumer.consume(100, timeout=1.0):
+                ...
+        """
+        if isinstance(num_messages, bool) or not isinstance(num_messages, int) or num_messages < 1:
+            raise ValueError(f"consume: num_messages must be an int >= 1, not {num_messages!r}")
+        out: list[ConsumerRecord] = []
+        deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
+        while len(out) < num_messages and not self._closed:
+            left = 1.0 if deadline is None else deadline - time.monotonic()
+            out += self.poll(max(left, 0.0), num_messages - len(out))
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+        return out
+
+    def list_topics(
+        self, topic: str | None = None, *, timeout: float | None = None
+    ) -> dict[str, list[int]]:
+        """``{topic: partition ids}`` of every topic (internal ones left out), or of
+        ``topic`` alone; see :meth:`AsyncConsumer.list_topics`."""
+        return self._run(self._core.list_topics(topic, timeout=timeout), timeout)
+
+    def store_offsets(
+        self,
+        message: ConsumerRecord | Iterable[ConsumerRecord] | None = None,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
+    ) -> None:
+        """Store what automatic commits send, with ``enable_auto_offset_store=False``
+        (confluent-kafka's offset store); see :meth:`AsyncConsumer.store_offsets`."""
+        self._core.store_offsets(message, offsets)
+
+    def __next__(self) -> ConsumerRecord:
+        """The next record (kafka-python's ``next(consumer)``): blocks until one
+        arrives; StopIteration after ``consumer_timeout_ms`` without one (if set)
+        or once the consumer is closed."""
+        idle = self._consumer_timeout
+        deadline = None if idle is None else time.monotonic() + idle
+        while not self._closed:
+            left = 1.0 if deadline is None else deadline - time.monotonic()
+            if left <= 0:
+                break
+            records = self.poll(left, 1)
+            if records:
+                return records[0]
+        raise StopIteration
 
     def __iter__(self) -> Iterator[ConsumerRecord]:
         """Every record, blocking for more; ends after ``consumer_timeout_ms``
@@ -198,10 +265,24 @@ class Consumer(SyncFace):
         buffer = self._buffer
         core = self._core
         idle = self._consumer_timeout
+        eof = core._eof_callback
         while not self._closed:
-            core.poll_tick()
+            core._poll_tick()
+            if eof is not None:
+                core._report_eofs()  # (per chunk, never per record)
             chunk = buffer.take_chunk()
             if chunk is None:
+                if eof is not None:
+                    if idle is None:
+                        buffer.wait_sync(0.1)
+                        continue
+                    # the idle timeout, in steps that tell of partitions' ends
+                    end = time.monotonic() + idle
+                    while not buffer.wait_sync(min(0.1, max(end - time.monotonic(), 0))):
+                        core._report_eofs()
+                        if time.monotonic() >= end or self._closed:
+                            return
+                    continue
                 if not buffer.wait_sync(idle if idle is not None else 1.0) and idle is not None:
                     return
                 continue
@@ -214,9 +295,17 @@ class Consumer(SyncFace):
     # ------------------------------------------------------------ assignment
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Read exactly these partitions, with no group membership (commits still
+        go to ``group_id`` if one is set); replaces an earlier ``assign``.
+        IllegalStateError after ``subscribe`` (``unsubscribe()`` first);
+        UnknownTopicOrPartitionError for a partition that does not exist::
+
+            consumer.assign([TopicPartition("orders", 0), TopicPartition("orders", 1)])
+        """
         self._run(self._core.assign(list(partitions)))
 
     def assignment(self) -> set[TopicPartition]:
+        """The partitions this consumer reads now (assigned, or given by the group)."""
         return self._core.assignment()
 
     def subscribe(
@@ -227,17 +316,28 @@ class Consumer(SyncFace):
         pattern: str | re.Pattern[str] | None = None,
     ) -> None:
         """Join the group and read the partitions of ``topics`` (names) or of the
-        topics ``pattern`` (a regex) matches; see :meth:`AsyncConsumer.subscribe`."""
+        topics ``pattern`` (a regex) matches; see :meth:`AsyncConsumer.subscribe`.
+        Without ``group_id``: read every partition of ``topics``, no group, no
+        commits (as kafka-python and aiokafka do). ``listener``'s calls run on
+        the polling thread, inside ``poll()`` / iteration."""
         names, regex = subscribe_args(topics, pattern)  # argument errors on this thread
-        if regex is not None:
-            self._run(self._core.subscribe(listener=listener, pattern=regex))
-        else:
-            self._run(self._core.subscribe(names, listener))
+        core = self._core
+
+        async def run() -> None:
+            if regex is not None:
+                await core.subscribe(listener=listener, pattern=regex)
+            else:
+                await core.subscribe(names, listener)
+
+        self._run(run())
 
     def subscription(self) -> set[str]:
+        """The topics subscribed to (see :meth:`AsyncConsumer.subscription`)."""
         return self._core.subscription()
 
     def unsubscribe(self) -> None:
+        """Leave the group (its revocation commits what was processed, with
+        auto-commit) and stop reading every partition, subscribed or assigned."""
         self._run(self._core.unsubscribe())
 
     def wait_for_assignment(self, timeout: float = 30.0) -> set[TopicPartition]:
@@ -249,7 +349,7 @@ class Consumer(SyncFace):
         if not stable.is_set():
 
             def step(seconds: float) -> None:
-                core.poll_tick()
+                core._poll_tick()
                 self._buffer.wait_sync(seconds)
                 self._run_app_calls()
 
@@ -268,15 +368,20 @@ class Consumer(SyncFace):
     # ------------------------------------------------------------ positions
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
-        self._run(self._core.seek(tp, offset))
+        """Read ``tp`` from ``offset`` on; see :meth:`AsyncConsumer.seek`."""
+        self._call(self._core.seek, tp, offset)
 
     def seek_to_beginning(self, *partitions: TopicPartition) -> None:
-        self._run(self._core.seek_to_beginning(*partitions))
+        """Read ``partitions`` (all assigned if none given) from their first offset."""
+        self._call(self._core.seek_to_beginning, *partitions)
 
     def seek_to_end(self, *partitions: TopicPartition) -> None:
-        self._run(self._core.seek_to_end(*partitions))
+        """Read only what arrives from now on ``partitions`` (all assigned if none given)."""
+        self._call(self._core.seek_to_end, *partitions)
 
     def position(self, tp: TopicPartition, timeout: float | None = None) -> int:
+        """The offset of the next record ``poll`` returns for ``tp`` (looked up if
+        unknown, at most ``timeout`` seconds: KafkaTimeoutError after)."""
         st = self._core.states.get(TopicPartition(*tp))
         if st is not None and st.position is not None and st.reset_to is None and not st.validate:
             read = self._buffer.read_position(st)  # mid-iteration: after the last record out
@@ -290,35 +395,47 @@ class Consumer(SyncFace):
     def committed(
         self, partitions: Iterable[TopicPartition]
     ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """The group's committed offsets of ``partitions`` (None: none committed).
+        IllegalStateError without ``group_id``."""
         return self._run(self._core.committed(list(partitions)))
 
     def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """The first offset of each partition (the log start offset)."""
         return self._run(self._core.beginning_offsets(list(partitions)))
 
     def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """The high watermark (read_uncommitted) or last stable offset (read_committed)."""
         return self._run(self._core.end_offsets(list(partitions)))
 
     def offsets_for_times(
         self, timestamps: Mapping[TopicPartition, int]
     ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """The first offset with a timestamp >= the one given (milliseconds since
+        the epoch) per partition; None where there is none."""
         return self._run(self._core.offsets_for_times(dict(timestamps)))
 
     def highwater(self, tp: TopicPartition) -> int | None:
+        """``tp``'s high watermark as the last fetch saw it (None: not fetched yet)."""
         return self._core.highwater(tp)
 
     def partitions_for_topic(self, topic: str) -> set[int]:
+        """The partition ids of ``topic`` (from metadata)."""
         return self._run(self._core.partitions_for_topic(topic))
 
     def topics(self) -> set[str]:
+        """Every topic of the cluster, internal ones left out."""
         return self._run(self._core.topics())
 
     def pause(self, *partitions: TopicPartition) -> None:
+        """Stop returning and fetching records of ``partitions`` until :meth:`resume`."""
         self._call(self._core.pause, *partitions)
 
     def resume(self, *partitions: TopicPartition) -> None:
+        """Return and fetch records of paused ``partitions`` again."""
         self._call(self._core.resume, *partitions)
 
     def paused(self) -> set[TopicPartition]:
+        """The partitions :meth:`pause` stopped."""
         return self._core.paused()
 
     # ------------------------------------------------------------ commits
@@ -330,9 +447,7 @@ class Consumer(SyncFace):
         after every record ``poll()`` returned, or after the record the iteration is
         on: call it after processing them; blocks. (Auto-commit sends only what the
         application has moved past: see docs/consumer.md.)"""
-        snapshot = (
-            self._core.consumed_offsets(changed_only=True) if offsets is None else dict(offsets)
-        )
+        snapshot = self._core._commit_offsets() if offsets is None else dict(offsets)
         self._run(self._core.commit(snapshot))
 
     def commit_async(
@@ -342,9 +457,7 @@ class Consumer(SyncFace):
         | None = None,
     ) -> concurrent.futures.Future[None]:
         """Start a commit and return at once; ``callback(offsets, exc)`` runs on the I/O thread."""
-        snapshot = (
-            self._core.consumed_offsets(changed_only=True) if offsets is None else dict(offsets)
-        )
+        snapshot = self._core._commit_offsets() if offsets is None else dict(offsets)
         if self._closed:
             raise self._closed_error("commit_async")
 

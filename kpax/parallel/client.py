@@ -83,9 +83,13 @@ class AsyncParallelConsumer:
 
     @property
     def cluster(self) -> Any:
+        """The underlying consumer's cluster (metadata, brokers)."""
         return self.consumer.cluster
 
     async def start(self) -> None:
+        """Start the underlying consumer (and the dead-letter producer, if any); ``async with`` and
+        ``subscribe`` call it.
+        """
         if self._started:
             return
         await self.consumer.start()
@@ -163,9 +167,11 @@ class AsyncParallelConsumer:
             await self._driver.assigned(tps - old)
 
     def assignment(self) -> set[TopicPartition]:
+        """The partitions the group gives this member now."""
         return self.consumer.assignment()
 
     def subscription(self) -> set[str]:
+        """The topics subscribed to."""
         return self.consumer.subscription()
 
     async def wait_for_assignment(self, timeout: float = 30.0) -> set[TopicPartition]:

@@ -163,7 +163,7 @@ class Driver:
             room = engine.room()
             try:
                 if room <= 0:
-                    consumer.poll_tick()  # the member is alive; raises a consumer's fatal error
+                    consumer._poll_tick()  # the member is alive; raises a consumer's fatal error
                     await self._wait(FULL_WAIT)
                     continue
                 records = await consumer.poll(POLL_WAIT, max_records=min(room, self._poll_max))

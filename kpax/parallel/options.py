@@ -128,7 +128,7 @@ def split_config(config: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, A
         key = name.replace(".", "_").replace("-", "_")
         (own if key in PARALLEL_OPTIONS else rest)[name] = value
     auto = rest.pop("enable_auto_commit", rest.pop("enable.auto.commit", False))
-    if auto:
+    if auto and str(auto).strip().lower() != "false":
         raise ConfigError(
             "parallel consumer option enable_auto_commit=True: the parallel consumer "
             "commits what its handlers finished itself; leave enable_auto_commit out"

@@ -94,15 +94,24 @@ class ParallelConsumer(SyncFace):
             self._run(self._core.subscribe(list(topics or ()), wrapped))
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Process exactly these partitions (no group membership; commits still
+        go to ``group_id``).
+        """
         self._run(self._core.assign(list(partitions)))
 
     def assignment(self) -> set[TopicPartition]:
+        """The partitions the group gives this member now."""
         return self._core.assignment()
 
     def subscription(self) -> set[str]:
+        """The topics subscribed to."""
         return self._core.subscription()
 
     def wait_for_assignment(self, timeout: float = 30.0) -> set[TopicPartition]:
+        """Wait until the group has given this member its (possibly empty) assignment.
+
+        Blocks until done: at most ``timeout`` (the client's default when None).
+        """
         return self._run(self._core.wait_for_assignment(timeout), timeout)
 
     def run(self, handler: Callable[[Any], Any], *, handle_signals: bool = True) -> None:

@@ -14,6 +14,14 @@ kpax.metrics, kpax.structs.
 
 from kpax.producer.batch import BulkFuture, RecordFuture
 from kpax.producer.client import AsyncProducer
+from kpax.producer.serializers import SerializationContext, with_context
 from kpax.producer.sync import Producer
 
-__all__ = ["AsyncProducer", "BulkFuture", "Producer", "RecordFuture"]
+__all__ = [
+    "AsyncProducer",
+    "BulkFuture",
+    "Producer",
+    "RecordFuture",
+    "SerializationContext",
+    "with_context",
+]

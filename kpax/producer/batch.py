@@ -272,13 +272,16 @@ class RecordFuture(FutureBase):
         batch_index = FutureBase._index
 
     def done(self) -> bool:
+        """Is the record's outcome known (acknowledged or failed)?"""
         return self._batch.done
 
     def succeeded(self) -> bool:
+        """Was the record acknowledged (False while pending)?"""
         b = self._batch
         return b.done and (b.error is None or b.record_error(self._index) is None)
 
     def failed(self) -> bool:
+        """Did the record fail (False while pending)?"""
         b = self._batch
         return b.done and b.error is not None and b.record_error(self._index) is not None
 
@@ -301,6 +304,8 @@ class RecordFuture(FutureBase):
     get = result  # kafka-python spelling
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
+        """The error ``result`` would raise (None on success), waiting at most
+        ``timeout`` seconds for the outcome (KafkaTimeoutError if not known)."""
         try:
             self.result(timeout)
         except KafkaTimeoutError:
@@ -355,6 +360,7 @@ class BulkFuture:
         self._meta: list[RecordMetadata] | None = None
 
     def done(self) -> bool:
+        """Is the outcome of every record known?"""
         return all(b.done for b in self._batches)
 
     @property

@@ -14,11 +14,11 @@ memory) goes on in a task started at the call, the topic's later sends behind it
 
 The sync face (``kpax.Producer``, kpax.producer.sync) runs this object on a
 :class:`~kpax.loop_thread.LoopThread` and calls its non-blocking public API
-from its own thread: :meth:`AsyncProducer.try_append` (``send``),
-:meth:`~AsyncProducer.plan_many` / :meth:`~AsyncProducer.try_fill`
-(``send_many``) and :meth:`~AsyncProducer.memory_full_error`; everything they
+from its own thread: :meth:`AsyncProducer._try_append` (``send``),
+:meth:`~AsyncProducer._plan_many` / :meth:`~AsyncProducer._try_fill`
+(``send_many``) and :meth:`~AsyncProducer._memory_full_error`; everything they
 touch is thread-safe. Where the C send path is built (kpax.producer.fastpath),
-the common record skips ``try_append``: :meth:`new_appender` gives each face a
+the common record skips ``try_append``: :meth:`_new_appender` gives each face a
 C appender doing the same in C, and everything else still goes through
 ``try_append``.
 
@@ -28,24 +28,26 @@ of fork() (kpax.forks); at exit, one still open is closed if its loop still
 runs, else the records it holds are counted in a loud report
 (kpax.producer.exit_flush); one collected unclosed emits a ResourceWarning.
 
-Imports: kpax.producer.*, kpax.cluster, kpax.metrics, kpax.broker.options, kpax.proto,
+Imports: kpax.producer.*, kpax.cluster, kpax.config, kpax.metrics, kpax.broker.options, kpax.proto,
 kpax.structs, kpax.forks, kpax.event_loops.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import warnings
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 
 from kpax.cluster.cluster import Cluster
-from kpax.event_loops import check_loop
+from kpax.config import given_options
+from kpax.event_loops import DONE, Done, check_loop
 from kpax.forks import forked_error
 from kpax.forks import track as track_fork
-from kpax.metrics import ConnectionMetrics, Metrics, metrics_enabled, tagged
+from kpax.metrics import ConnectionMetrics, Metrics, metrics_enabled, report_stats, tagged
 from kpax.producer import exit_flush
 from kpax.producer.accumulator import RECORD_FRAME_MAX, Accumulator, record_weight
 from kpax.producer.batch import BulkFuture, Callback, ProducerBatch, RecordFuture, bad_callback
@@ -70,7 +72,12 @@ from kpax.producer.planning import (
 from kpax.producer.sealer import Sealer
 from kpax.producer.sender import Sender
 from kpax.producer.sent import Deferred, ManyDeferred, ManySent, Sent
-from kpax.producer.serializers import as_bytes, get_serializer
+from kpax.producer.serializers import (
+    SerializationContext,
+    as_bytes,
+    get_serializer,
+    wants_context,
+)
 from kpax.producer.transactions import (
     TransactionAbortedError,
     TransactionManager,
@@ -83,6 +90,7 @@ from kpax.proto.errors import (
     IllegalStateError,
     KafkaError,
     KafkaTimeoutError,
+    PurgedError,
 )
 from kpax.proto.topic_names import check_topic
 from kpax.structs import ConsumerGroupMetadata, OffsetAndMetadata, RecordMetadata, TopicPartition
@@ -97,6 +105,13 @@ _BATCH_OVERHEAD = 61  # a v2 batch header
 _MAX_TIMESTAMP = 2**63 - 1  # (the C send path's bound too: kpax.producer.planning)
 
 
+def _ctx_call(ser: Any) -> Any:
+    """A serializer as a callable ``(obj, ctx)`` (None stays None)."""
+    if ser is None or wants_context(ser):
+        return ser
+    return lambda obj, _ctx: ser(obj)
+
+
 class AsyncProducer:
     """``async with kpax.aio.Producer("host:9092") as p: await p.send("t", b"v")``."""
 
@@ -104,15 +119,19 @@ class AsyncProducer:
     #: Set on a producer inherited through fork() (kpax.forks).
     _forked = False
 
-    def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, **config: Any) -> None:
-        if bootstrap_servers is not None:
-            config["bootstrap_servers"] = bootstrap_servers
+    def __init__(
+        self,
+        bootstrap_servers: str | Sequence[str] | Mapping[str, Any] | None = None,
+        **config: Any,
+    ) -> None:
+        config = given_options(bootstrap_servers, config)
         cfg = self.config = resolve_producer_config(config)
         #: Counters behind :meth:`metrics` (None when switched off: kpax.metrics._ENABLED).
         self._metrics = Metrics() if metrics_enabled() else None
         self._conn_metrics = ConnectionMetrics(self._metrics) if self._metrics else None
         self.cluster = Cluster.from_config(cfg, self._conn_metrics)
         self.cluster.client_name = self._client_name
+        self.cluster.on_unhealthy = cfg["error_callback"]
         #: The options, typed (read by the parts below instead of ``config``).
         settings = self.settings = ProducerSettings.from_config(cfg)
         custom = settings.partitioner
@@ -122,6 +141,15 @@ class AsyncProducer:
         self._default_partitioner = type(self.partitioner) is DefaultPartitioner
         self._key_ser = get_serializer(settings.key_serializer, "key_serializer")
         self._value_ser = get_serializer(settings.value_serializer, "value_serializer")
+        #: Serializers that take the record's topic and headers (a
+        #: SerializationContext: kpax.producer.serializers), as ``(key, value)``
+        #: callables ``(obj, ctx)``; None when neither does. They run in
+        #: ``_try_append_ctx`` / ``_plan_many_ctx``, which hand the plain path
+        #: bytes: a producer without them pays nothing per record.
+        self._ctx_sers: tuple[Any, Any] | None = None
+        if wants_context(self._key_ser) or wants_context(self._value_ser):
+            self._ctx_sers = (_ctx_call(self._key_ser), _ctx_call(self._value_ser))
+            self._key_ser = self._value_ser = None
         self._max_record = min(settings.max_request_size, settings.buffer_memory) - _BATCH_OVERHEAD
         self._planner = Planner(
             value_serializer=self._value_ser,
@@ -213,7 +241,11 @@ class AsyncProducer:
         #: and go on in a task (``_defer``); later sends to the topic wait behind it.
         self._deferred: dict[str, asyncio.Task[Any]] = {}
         self._starting: asyncio.Future[None] | None = None
-        fast = self._aio_appender = self.new_appender(AsyncProducer.send.__get__(self))
+        self._stats_task: asyncio.Future[None] | None = None
+        if self._ctx_sers is not None:
+            self.__dict__["_try_append"] = self._try_append_ctx
+            self.__dict__["_plan_many"] = self._plan_many_ctx
+        fast = self._aio_appender = self._new_appender(AsyncProducer.send.__get__(self))
         self._fast_append: Callable[..., RecordFuture | None] | None = (
             fast.try_append if fast is not None else None
         )
@@ -228,6 +260,9 @@ class AsyncProducer:
     # ------------------------------------------------------------ lifecycle
 
     async def start(self) -> AsyncProducer:
+        """Connect to the cluster and start the sender; ``async with`` and the first ``send`` call
+        it. Returns the producer.
+        """
         if self._started:
             return self
         if self._starting is not None:  # (sends deferred at once to two new topics)
@@ -240,6 +275,16 @@ class AsyncProducer:
             await self.cluster.start()
             self._task = asyncio.ensure_future(self.sender.run())
             self._task.add_done_callback(self._sender_ended)
+            settings = self.settings
+            if settings.stats_callback is not None and settings.statistics_interval_ms > 0:
+                self._stats_task = asyncio.ensure_future(
+                    report_stats(
+                        self.metrics,
+                        settings.stats_callback,
+                        settings.statistics_interval_ms / 1000,
+                        self._client_name,
+                    )
+                )
             self._started = True
             exit_flush.track(self)
         except Exception as exc:
@@ -281,7 +326,7 @@ class AsyncProducer:
                 source=self,
             )
 
-    def new_appender(self, slow: Callable[..., Any] | None) -> Any:
+    def _new_appender(self, slow: Callable[..., Any] | None) -> Any:
         """A C appender for this producer's per-record path (``slow``: the Python
         ``send`` it hands other cases to), or None where the C path is not built
         or does not apply: serializers, a custom partitioner, transactions (those
@@ -290,6 +335,7 @@ class AsyncProducer:
             sendpath is None
             or self._key_ser is not None
             or self._value_ser is not None
+            or self._ctx_sers is not None
             or not self._default_partitioner
             or self.txn is not None
         ):
@@ -323,6 +369,12 @@ class AsyncProducer:
             left = list(self.accumulator.incomplete)
         for b in left:
             self.sender.complete(b, -1, -1, err)
+        callback = self.settings.error_callback
+        if callback is not None:
+            try:
+                callback(err)
+            except Exception:
+                log.exception("error_callback failed")
 
     def _wake_sender(self) -> None:
         self.sender.wake()
@@ -470,6 +522,8 @@ class AsyncProducer:
                 return
         self.closed = True
         self._disable_appenders()
+        if self._stats_task is not None:
+            self._stats_task.cancel()
         self._waits.close(
             ClientClosedError(
                 "the producer was closed while this send waited for its topic's metadata "
@@ -524,6 +578,51 @@ class AsyncProducer:
             except (asyncio.CancelledError, Exception):
                 pass
         await self.cluster.close()
+
+    def __len__(self) -> int:
+        """The records buffered or in flight, not yet acknowledged
+        (confluent-kafka's ``len(producer)``); 0 once everything sent has its
+        outcome. Safe from any thread; a producer is true even when empty."""
+        acc = self.accumulator
+        with acc.lock:
+            batches = list(acc.incomplete)
+        return sum(b.count or len(b.values) for b in batches)
+
+    def __bool__(self) -> bool:
+        return True  # (``if producer:`` is not about its records: __len__)
+
+    async def purge(self) -> int:
+        """Drop every record buffered and not sent yet (confluent-kafka's
+        ``purge()``): their futures and callbacks fail with PurgedError; records
+        in flight keep their outcome. Returns how many were dropped. In a
+        transaction, abort it instead (``abort_transaction`` drops them too)."""
+        if self.closed:
+            raise self._closed_error("purge()")
+        before = len(self)
+        self.sender._fail_unsent(
+            PurgedError("the record was purged (producer.purge()) before it was sent")
+        )
+        return max(before - len(self), 0)
+
+    async def list_topics(
+        self, topic: str | None = None, *, timeout: float | None = None
+    ) -> dict[str, list[int]]:
+        """confluent-kafka's ``list_topics``: ``{topic: partition ids}`` of every
+        topic of the cluster (internal ones left out), or of ``topic`` alone
+        (waits for its metadata, at most ``max_block_ms``)."""
+        if self.closed:
+            raise self._closed_error("list_topics()")
+        if not self._started:
+            await self.start()
+        limit = self._max_block if timeout is None else timeout
+        if topic is not None:
+            return {topic: sorted(await self.cluster.partitions(topic, timeout=limit))}
+        await asyncio.wait_for(self.cluster.refresh(all_topics=True), limit)
+        return {
+            name: t.partition_ids
+            for name, t in sorted(self.cluster.snapshot.topics.items())
+            if not t.is_internal
+        }
 
     # ------------------------------------------------------------ metrics
 
@@ -658,12 +757,13 @@ class AsyncProducer:
         return n
 
     async def partitions_for(self, topic: str) -> list[int]:
+        """The partition ids of ``topic`` (waits for its metadata, at most ``max_block_ms``)."""
         await self.wait_topic(topic)
         return sorted(self.cluster.snapshot.topics[topic].partitions)
 
     # ------------------------------------------------------------ sending
 
-    def try_append(  # noqa: PLR0917 - the hot path: positional arguments are cheaper
+    def _try_append(  # noqa: PLR0917 - the hot path: positional arguments are cheaper
         self,
         topic: str,
         value: Any,
@@ -675,7 +775,7 @@ class AsyncProducer:
     ) -> RecordFuture | None:
         """Serialize, partition and append (thread-safe, never blocks); None when
         buffer memory is full (wait for memory and call again, at most
-        ``max_block_ms`` in all, then raise :meth:`memory_full_error`). ``n``: the
+        ``max_block_ms`` in all, then raise :meth:`_memory_full_error`). ``n``: the
         topic's partition count (``num_partitions[topic]`` or :meth:`wait_topic`)."""
         if self.closed:
             raise self._closed_error("send()")
@@ -732,7 +832,48 @@ class AsyncProducer:
             timestamp = check_timestamp(timestamp)
         return self.accumulator.append(topic, partition, timestamp, key, value, headers, n, weight)
 
-    def plan_many(  # noqa: PLR0917 - the arguments of send_many
+    def _try_append_ctx(  # noqa: PLR0917 - try_append's arguments
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        partition: int | None,
+        timestamp: int | None,
+        headers: Any,
+        n: int,
+    ) -> RecordFuture | None:
+        """``try_append`` with serializers that take a SerializationContext (this
+        instance's ``try_append``, set at construction)."""
+        assert self._ctx_sers is not None
+        kser, vser = self._ctx_sers
+        if kser is not None:
+            key = kser(key, SerializationContext(topic, "key", headers))
+        if vser is not None:
+            value = vser(value, SerializationContext(topic, "value", headers))
+        return AsyncProducer._try_append(self, topic, value, key, partition, timestamp, headers, n)
+
+    def _plan_many_ctx(  # noqa: PLR0917 - plan_many's arguments
+        self,
+        topic: str,
+        values: Sequence[Any],
+        keys: Sequence[Any] | None,
+        partition: int | None,
+        timestamp: int | None,
+        headers: Any,
+        n: int,
+    ) -> BulkPlan:
+        """``plan_many`` with serializers that take a SerializationContext."""
+        assert self._ctx_sers is not None
+        kser, vser = self._ctx_sers
+        if vser is not None:
+            ctx = SerializationContext(topic, "value", headers)
+            values = [vser(v, ctx) for v in values]
+        if kser is not None and keys is not None:
+            ctx = SerializationContext(topic, "key", headers)
+            keys = [kser(k, ctx) for k in keys]
+        return AsyncProducer._plan_many(self, topic, values, keys, partition, timestamp, headers, n)
+
+    def _plan_many(  # noqa: PLR0917 - the arguments of send_many
         self,
         topic: str,
         values: Sequence[Any],
@@ -743,7 +884,7 @@ class AsyncProducer:
         n: int,
     ) -> BulkPlan:
         """Serialize, check and partition a ``send_many`` (thread-safe, appends
-        nothing; :func:`kpax.producer.planning.plan_many`); :meth:`try_fill`
+        nothing; :func:`kpax.producer.planning._plan_many`); :meth:`_try_fill`
         appends the plan."""
         if self.closed:
             raise self._closed_error("send_many()")
@@ -761,7 +902,7 @@ class AsyncProducer:
             self._planner,
         )
 
-    def try_fill(self, plan: BulkPlan, n: int) -> bool:
+    def _try_fill(self, plan: BulkPlan, n: int) -> bool:
         """Append the plan's records (thread-safe); False when buffer memory is full
         (call again: it resumes where it stopped)."""
         if self.closed:
@@ -776,7 +917,7 @@ class AsyncProducer:
             plan.next += 1
         return True
 
-    def memory_full_error(
+    def _memory_full_error(
         self, topic: str, plan: BulkPlan | None = None, *, in_callback: bool = False
     ) -> KafkaTimeoutError:
         """The error of a send that waited ``max_block_ms`` for buffer memory, or
@@ -811,7 +952,7 @@ class AsyncProducer:
 
     def _filled(self, plan: BulkPlan, n: int) -> bool | None:
         """``try_fill`` as a ``_wait_memory`` attempt: True when done, None to wait more."""
-        return True if self.try_fill(plan, n) else None
+        return True if self._try_fill(plan, n) else None
 
     async def _wait_memory(
         self,
@@ -824,7 +965,7 @@ class AsyncProducer:
         """The asyncio buffer-memory wait of ``send`` and ``send_many``:
         ``attempt(*args)`` each time memory is freed until it returns something
         other than None; after ``max_block_ms`` (or at ``deadline``, a
-        ``time.monotonic()``) raise :meth:`memory_full_error`.
+        ``time.monotonic()``) raise :meth:`_memory_full_error`.
         (The sync face waits on the accumulator's condition instead, with
         ``SyncFace._wait_until``.)"""
         if deadline is None:
@@ -834,7 +975,7 @@ class AsyncProducer:
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise self.memory_full_error(topic, plan)
+                raise self._memory_full_error(topic, plan)
             event.clear()
             try:
                 await asyncio.wait_for(event.wait(), remaining)
@@ -844,7 +985,7 @@ class AsyncProducer:
             if result is not None:
                 return result
 
-    async def wait_and_append(  # noqa: PLR0917 - the arguments of send
+    async def _wait_and_append(  # noqa: PLR0917 - the arguments of send
         self,
         topic: str,
         value: Any,
@@ -869,7 +1010,7 @@ class AsyncProducer:
         n = self.num_partitions.get(topic)
 
         def attempt(count: int) -> RecordFuture | None:
-            return self.try_append(topic, value, key, partition, timestamp, headers, count)
+            return self._try_append(topic, value, key, partition, timestamp, headers, count)
 
         if n is not None and (explicit is None or explicit < n):  # known meanwhile
             fut = attempt(n)
@@ -877,11 +1018,11 @@ class AsyncProducer:
                 fut = await self._wait_memory(topic, None, attempt, n, deadline=deadline)
             return fut
         waited: RecordFuture = await self._waits.wait(
-            topic, attempt, explicit, lambda: self.memory_full_error(topic), deadline
+            topic, attempt, explicit, lambda: self._memory_full_error(topic), deadline
         )
         return waited
 
-    async def wait_and_fill(  # noqa: PLR0917 - the arguments of send_many
+    async def _wait_and_fill(  # noqa: PLR0917 - the arguments of send_many
         self,
         topic: str,
         values: Sequence[Any],
@@ -892,7 +1033,7 @@ class AsyncProducer:
         deadline: float | None = None,
     ) -> BulkFuture:
         """``send_many`` to a topic without a partition count yet (or to an
-        explicit partition beyond it): as :meth:`wait_and_append`, for the
+        explicit partition beyond it): as :meth:`_wait_and_append`, for the
         whole call (its records stay together, in order)."""
         check_topic(topic)
         if self.closed:
@@ -902,23 +1043,23 @@ class AsyncProducer:
         explicit = explicit_partition(partition)
         n = self.num_partitions.get(topic)
         if n is not None and (explicit is None or explicit < n):  # known meanwhile
-            plan = self.plan_many(topic, values, keys, partition, timestamp, headers, n)
-            if not self.try_fill(plan, n):
+            plan = self._plan_many(topic, values, keys, partition, timestamp, headers, n)
+            if not self._try_fill(plan, n):
                 await self._wait_memory(topic, plan, self._filled, plan, n, deadline=deadline)
             return BulkFuture(topic, len(values), plan.timestamp, plan.segments)
         planned: list[tuple[BulkPlan, int]] = []  # (the plan, the count it was made with)
 
         def attempt(count: int) -> BulkFuture | None:
             if not planned:
-                plan = self.plan_many(topic, values, keys, partition, timestamp, headers, count)
+                plan = self._plan_many(topic, values, keys, partition, timestamp, headers, count)
                 planned.append((plan, count))
             plan, count = planned[0]
-            if not self.try_fill(plan, count):
+            if not self._try_fill(plan, count):
                 return None  # resumes where it stopped once memory is freed
             return BulkFuture(topic, len(values), plan.timestamp, plan.segments)
 
         def full() -> KafkaTimeoutError:
-            return self.memory_full_error(topic, planned[0][0] if planned else None)
+            return self._memory_full_error(topic, planned[0][0] if planned else None)
 
         fut: BulkFuture = await self._waits.wait(topic, attempt, explicit, full, deadline)
         return fut
@@ -950,21 +1091,21 @@ class AsyncProducer:
             plan: BulkPlan | None = None
             if n is not None:
                 try:
-                    plan = self.plan_many(topic, values, keys, partition, timestamp, headers, n)
+                    plan = self._plan_many(topic, values, keys, partition, timestamp, headers, n)
                 except PartitionNotInMetadata:  # added since? (deferred: a refresh first)
                     plan = None
             else:
                 check_topic(topic)  # (at the call: a name Kafka would refuse never waits)
             if plan is not None:
                 assert n is not None
-                if self.try_fill(plan, n):
+                if self._try_fill(plan, n):
                     fut = BulkFuture(topic, len(values), plan.timestamp, plan.segments)
                     if callback is not None:
                         fut.add_callback(callback)
                     # (pause: the sender's turn once awaited, as in send)
                     return ManySent(fut, True, not in_callbacks(), topic)
                 if in_callbacks():
-                    raise self.memory_full_error(topic, plan, in_callback=True)
+                    raise self._memory_full_error(topic, plan, in_callback=True)
                 # buffer memory full after part of it (if any): the rest waits in turn
                 return self._defer(
                     topic,
@@ -981,7 +1122,7 @@ class AsyncProducer:
                     n,
                 )
         elif in_callbacks() and topic in self.num_partitions:
-            raise self.memory_full_error(topic, in_callback=True)  # (as in send)
+            raise self._memory_full_error(topic, in_callback=True)  # (as in send)
         return self._defer(
             topic,
             "send_many",
@@ -1021,17 +1162,17 @@ class AsyncProducer:
             if known is not None:
                 n = known
                 try:
-                    plan = self.plan_many(topic, values, keys, partition, timestamp, headers, n)
+                    plan = self._plan_many(topic, values, keys, partition, timestamp, headers, n)
                 except PartitionNotInMetadata:
                     plan = None
             if plan is None:
-                many = await self.wait_and_fill(
+                many = await self._wait_and_fill(
                     topic, values, keys, partition, timestamp, headers, deadline
                 )
                 if callback is not None:
                     many.add_callback(callback)
                 return many
-        if not self.try_fill(plan, n):
+        if not self._try_fill(plan, n):
             await self._wait_memory(topic, plan, self._filled, plan, n, deadline=deadline)
         fut = BulkFuture(topic, len(values), plan.timestamp, plan.segments)
         if callback is not None:
@@ -1087,7 +1228,7 @@ class AsyncProducer:
                 check_topic(topic)  # (at the call: a name Kafka would refuse never waits)
             else:
                 try:
-                    fut = self.try_append(topic, value, key, partition, timestamp, headers, n)
+                    fut = self._try_append(topic, value, key, partition, timestamp, headers, n)
                 except PartitionNotInMetadata:  # added since? (deferred: a refresh first)
                     n = None
             if n is not None:
@@ -1102,10 +1243,10 @@ class AsyncProducer:
                     # 6 partitions: 700k -> 850k, with it).
                     return Sent(fut, fut.batch_index == 0, not in_callbacks(), topic)
                 if in_callbacks():
-                    raise self.memory_full_error(topic, in_callback=True)
+                    raise self._memory_full_error(topic, in_callback=True)
         elif in_callbacks() and topic in self.num_partitions:
             # behind earlier sends waiting for buffer memory: a callback may not wait
-            raise self.memory_full_error(topic, in_callback=True)
+            raise self._memory_full_error(topic, in_callback=True)
         return self._defer(
             topic,
             "send",
@@ -1140,18 +1281,18 @@ class AsyncProducer:
         fut: RecordFuture | None = None
         if n is not None:
             try:
-                fut = self.try_append(topic, value, key, partition, timestamp, headers, n)
+                fut = self._try_append(topic, value, key, partition, timestamp, headers, n)
             except PartitionNotInMetadata:
                 n = None
         if n is None:
-            fut = await self.wait_and_append(
+            fut = await self._wait_and_append(
                 topic, value, key, partition, timestamp, headers, deadline
             )
         elif fut is None:
             fut = await self._wait_memory(
                 topic,
                 None,
-                self.try_append,
+                self._try_append,
                 topic,
                 value,
                 key,
@@ -1240,9 +1381,48 @@ class AsyncProducer:
             await self.start()
         await txn.init(self._max_block if timeout is None else timeout)
 
-    def begin_transaction(self) -> None:
-        """Start a transaction (sends are allowed only inside one)."""
+    def begin_transaction(self) -> Done:
+        """Start a transaction (sends are allowed only inside one). A plain method
+        (no I/O: the broker learns of the transaction with its first send); the
+        result may be awaited, as aiokafka's and confluent-kafka's asyncio
+        producers are: ``await producer.begin_transaction()`` works.
+        IllegalStateError without ``transactional_id``, before
+        :meth:`init_transactions` or inside a transaction."""
         self._transactions("begin a transaction").begin()
+        return DONE
+
+    @contextlib.asynccontextmanager
+    async def transaction(self, timeout: float | None = None) -> AsyncIterator[AsyncProducer]:
+        """``async with producer.transaction(): ...``: begin a transaction, commit it
+        when the block ends, abort it when an exception leaves the block (the
+        exception goes on). A commit that fails is followed by an abort (when the
+        producer can still abort) and its error raised. ``timeout``: of the
+        commit or abort (``max_block_ms`` when None)::
+
+            await producer.init_transactions()
+            async with producer.transaction():
+                await producer.send("orders", b"v")
+                await producer.send_offsets_to_transaction(offsets, consumer.group_metadata())
+        """
+        self.begin_transaction()
+        try:
+            yield self
+        except BaseException:
+            await self._abort_quietly(timeout)
+            raise
+        try:
+            await self.commit_transaction(timeout)
+        except KafkaError:
+            await self._abort_quietly(timeout)
+            raise
+
+    async def _abort_quietly(self, timeout: float | None) -> None:
+        """Abort the open transaction after a failure; the failure is what the
+        caller sees, so an abort that fails too (a fenced producer) is logged."""
+        try:
+            await self.abort_transaction(timeout)
+        except Exception as exc:
+            log.warning("aborting the transaction after an error failed too: %s", exc)
 
     async def send_offsets_to_transaction(
         self,

@@ -60,6 +60,12 @@ def _optional_bool(value: Any) -> bool | None:
     return None if value is None else boolean(value)
 
 
+def _callback_or_none(value: Any) -> Any:
+    if value is not None and not callable(value):
+        raise ValueError("must be a callable (or None)")
+    return value
+
+
 PRODUCER_OPTIONS: dict[str, Option] = {
     **COMMON_OPTIONS,
     "acks": Option(-1, _acks),
@@ -80,6 +86,18 @@ PRODUCER_OPTIONS: dict[str, Option] = {
     "partitioner": Option(None),
     "key_serializer": Option(None),
     "value_serializer": Option(None),
+    "statistics_interval_ms": Option(
+        0, non_negative_int, "how often stats_callback gets metrics() (0: never)"
+    ),
+    "stats_callback": Option(
+        None, _callback_or_none, "callable(metrics: dict[str, float]) every statistics_interval_ms"
+    ),
+    "error_callback": Option(
+        None,
+        _callback_or_none,
+        "callable(error): client-level problems (no broker reachable, authentication "
+        "failed, a fatal error), once per change",
+    ),
 }
 
 
@@ -144,6 +162,9 @@ class ProducerSettings:
     partitioner: Any
     key_serializer: Any
     value_serializer: Any
+    statistics_interval_ms: int
+    stats_callback: Any
+    error_callback: Any
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> ProducerSettings:

@@ -5,7 +5,7 @@ headers) and the whole of ``send_many``'s planning: values and keys
 serialized or checked as columns, their cumulative sizes, each record too
 large for a request found before anything is buffered, and the records
 split into one column per target partition, each in call order
-(:func:`plan_many` -> :class:`BulkPlan`, which ``AsyncProducer.try_fill``
+(:func:`plan_many` -> :class:`BulkPlan`, which ``AsyncProducer._try_fill``
 appends). Pure functions of the arguments and a :class:`Planner` (the
 producer's serializers, partitioner and size limits): no lock, no I/O.
 
@@ -215,7 +215,7 @@ def plan_many(  # noqa: PLR0917 - the arguments of send_many, then the producer'
 ) -> BulkPlan:
     """Serialize, check and partition a ``send_many`` into columns, one per
     target partition (-1: the sticky partition), each in call order; appends
-    nothing (``AsyncProducer.try_fill`` does)."""
+    nothing (``AsyncProducer._try_fill`` does)."""
     vals, _ = _column_bytes(values, "value", planner.value_serializer)
     count = len(vals)
     ks: list[bytes | None] | None = None

@@ -45,8 +45,10 @@ kpax.structs.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
+import logging
 import weakref
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from functools import partial
 from typing import Any, TypeVar
 
@@ -54,11 +56,13 @@ from kpax.producer import exit_flush
 from kpax.producer.batch import BulkFuture, Callback, RecordFuture, bad_callback
 from kpax.producer.client import AsyncProducer
 from kpax.producer.planning import PartitionNotInMetadata
-from kpax.proto.errors import KafkaTimeoutError
+from kpax.proto.errors import KafkaError, KafkaTimeoutError
 from kpax.structs import ConsumerGroupMetadata, OffsetAndMetadata
 from kpax.sync_face import SyncFace
 
 __all__ = ["Producer"]
+
+log = logging.getLogger("kpax.producer")
 
 T = TypeVar("T")
 
@@ -70,7 +74,7 @@ HAND_OVER_S = 0.001
 
 def _filled(core: AsyncProducer, plan: Any, n: int) -> bool | None:
     """``try_fill`` as a ``_wait_memory`` attempt: True when done, None to wait more."""
-    return True if core.try_fill(plan, n) else None
+    return True if core._try_fill(plan, n) else None
 
 
 class Producer(SyncFace):
@@ -79,7 +83,11 @@ class Producer(SyncFace):
     _closed_text = "{what} on a closed producer"
     _client_name = "kpax.Producer"
 
-    def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, **config: Any) -> None:
+    def __init__(
+        self,
+        bootstrap_servers: str | Sequence[str] | Mapping[str, Any] | None = None,
+        **config: Any,
+    ) -> None:
         core = self._core = AsyncProducer(bootstrap_servers, **config)  # validates options first
         self.config = core.config
         self._max_block = core.settings.max_block_ms / 1000
@@ -87,7 +95,7 @@ class Producer(SyncFace):
         super().__init__("kpax-producer", self._max_block, 5.0, track_idle=True)
         self._hand_over = partial(self._thread.wait_idle, HAND_OVER_S)
         self._nparts = core.num_partitions
-        self._append = core.try_append  # bound once: send's per-record call
+        self._append = core._try_append  # bound once: send's per-record call
         self._start(
             core.start(),
             self._max_block + core.settings.request_timeout_ms / 1000,
@@ -100,7 +108,7 @@ class Producer(SyncFace):
         # Python ``send`` below -- same arguments, same results.
         # (bound to a weak proxy: the C appender, which the core holds, must not
         # keep the face alive; a bound method, so the slow path pays no extra call)
-        fast = self._core.new_appender(Producer.send.__get__(weakref.proxy(self)))
+        fast = self._core._new_appender(Producer.send.__get__(weakref.proxy(self)))
         if fast is not None:
             self.__dict__["send"] = fast.send
         exit_flush.track(self)
@@ -169,20 +177,20 @@ class Producer(SyncFace):
         plan = None
         if n is not None:
             try:
-                plan = core.plan_many(topic, values, keys, partition, timestamp, headers, n)
+                plan = core._plan_many(topic, values, keys, partition, timestamp, headers, n)
             except PartitionNotInMetadata:  # added since? (a refresh first)
                 pass
         if plan is None:
             if self._closed:
                 raise self._closed_error("send_many()")
             fut = self._run(
-                core.wait_and_fill(topic, values, keys, partition, timestamp, headers),
+                core._wait_and_fill(topic, values, keys, partition, timestamp, headers),
                 None,
                 what=f"send_many to {topic!r}",
             )
         else:
             assert n is not None
-            if not core.try_fill(plan, n):
+            if not core._try_fill(plan, n):
                 self._wait_memory(topic, plan, _filled, core, plan, n)
             if plan.segments and plan.segments[-1][1] == 0:
                 self._hand_over()  # a new batch: the I/O thread's turn (as in send)
@@ -202,11 +210,11 @@ class Producer(SyncFace):
     ) -> RecordFuture:
         """A record whose topic (or partition) is not in the metadata yet: it
         waits on the I/O loop, in call order with the topic's other waiting
-        sends (:meth:`AsyncProducer.wait_and_append`)."""
+        sends (:meth:`AsyncProducer._wait_and_append`)."""
         if self._closed:
             raise self._closed_error("send()")
         return self._run(
-            self._core.wait_and_append(topic, value, key, partition, timestamp, headers),
+            self._core._wait_and_append(topic, value, key, partition, timestamp, headers),
             None,
             what=f"send to {topic!r}",
         )
@@ -221,13 +229,38 @@ class Producer(SyncFace):
         delivery for ``max_block_ms`` per send."""
         core = self._core
         if self._thread.in_loop_thread:
-            raise core.memory_full_error(topic, plan, in_callback=True)
+            raise core._memory_full_error(topic, plan, in_callback=True)
         return self._wait_until(
             partial(attempt, *args),
             core.accumulator.wait_for_memory,
             self._max_block,
-            partial(core.memory_full_error, topic, plan),
+            partial(core._memory_full_error, topic, plan),
         )
+
+    def __len__(self) -> int:
+        """The records buffered or in flight, not yet acknowledged
+        (confluent-kafka's ``len(producer)``); a producer is true even when empty::
+
+            while len(producer):
+                producer.flush(1.0)
+        """
+        return len(self._core)
+
+    def __bool__(self) -> bool:
+        return True
+
+    def purge(self) -> int:
+        """Drop every record buffered and not sent yet (confluent-kafka's
+        ``purge()``): their futures and callbacks fail with PurgedError; records
+        in flight keep their outcome. Returns how many were dropped."""
+        return self._run(self._core.purge(), None, what="purge")
+
+    def list_topics(
+        self, topic: str | None = None, *, timeout: float | None = None
+    ) -> dict[str, list[int]]:
+        """``{topic: partition ids}`` of every topic (internal ones left out), or of
+        ``topic`` alone; see :meth:`AsyncProducer.list_topics`."""
+        return self._run(self._core.list_topics(topic, timeout=timeout), timeout, "list_topics")
 
     def metrics(self) -> dict[str, float]:
         """``{metric-name: value}``: see :meth:`AsyncProducer.metrics` and
@@ -247,10 +280,45 @@ class Producer(SyncFace):
     # (see AsyncProducer: same methods, same semantics)
 
     def init_transactions(self, timeout: float | None = None) -> None:
+        """Register ``transactional_id`` with its coordinator: fences older
+        producers with the same id and aborts their open transaction. Call once,
+        first. IllegalStateError without ``transactional_id``."""
         self._run(self._core.init_transactions(timeout), timeout, "init_transactions")
 
     def begin_transaction(self) -> None:
+        """Start a transaction (sends are allowed only inside one)."""
         self._core.begin_transaction()
+
+    @contextlib.contextmanager
+    def transaction(self, timeout: float | None = None) -> Iterator[Producer]:
+        """``with producer.transaction(): ...``: begin a transaction, commit it when
+        the block ends, abort it when an exception leaves the block (the exception
+        goes on). A commit that fails is followed by an abort (when the producer
+        can still abort) and its error raised. ``timeout``: of the commit or abort
+        (``max_block_ms`` when None)::
+
+            producer.init_transactions()
+            with producer.transaction():
+                producer.send("orders", b"v")
+                producer.send_offsets_to_transaction(offsets, consumer.group_metadata())
+        """
+        self.begin_transaction()
+        try:
+            yield self
+        except BaseException:
+            self._abort_quietly(timeout)
+            raise
+        try:
+            self.commit_transaction(timeout)
+        except KafkaError:
+            self._abort_quietly(timeout)
+            raise
+
+    def _abort_quietly(self, timeout: float | None) -> None:
+        try:
+            self.abort_transaction(timeout)
+        except Exception as exc:
+            log.warning("aborting the transaction after an error failed too: %s", exc)
 
     def send_offsets_to_transaction(
         self,
@@ -258,6 +326,8 @@ class Producer(SyncFace):
         group_metadata: ConsumerGroupMetadata | str,
         timeout: float | None = None,
     ) -> None:
+        """Commit a consumer group's offsets (the next offset to read, per
+        partition) as part of the transaction: consume-transform-produce."""
         self._run(
             self._core.send_offsets_to_transaction(offsets, group_metadata, timeout),
             timeout,
@@ -265,12 +335,17 @@ class Producer(SyncFace):
         )
 
     def commit_transaction(self, timeout: float | None = None) -> None:
+        """Send what is buffered, then commit: every record of the transaction
+        becomes visible to read_committed consumers, or none does."""
         self._run(self._core.commit_transaction(timeout), timeout, "commit_transaction")
 
     def abort_transaction(self, timeout: float | None = None) -> None:
+        """Drop unsent records (their futures fail), wait for those in flight, abort."""
         self._run(self._core.abort_transaction(timeout), timeout, "abort_transaction")
 
     def partitions_for(self, topic: str) -> list[int]:
+        """The partition ids of ``topic`` (waits for its metadata, at most
+        ``max_block_ms``)."""
         return self._run(self._core.partitions_for(topic), None, what="partitions_for")
 
     def close(self, timeout: float | None = None) -> None:

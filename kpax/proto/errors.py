@@ -146,6 +146,12 @@ class TransactionAbortedError(KafkaError):
     """A record was dropped because its transaction was aborted before it was sent."""
 
 
+class PurgedError(KafkaError):
+    """A record was dropped by ``producer.purge()`` before it was sent."""
+
+    retriable = False
+
+
 class NoBrokersAvailableError(KafkaConnectionError):
     """No bootstrap address answered; the message lists each address and why."""
 

@@ -102,6 +102,37 @@ def test_create_partitions(admin):
     assert admin.create_partitions({name: 2}).errors[name]
 
 
+def test_incremental_alter_configs_takes_a_dict_of_values(admin):
+    """confluent-kafka / kafka-python users write a resource's changes as a dict:
+    a value sets it (non-str values as Kafka writes them), None deletes it."""
+    name = _name()
+    admin.create_topics([kpax.NewTopic(name, 1, 1)])
+    res = ConfigResource("topic", name)  # a type given by name, as the peers do
+    admin.incremental_alter_configs(
+        {res: {"retention.ms": 5000, "cleanup.policy": "compact"}}
+    ).raise_for_errors()
+
+    def altered():
+        entries = admin.describe_configs([res])[res]
+        return (entries["retention.ms"].value, entries["cleanup.policy"].value)
+
+    eventually(lambda: altered() == ("5000", "compact"))
+    admin.incremental_alter_configs({res: {"retention.ms": None}}).raise_for_errors()
+    eventually(lambda: admin.describe_configs([res])[res]["retention.ms"].is_default)
+    with pytest.raises(TypeError, match="changes of topic"):
+        admin.incremental_alter_configs({res: 5})
+
+
+def test_group_config_resource_by_name(admin):
+    """``ConfigResource("group", g)`` (the peers' spelling) describes a group's
+    configuration instead of failing on ``int("group")``."""
+    group = "cfg-" + uuid.uuid4().hex[:8]
+    res = ConfigResource("group", group)
+    assert res == ConfigResource.group(group)
+    entries = admin.describe_configs([res])[res]
+    assert "consumer.session.timeout.ms" in entries
+
+
 def test_describe_and_alter_configs(admin, kafka):
     name = _name()
     admin.create_topics([kpax.NewTopic(name, 1, 1, configs={"retention.ms": "100000"})])

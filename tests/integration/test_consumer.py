@@ -257,11 +257,18 @@ def test_unknown_topic_and_bad_options_are_clear_errors(kafka):
         c.assign([TP("no-such-topic-" + uuid.uuid4().hex[:6], 0)])
     with pytest.raises(kpax.ConfigError, match="auto_offset_reset"):
         kpax.Consumer(kafka.bootstrap, auto_ofset_reset="earliest")
+    # without a group, subscribing reads every partition of named topics (as
+    # kafka-python and aiokafka do); a pattern needs a group
     with (
         pytest.raises(kpax.IllegalStateError, match="group_id"),
         kpax.Consumer(kafka.bootstrap) as c,
     ):
-        c.subscribe(["x"])
+        c.subscribe(pattern="x.*")
+    with (
+        kpax.Consumer(kafka.bootstrap, default_api_timeout_ms=1500) as c,
+        pytest.raises(kpax.errors.UnknownTopicOrPartitionError, match="no-such-topic"),
+    ):
+        c.subscribe(["no-such-topic-" + uuid.uuid4().hex[:6]])
 
 
 def test_read_committed_hides_aborted_and_control_records(kafka, topic):

@@ -132,7 +132,7 @@ class Churn:
         for c in self.steady:
             c.close()
 
-    def wait_processed(self, total: int, timeout: float = 60.0) -> None:
+    def _wait_processed(self, total: int, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
         while self.run.unique() < total:
             assert time.monotonic() < deadline, f"{self.run.unique()} of {total} processed"
@@ -175,7 +175,7 @@ def test_cooperative_sticky_under_churn_commits_every_processed_record(kafka):
             for burst in range(ROUNDS):
                 produce(kafka.bootstrap, topic, PER_ROUND, partitions=PARTITIONS, start=total)
                 total += PER_ROUND
-                group.wait_processed(total)
+                group._wait_processed(total)
                 behind = _behind(group.committed_vs_end(admin, SETTLE_S))
                 assert not behind, f"round {burst}: committed offsets behind the end: {behind}"
             # and once the group is left alone

@@ -293,7 +293,7 @@ def test_asyncio_share_consumer(kafka, admin) -> None:  # type: ignore[no-untype
         async with kpax.aio.ShareConsumer(
             kafka.bootstrap, group_id=group, share_acknowledgement_mode="explicit"
         ) as c:
-            c.subscribe([topic])
+            await c.subscribe([topic])  # awaitable, as aio.Consumer.subscribe (plain too)
             got: list[kpax.ShareConsumerRecord] = []
             deadline = time.monotonic() + 60
             while len(got) < 50 and time.monotonic() < deadline:

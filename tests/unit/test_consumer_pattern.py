@@ -180,7 +180,7 @@ async def test_kip848_pattern_on_a_broker_without_the_regex_field_fails_clearly(
 
         def polled() -> bool:
             try:
-                c.poll_tick()
+                c._poll_tick()
             except UnsupportedApiError as exc:
                 failed.append(exc)
             return bool(failed)

@@ -153,8 +153,17 @@ def test_every_asyncio_client_connects_to_localhost_9092(
         assert port_9092.accepted >= 1
 
 
-def test_a_topic_without_a_group_is_a_clear_error_before_connecting() -> None:
+def test_bad_constructor_arguments_fail_before_any_thread_starts() -> None:
     # kafka-python's KafkaConsumer("topic") habit: the first argument is a topic
-    # (it holds no ':'), and subscribing needs a group_id.
-    with pytest.raises(ConfigError, match=r"kpax.Consumer\('t'\): topics .* need a group_id"):
-        kpax.Consumer("t")
+    # (it holds no ':'); a topic without a group is read whole (no group), so
+    # only a bad argument fails, and it leaves no I/O thread behind.
+    from kpax.errors import InvalidTopicError
+
+    before = {t.name for t in threading.enumerate()}
+    with pytest.raises(InvalidTopicError):
+        kpax.Consumer("bad topic name!")
+    with pytest.raises(ConfigError, match="consumer_timeout_ms"):
+        kpax.Consumer("t", consumer_timeout_ms="soon")
+    with pytest.raises(ConfigError, match="fetch_min_bytes"):
+        kpax.Consumer("t", fetch_min_bytes=0)
+    assert {t.name for t in threading.enumerate()} == before

@@ -45,7 +45,7 @@ def _send_c(p: AsyncProducer, args: tuple[Any, ...], taken: list[int]) -> Record
     assert p._fast_append is not None
     fut = p._fast_append(*args)
     if fut is None:  # what send() does: the Python path
-        fut = p.try_append(*args, p.num_partitions[args[0]])
+        fut = p._try_append(*args, p.num_partitions[args[0]])
     else:
         taken[0] += 1
     assert fut is not None
@@ -53,7 +53,7 @@ def _send_c(p: AsyncProducer, args: tuple[Any, ...], taken: list[int]) -> Record
 
 
 def _send_py(p: AsyncProducer, args: tuple[Any, ...]) -> RecordFuture:
-    fut = p.try_append(*args, p.num_partitions[args[0]])
+    fut = p._try_append(*args, p.num_partitions[args[0]])
     assert fut is not None
     return fut
 
@@ -372,7 +372,7 @@ def test_a_callback_that_is_not_callable_fails_before_anything_is_buffered():
     same TypeError at the call, before appending."""
     p = _producer()
     _open_batch(p)
-    appender = p.new_appender(lambda *a, **k: pytest.fail("the Python path was called"))
+    appender = p._new_appender(lambda *a, **k: pytest.fail("the Python path was called"))
     pq = p.accumulator.queues[TOPIC][0]
     texts = set()
     for call in (

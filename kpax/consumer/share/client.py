@@ -54,13 +54,13 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from kpax.cluster.cluster import Cluster
-from kpax.config import resolve
+from kpax.config import given_options, resolve
 from kpax.consumer.record import ShareConsumerRecord
 from kpax.consumer.share.acks import AcknowledgeType, HandOut, parse_ack_type
 from kpax.consumer.share.fetcher import AckResults, Chunk, ShareBuffer, ShareFetcher
 from kpax.consumer.share.membership import ShareMembership
 from kpax.consumer.share.options import SHARE_CONSUMER_OPTIONS, ShareSettings
-from kpax.event_loops import check_loop
+from kpax.event_loops import DONE, Done, check_loop
 from kpax.forks import forked_error
 from kpax.forks import track as track_fork
 from kpax.proto.errors import (
@@ -109,9 +109,12 @@ class AsyncShareConsumer:
     #: Set on a share consumer inherited through fork() (kpax.forks).
     _forked = False
 
-    def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, **config: Any) -> None:
-        if bootstrap_servers is not None:
-            config["bootstrap_servers"] = bootstrap_servers
+    def __init__(
+        self,
+        bootstrap_servers: str | Sequence[str] | Mapping[str, Any] | None = None,
+        **config: Any,
+    ) -> None:
+        config = given_options(bootstrap_servers, config)
         self.config = resolve("share consumer", SHARE_CONSUMER_OPTIONS, config)
         self.settings = settings = ShareSettings.from_config(self.config)
         self.cluster = Cluster.from_config(self.config, allow_auto_topic_creation=False)
@@ -142,6 +145,7 @@ class AsyncShareConsumer:
     # ------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
+        """Connect to the cluster and get ready to join the share group; ``async with`` calls it."""
         if self._started:
             return
         await self.cluster.start()
@@ -266,8 +270,12 @@ class AsyncShareConsumer:
 
     # ------------------------------------------------------------ subscription
 
-    def subscribe(self, topics: Iterable[str]) -> None:
-        """Join the share group, reading ``topics`` (replacing any earlier subscription)."""
+    def subscribe(self, topics: Iterable[str]) -> Done:
+        """Join the share group, reading ``topics`` (replacing any earlier subscription).
+
+        A plain method, like :meth:`kpax.aio.Consumer.subscribe`: calling it is
+        enough, and ``await consumer.subscribe([...])`` works too (the result is
+        an awaitable that is already done)."""
         self._check()
         names = [topics] if isinstance(topics, str) else list(topics)
         if not names or not all(isinstance(t, str) and t for t in names):
@@ -276,6 +284,7 @@ class AsyncShareConsumer:
             check_topic(name)  # InvalidTopicError naming a name Kafka would refuse
         assert self.membership is not None
         self.membership.subscribe(names)
+        return DONE
 
     async def unsubscribe(self) -> None:
         """Leave the share group (what the last poll returned is accepted first in
@@ -299,6 +308,7 @@ class AsyncShareConsumer:
 
     @property
     def member_id(self) -> str:
+        """This member's id in the share group (KIP-932; chosen by the client)."""
         assert self.membership is not None
         return self.membership.member_id
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import operator
 from collections import deque
-from collections.abc import Coroutine, Iterable, Iterator, Sequence
+from collections.abc import Coroutine, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from kpax.consumer.record import ShareConsumerRecord
@@ -61,7 +61,9 @@ class ShareConsumer(SyncFace):
         bootstrap_servers: str | Sequence[str] | None = None,
         **config: Any,
     ) -> None:
-        names = list(topics)
+        names: list[Any] = list(topics)
+        if names and isinstance(names[0], Mapping):
+            config = {**names.pop(0), **config}  # confluent-kafka's Consumer(conf) shape
         if bootstrap_servers is None and names and (":" in names[0] or "," in names[0]):
             bootstrap_servers = names.pop(0)
         core = self._core = AsyncShareConsumer(bootstrap_servers, **config)
@@ -156,9 +158,13 @@ class ShareConsumer(SyncFace):
         self._run(self._with_acks(self._core.unsubscribe()))
 
     def subscription(self) -> set[str]:
+        """The topics subscribed to."""
         return self._core.subscription()
 
     def assignment(self) -> set[TopicPartition]:
+        """The partitions the share group gives this member now (other members may
+        share them).
+        """
         return self._core.assignment()
 
     def acquisition_lock_timeout_ms(self) -> int | None:

@@ -106,6 +106,9 @@ def _cancel_all(loop: VirtualTimeLoop) -> None:
     if tasks:
         with contextlib.suppress(BaseException):
             loop.run_until_complete(asyncio.wait(tasks, timeout=600.0))
+        for t in tasks:
+            if not t.done():  # a killed process's task whose wake-up died with it
+                t._log_destroy_pending = False  # type: ignore[attr-defined]
     with contextlib.suppress(BaseException):
         loop.run_until_complete(loop.shutdown_asyncgens())
     del tasks

@@ -74,6 +74,7 @@ class ProducerBatch(BatchBase):
         "resequenced",
         "reserved",
         "retry_at",
+        "rolled",
         "seal_error",
         "serial",
         "topic",
@@ -104,6 +105,8 @@ class ProducerBatch(BatchBase):
         self.created = created
         self.reserved = reserved
         self.serial = serial
+        #: Opened by the record that did not fit in the partition's full batch.
+        self.rolled = False
         self.data: bytes | None = None
         self.count = 0
         self.attempts = 0

@@ -123,6 +123,12 @@ def record_weight(key: bytes | None, value: bytes | None, headers: Sequence[Head
 #: ``append`` result when the buffer memory is exhausted.
 FULL: Final = None
 
+#: The memory a new batch reserves at first (or ``batch_size`` when smaller):
+#: keyed records to many partitions keep many batches open with a few records
+#: each, and a large ``batch_size`` reserved by each would fill
+#: ``buffer_memory`` with nothing.
+FIRST_CHUNK = 16384
+
 
 class PartitionQueue(QueueBase):
     """One partition's open batch, ready batches (retries first) and sequence state."""
@@ -189,6 +195,8 @@ class Accumulator:
         self.wake = wake
         # a batch's records may reach _cap bytes (header: 61 bytes)
         self._cap = batch_size - 61
+        # what a new batch reserves at first (it grows to batch_size as it fills)
+        self._chunk = min(batch_size, FIRST_CHUNK)
         # bytes of the largest offset delta a batch can hold (a record is 7 bytes at least)
         self._off = varint_size(self._cap // 7 + 1)
         self.queues: dict[str, dict[int, PartitionQueue]] = {}
@@ -270,7 +278,9 @@ class Accumulator:
                         + (2 if -64 <= delta < 64 else 1 + varint_size(delta))
                         + self._off
                     )
-                    if total <= self._cap:
+                    if total > batch.cap and total <= self._cap:
+                        self._grow(batch, total)
+                    if total <= batch.cap:
                         batch.size = total
                         values = batch.values
                         index = len(values)
@@ -359,7 +369,10 @@ class Accumulator:
                     if batch is not None:
                         delta = timestamp - batch.timestamps[0]
                         per = 1 + varint_size(delta) + self._off
-                        j = fit(cum, per, i, hi, cap - batch.size)
+                        j = fit(cum, per, i, hi, batch.cap - batch.size)
+                        if j < hi and batch.cap < cap:  # more memory: a bigger batch
+                            self._grow(batch, cap)
+                            j = fit(cum, per, i, hi, batch.cap - batch.size)
                         if j > i:
                             self._extend(batch, values, keys, timestamp, headers, i, j)
                             batch.size += cum[j] - cum[i] + per * (j - i)
@@ -379,12 +392,15 @@ class Accumulator:
                     if state.partition != partition:
                         partition = state.partition
                         self.sticky_switches += 1
-                weight = cum[i + 1] - cum[i]
-                batch = self._open_batch(pq, weight + RECORD_FRAME_MAX)
+                j = max(fit(cum, first, i, hi, cap), i + 1)
+                # (its memory for these records; RECORD_FRAME_MAX bounds a lone record's)
+                size = max(
+                    cum[j] - cum[i] + first * (j - i), cum[i + 1] - cum[i] + RECORD_FRAME_MAX
+                )
+                batch = self._open_batch(pq, size)
                 if batch is None:
                     col.pos = i
                     return False
-                j = max(fit(cum, first, i, hi, cap), i + 1)
                 self._extend(batch, values, keys, timestamp, headers, i, j)
                 batch.size = cum[j] - cum[i] + first * (j - i)
                 segments.append((batch, 0, col, i, j))
@@ -441,10 +457,12 @@ class Accumulator:
         return batch.created + self.linger < self.wake_at
 
     def _open_batch(self, pq: PartitionQueue, size: int) -> ProducerBatch | None:
-        """A new batch for ``pq`` starting with ``size`` estimated bytes, its memory
-        reserved; None when ``buffer_memory`` is full (the sender is woken to free
-        some). Lock held."""
-        need = size + 61 if size + 61 > self.batch_size else self.batch_size
+        """A new batch for ``pq`` starting with ``size`` estimated bytes, its
+        memory reserved: ``size`` or the first chunk (:data:`FIRST_CHUNK`, at
+        most ``batch_size``), whichever is more; it grows as records come
+        (:meth:`_grow`). None when ``buffer_memory`` is full (the sender is
+        woken to free some). Lock held."""
+        need = max(size + 61, self._chunk)
         if self.reserved + need > self.buffer_memory and self.reserved > 0:
             if self.sleeping:
                 self.sleeping = False
@@ -453,7 +471,22 @@ class Accumulator:
         self.reserved += need
         pq.serial += 1
         pq.opened = now = time.monotonic()
-        return ProducerBatch(pq.topic, pq.partition, now, need, pq.serial)
+        batch = ProducerBatch(pq.topic, pq.partition, now, need, pq.serial)
+        batch.cap = min(need - 61, self._cap)
+        return batch
+
+    def _grow(self, batch: ProducerBatch, size: int) -> None:
+        """Reserve more memory for an open batch so it holds ``size`` estimated
+        bytes (at least double, at most ``batch_size``); left as it is when
+        ``buffer_memory`` has not that much free (the batch is then full).
+        Lock held."""
+        need = min(max(batch.reserved * 2, size + 61), self.batch_size)
+        extra = need - batch.reserved
+        if extra <= 0 or self.reserved + extra > self.buffer_memory:
+            return
+        self.reserved += extra
+        batch.reserved = need
+        batch.cap = min(need - 61, self._cap)
 
     def _new_sticky(
         self, topic: str, key: bytes | None, value: bytes | None, num_partitions: int

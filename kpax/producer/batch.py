@@ -102,6 +102,9 @@ class ProducerBatch(BatchBase):
         self.headers: list[Sequence[Header] | None] | None = None
         #: Estimated encoded size of the records (upper bound, as BatchBuilder's).
         self.size = 0
+        #: The size its reserved memory holds (``reserved`` less the batch
+        #: header): a record past it grows the reservation or closes the batch.
+        self.cap = 0
         self.created = created
         self.reserved = reserved
         self.serial = serial

@@ -14,6 +14,7 @@ import pytest
 
 import kpax
 from kpax.errors import ClientClosedError, ConfigError, KafkaTimeoutError, MessageTooLargeError
+from kpax.producer import accumulator
 from kpax.producer.partitioner import partition_for_key
 from tests.integration.producer_helpers import read_back
 
@@ -160,12 +161,16 @@ def _count_rounds(p):
     return rounds
 
 
-def test_keyed_sends_to_many_partitions_cost_no_round_or_hand_over_per_batch(kafka, topic):
+def test_keyed_sends_to_many_partitions_cost_no_round_or_hand_over_per_batch(
+    kafka, topic, monkeypatch
+):
     # 300 keyed records to 100 partitions open ~100 batches: each used to wake
     # the sender (a round reading every partition queue) and hand the I/O thread
     # the GIL -- a collapse to ~2k records/s at 1,000 partitions. Now the batches
     # wait for their linger (one timer, for the oldest), and go out together.
     t = topic(partitions=100)
+    # (no hand-over for time either: the caller lets the loop run once a ms)
+    monkeypatch.setattr(accumulator, "YIELD_EVERY", 60.0)
     with kpax.Producer(kafka.bootstrap, linger_ms=1000) as p:
         p.send(t, b"warm", key=b"warm").result(30)
         handovers = []
@@ -186,8 +191,11 @@ def test_keyed_sends_to_many_partitions_cost_no_round_or_hand_over_per_batch(kaf
     assert len(read_back(kafka.bootstrap, t, 100, 301)) == 301
 
 
-async def test_asyncio_keyed_sends_to_many_partitions_cost_no_round_per_batch(kafka, topic):
+async def test_asyncio_keyed_sends_to_many_partitions_cost_no_round_per_batch(
+    kafka, topic, monkeypatch
+):
     t = topic(partitions=100)
+    monkeypatch.setattr(accumulator, "YIELD_EVERY", 60.0)
     async with kpax.aio.Producer(kafka.bootstrap, linger_ms=1000) as p:
         await (await p.send(t, b"warm", key=b"warm"))
         rounds = _count_rounds(p)

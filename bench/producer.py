@@ -26,9 +26,10 @@ settings each client gets:
   ``ProducerLinger(5ms)``, ``ProducerBatchMaxBytes(16384)``; confluent-kafka:
   ``linger.ms=5``, ``batch.size=16384``) so they build comparable batches;
 - with ``defaults``: every client at its own defaults except ``linger_ms=5``
-  (or its equivalent) -- what a user runs: kpax ``batch_size`` 16384,
-  ``buffer_memory`` 32 MiB; kafka-python ``batch_size`` 16384; aiokafka
-  ``max_batch_size`` 16384; confluent-kafka (librdkafka 2.x) ``batch.size``
+  (or its equivalent) -- what a user runs: kpax ``batch_size`` 1,000,000
+  (since issue 29; 16384 before), ``buffer_memory`` 32 MiB; kafka-python
+  ``batch_size`` 16384; aiokafka ``max_batch_size`` 16384; confluent-kafka
+  (librdkafka 2.x) ``batch.size``
   1,000,000, ``batch.num.messages`` 10,000, ``queue.buffering.max.messages``
   100,000; Java ``batch.size`` 16384, ``buffer.memory`` 32 MiB. franz-go gets
   its own defaults *including* its linger (v1.22.2: linger 10 ms,
@@ -124,7 +125,8 @@ KPAX_BUFFER_MEMORY = 32 * 1024 * 1024
 #: What each peer gets in a ``defaults`` scenario besides acks (the table header says it).
 DEFAULT_SETTINGS = (
     "every client at its own defaults except linger_ms=5 (or its equivalent): kpax "
-    "batch_size 16384, buffer_memory 32 MiB; kafka-python batch_size 16384; aiokafka "
+    "batch_size 1,000,000 (a new batch reserves 16 KiB and grows as it fills), "
+    "buffer_memory 32 MiB; kafka-python batch_size 16384; aiokafka "
     "max_batch_size 16384; confluent-kafka (librdkafka {librdkafka}) batch.size 1,000,000, "
     "batch.num.messages 10,000, queue.buffering.max.messages 100,000, idempotence off; Java "
     "batch.size 16384, buffer.memory 32 MiB; franz-go v1.22.2 at all its defaults{franz_linger}: "

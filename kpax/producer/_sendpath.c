@@ -285,6 +285,7 @@ typedef struct {
     PyObject *timestamps; /* list of int */
     PyObject *headers;    /* None, or a list with one entry per record */
     Py_ssize_t size;      /* estimated record bytes */
+    Py_ssize_t cap;       /* the record bytes its reserved memory holds */
 } BatchBaseObject;
 
 static int
@@ -321,6 +322,7 @@ static PyMemberDef BatchBase_members[] = {
     {"timestamps", T_OBJECT_EX, offsetof(BatchBaseObject, timestamps), 0, NULL},
     {"headers", T_OBJECT, offsetof(BatchBaseObject, headers), 0, NULL},
     {"size", T_PYSSIZET, offsetof(BatchBaseObject, size), 0, NULL},
+    {"cap", T_PYSSIZET, offsetof(BatchBaseObject, cap), 0, NULL},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -941,8 +943,8 @@ fast_append(AppenderObject *self, PyObject *topic, PyObject *value, PyObject *ke
     if (overflow || (base == -1 && PyErr_Occurred()) || __builtin_sub_overflow(ts, base, &delta))
         goto done;
     Py_ssize_t total = batch->size + weight + 1 + varint_size((int64_t)delta) + self->off;
-    if (total > self->cap)
-        goto done; /* full: the Python path closes it and opens the next */
+    if (total > batch->cap)
+        goto done; /* full: the Python path grows its memory or closes it */
     /* Append to every column; on failure (memory) take back what was added. */
     if (PyList_Append(values, value) < 0)
         goto error;

@@ -74,6 +74,7 @@ class ProducerBatch(BatchBase):
         "resequenced",
         "reserved",
         "retry_at",
+        "rolled",
         "seal_error",
         "serial",
         "topic",
@@ -101,9 +102,14 @@ class ProducerBatch(BatchBase):
         self.headers: list[Sequence[Header] | None] | None = None
         #: Estimated encoded size of the records (upper bound, as BatchBuilder's).
         self.size = 0
+        #: The size its reserved memory holds (``reserved`` less the batch
+        #: header): a record past it grows the reservation or closes the batch.
+        self.cap = 0
         self.created = created
         self.reserved = reserved
         self.serial = serial
+        #: Opened by the record that did not fit in the partition's full batch.
+        self.rolled = False
         self.data: bytes | None = None
         self.count = 0
         self.attempts = 0

@@ -87,13 +87,14 @@ else:
 class _PyBatchBase:
     """The columns of a producer batch (pure Python; C: _sendpath.BatchBase)."""
 
-    __slots__ = ("headers", "keys", "size", "timestamps", "values")
+    __slots__ = ("cap", "headers", "keys", "size", "timestamps", "values")
 
     values: list[bytes | None]
     keys: list[bytes | None]
     timestamps: list[int]
     headers: list[Any] | None
     size: int
+    cap: int
 
 
 class _PyQueueBase:

@@ -17,6 +17,11 @@ applies the Java client's rules that tie options together:
 * ``metadata_max_idle_ms`` (Java's default, 5 minutes): a topic not sent to for
   that long leaves the producer's metadata requests (Java requires at least
   5000; kpax takes any positive value).
+* ``batch_size`` is librdkafka's and franz-go's 1,000,000 bytes, not Java's
+  16384: a batch's cost (sealing, a request's share, completing) is paid per
+  batch, and a new batch reserves only 16 KiB of ``buffer_memory``, growing as
+  it fills (kpax.producer.accumulator), so keyed records spread over many
+  partitions, whose batches hold a few records each, do not pay for it.
 
 Imports: kpax.config, kpax.broker.options, kpax.proto (compression, errors).
 """
@@ -70,7 +75,7 @@ PRODUCER_OPTIONS: dict[str, Option] = {
     **COMMON_OPTIONS,
     "acks": Option(-1, _acks),
     "linger_ms": Option(5, non_negative_int),
-    "batch_size": Option(16384, positive_int),
+    "batch_size": Option(1_000_000, positive_int),
     "buffer_memory": Option(32 * 1024 * 1024, positive_int),
     "max_block_ms": Option(60000, non_negative_int),
     "max_request_size": Option(1024 * 1024, positive_int),

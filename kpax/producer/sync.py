@@ -14,7 +14,11 @@ I/O thread. Safe to call from several threads.
 The GIL: the caller's thread and the I/O thread share it, and a caller that
 simply runs on leaves the I/O thread waiting for the interpreter's 5 ms switch
 interval. So a send that opens a new batch (one in ~150 records of 100 bytes
-with 16 KiB batches) hands the I/O thread the GIL until its loop has nothing
+with 16 KiB batches) when the sender has work -- the batch follows a full one,
+the sender was woken, or its linger timer is due
+(:meth:`AsyncProducer._sender_due`; not at every batch opened: keyed records to
+1,000 partitions open one almost per record, and a hand-over each cost 8 of
+9 s of such a run) -- hands the I/O thread the GIL until its loop has nothing
 left to run (the wake-up the closed batch sent, if it sent one: its request
 written; answers already taken in), at most ``HAND_OVER_S``
 (:meth:`kpax.loop_thread.LoopThread.wait_idle`); when the loop looks idle,
@@ -96,6 +100,7 @@ class Producer(SyncFace):
         self._hand_over = partial(self._thread.wait_idle, HAND_OVER_S)
         self._nparts = core.num_partitions
         self._append = core._try_append  # bound once: send's per-record call
+        self._sender_due = core._sender_due
         self._start(
             core.start(),
             self._max_block + core.settings.request_timeout_ms / 1000,
@@ -150,8 +155,8 @@ class Producer(SyncFace):
             fut = self._wait_memory(
                 topic, None, self._append, topic, value, key, partition, timestamp, headers, n
             )
-        elif fut.batch_index == 0:
-            self._hand_over()  # a new batch: the I/O thread's turn (module docstring)
+        elif fut.batch_index == 0 and self._sender_due(fut):
+            self._hand_over()  # the I/O thread's turn (module docstring)
         if callback is not None:
             fut.add_callback(callback)
         return fut

@@ -14,6 +14,7 @@ import pytest
 
 import kpax
 from kpax.errors import ClientClosedError, ConfigError, KafkaTimeoutError, MessageTooLargeError
+from kpax.producer import accumulator
 from kpax.producer.partitioner import partition_for_key
 from tests.integration.producer_helpers import read_back
 
@@ -152,6 +153,64 @@ def test_acks(kafka, topic, acks):
     assert len(read_back(kafka.bootstrap, t, 1, 50)) == 50
 
 
+def _count_rounds(p):
+    rounds = []
+    sender = p.aio.sender if isinstance(p, kpax.Producer) else p.sender
+    real = sender._round
+    sender._round = lambda: (rounds.append(1), real())  # (read at each round)
+    return rounds
+
+
+def test_keyed_sends_to_many_partitions_cost_no_round_or_hand_over_per_batch(
+    kafka, topic, monkeypatch
+):
+    # 300 keyed records to 100 partitions open ~100 batches: each used to wake
+    # the sender (a round reading every partition queue) and hand the I/O thread
+    # the GIL -- a collapse to ~2k records/s at 1,000 partitions. Now the batches
+    # wait for their linger (one timer, for the oldest), and go out together.
+    t = topic(partitions=100)
+    # (no hand-over for time either: the caller lets the loop run once a ms)
+    monkeypatch.setattr(accumulator, "YIELD_EVERY", 60.0)
+    with kpax.Producer(kafka.bootstrap, linger_ms=1000) as p:
+        p.send(t, b"warm", key=b"warm").result(30)
+        handovers = []
+        real = p._hand_over
+        p._hand_over = lambda: (handovers.append(1), real())
+        rounds = _count_rounds(p)
+        futs = [p.send(t, b"v%d" % i, key=b"key-%d" % i) for i in range(300)]
+        opened = sum(1 for f in futs if f.batch_index == 0)
+        n_rounds, n_handovers = len(rounds), len(handovers)
+        assert opened > 80
+        assert n_rounds <= 3, (n_rounds, opened)
+        assert n_handovers <= 3, (n_handovers, opened)
+        p.flush(30)
+        metas = [f.result(0) for f in futs]
+    assert [m.partition for m in metas] == [
+        partition_for_key(b"key-%d" % i, 100) for i in range(300)
+    ]
+    assert len(read_back(kafka.bootstrap, t, 100, 301)) == 301
+
+
+async def test_asyncio_keyed_sends_to_many_partitions_cost_no_round_per_batch(
+    kafka, topic, monkeypatch
+):
+    t = topic(partitions=100)
+    monkeypatch.setattr(accumulator, "YIELD_EVERY", 60.0)
+    async with kpax.aio.Producer(kafka.bootstrap, linger_ms=1000) as p:
+        await (await p.send(t, b"warm", key=b"warm"))
+        rounds = _count_rounds(p)
+        futs = [await p.send(t, b"v%d" % i, key=b"key-%d" % i) for i in range(300)]
+        opened = sum(1 for f in futs if f.batch_index == 0)
+        n_rounds = len(rounds)
+        assert opened > 80
+        assert n_rounds <= 3, (n_rounds, opened)
+        await p.flush(30)
+        metas = [await f for f in futs]
+    assert [m.partition for m in metas] == [
+        partition_for_key(b"key-%d" % i, 100) for i in range(300)
+    ]
+
+
 def test_batch_size_linger_and_in_flight_pipelining(kafka, topic):
     t = topic(partitions=2)
     with kpax.Producer(
@@ -167,7 +226,7 @@ def test_batch_size_linger_and_in_flight_pipelining(kafka, topic):
         assert p.aio.sender.in_flight == 0
 
 
-def test_the_caller_hands_the_io_thread_the_gil_once_per_new_batch(kafka, topic):
+def test_the_caller_hands_the_io_thread_the_gil_at_each_full_batch(kafka, topic):
     t = topic(partitions=1)
     with kpax.Producer(kafka.bootstrap, batch_size=2048, linger_ms=5) as p:
         handovers = []
@@ -175,8 +234,12 @@ def test_the_caller_hands_the_io_thread_the_gil_once_per_new_batch(kafka, topic)
         p._hand_over = lambda: (handovers.append(1), real())  # (read at each call)
         futs = [p.send(t, b"x" * 100) for _ in range(500)]
         opened = sum(1 for f in futs if f.batch_index == 0)
-        assert opened > 10  # (~17 records per 2 KiB batch)
-        assert len(handovers) == opened
+        # a batch opened by the record that did not fit in the full one: the
+        # full batch is to be sent, so the I/O thread gets the GIL
+        rolled = sum(1 for f in futs if f.batch_index == 0 and f._batch.rolled)
+        assert rolled > 10  # (~17 records per 2 KiB batch)
+        assert rolled <= len(handovers) <= opened
+        opened = len(handovers)
         bulk = p.send_many(t, [b"y" * 100] * 200)
         assert len(handovers) > opened  # send_many opened batches too
         p.flush(30)

@@ -247,7 +247,11 @@ def test_full_buffer_after_a_partial_fill_hands_back_what_was_buffered(
     cluster = kafka_factory(1)
     t = f"partial-{uuid.uuid4().hex[:8]}"
     p = kpax.Producer(
-        cluster.bootstrap, buffer_memory=2 * 20100 + 100, max_block_ms=800, linger_ms=0
+        cluster.bootstrap,
+        buffer_memory=2 * 20100 + 100,
+        max_block_ms=800,
+        linger_ms=0,
+        batch_size=16384,  # (each 20,000-byte record a batch of its own)
     )
     try:
         p.send(t, b"v").result(30)

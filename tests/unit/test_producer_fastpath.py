@@ -58,6 +58,14 @@ def _send_py(p: AsyncProducer, args: tuple[Any, ...]) -> RecordFuture:
     return fut
 
 
+def _roomy(p: AsyncProducer) -> None:
+    """Give the open batch of TOPIC-0 all of ``batch_size`` at once (a new
+    batch reserves 16 KiB first; the Python path grows it as it fills)."""
+    acc = p.accumulator
+    with acc.lock:
+        acc._grow(acc.queues[TOPIC][0].open, acc._cap)
+
+
 def _state(p: AsyncProducer) -> dict[int, list[Any]]:
     """Every batch of every partition: sealed bytes, or the open columns."""
     out: dict[int, list[Any]] = {}
@@ -193,6 +201,7 @@ def test_murmur2_matches_the_python_reference():
 def test_no_references_leak_from_the_c_path():
     p = _producer(batch_size=1 << 20)
     _send_py(p, (TOPIC, b"x", None, 0, 1, None))
+    _roomy(p)
     value = b"v" * 50
     ts = 1_700_000_000_000
     before = sys.getrefcount(value)
@@ -292,6 +301,7 @@ def test_the_finished_send_protocol_methods():
 def test_no_references_leak_from_the_aio_c_path():
     p = _producer(batch_size=1 << 20)
     _open_batch(p)
+    _roomy(p)
     value = b"v" * 50
     before = sys.getrefcount(value)
     for _ in range(10_000):

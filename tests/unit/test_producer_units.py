@@ -39,9 +39,10 @@ def _append(acc: Accumulator, value: bytes, partition: int = 0, n: int = 1) -> R
 # ------------------------------------------------------------------ options
 
 
-def test_defaults_are_javas():
+def test_defaults_are_javas_but_batch_size():
     cfg = resolve_producer_config({})
-    assert cfg["acks"] == -1 and cfg["linger_ms"] == 5 and cfg["batch_size"] == 16384
+    # batch_size: librdkafka's and franz-go's (a new batch reserves 16 KiB at first)
+    assert cfg["acks"] == -1 and cfg["linger_ms"] == 5 and cfg["batch_size"] == 1_000_000
     assert cfg["enable_idempotence"] is True and cfg["delivery_timeout_ms"] == 120000
     assert cfg["max_in_flight_requests_per_connection"] == 5 and cfg["buffer_memory"] == 33554432
 
@@ -188,6 +189,78 @@ def test_no_wake_while_the_partition_has_all_it_may_in_flight():
     for _ in range(10):
         _append(acc, b"x" * 100)
     assert wakes == [1]
+
+
+def test_a_batch_opened_behind_the_sender_timer_wakes_nobody():
+    # keyed records to many partitions open a batch almost per record: the
+    # sleeping sender's linger timer (for the oldest open batch) comes first,
+    # so none of them needs a wake-up; one opened with no timer armed does
+    wakes: list[int] = []
+    acc = _acc(wake=lambda: wakes.append(1), buffer_memory=1_000_000)
+    acc.drain_open(0.0)  # asleep, nothing open: no timer
+    _append(acc, b"x", partition=0, n=100)
+    assert wakes == [1]
+    deadline = acc.drain_open(0.0)  # asleep again, the timer for partition 0's batch
+    assert deadline == acc.wake_at
+    for p in range(1, 100):
+        _append(acc, b"x", partition=p, n=100)
+    assert wakes == [1]
+    # the round the timer starts closes every batch due, from the oldest on
+    assert acc.drain_open(float("inf")) is None
+    assert sum(len(pq.ready) for pq in acc.queues["t"].values()) == 100
+    assert acc.wake_at == float("inf") and not acc.lingering
+    assert len(acc.ready_queues) == 100
+
+
+def test_a_new_batch_reserves_a_chunk_and_grows_to_batch_size():
+    acc = _acc(batch_size=100_000, buffer_memory=1_000_000)
+    _append(acc, b"x" * 100)
+    assert acc.reserved == 16384
+    b = acc.queues["t"][0].open
+    for _ in range(1000):
+        _append(acc, b"x" * 100)
+    pq = acc.queues["t"][0]
+    # grown as it filled, then full at batch_size: as many records as before
+    assert list(pq.ready) == [b] and b.reserved == 100_000
+    assert acc.reserved == 100_000 + 16384
+    whole = _acc(batch_size=100_000, buffer_memory=1_000_000)
+    whole._chunk = 100_000  # (the whole batch_size at once, as before)
+    for _ in range(1001):
+        _append(whole, b"x" * 100)
+    assert len(b.values) == len(whole.queues["t"][0].ready[0].values) > 800
+
+
+def test_many_open_batches_do_not_each_hold_batch_size():
+    # 1 MB batches, 4 MiB of buffer: one record to each of 200 partitions used to
+    # stop at the fifth partition (each batch reserved batch_size)
+    acc = _acc(batch_size=1_000_000, buffer_memory=4 << 20)
+    futs = [_append(acc, b"x" * 100, partition=p, n=200) for p in range(200)]
+    assert all(f is not None for f in futs)
+
+
+def test_a_batch_short_of_memory_closes_instead_of_growing():
+    acc = _acc(batch_size=100_000, buffer_memory=40_000)
+    assert _append(acc, b"y", partition=1, n=2) is not None  # 16 KiB
+    results = [_append(acc, b"x" * 100, partition=0, n=2) for _ in range(200)]
+    pq = acc.queues["t"][0]
+    # no room to grow past its 16 KiB: closed at that size, and the next batch
+    # does not fit either
+    assert FULL in results
+    (b,) = pq.ready
+    assert 16384 - 61 - 110 < b.size <= 16384 - 61 and b.reserved == 16384
+    assert acc.reserved <= 40_000
+
+
+def test_an_encoded_batch_holds_only_its_bytes():
+    from kpax.producer.sealer import Sealer
+
+    acc = _acc(batch_size=100_000, buffer_memory=1_000_000)
+    acc.seal = Sealer(None, "none", transactional=False).seal
+    _append(acc, b"x" * 100)
+    acc.flushing += 1
+    acc.drain_open(0.0)
+    (b,) = acc.queues["t"][0].ready
+    assert b.data is not None and b.reserved == len(b.data) == acc.reserved < 300
 
 
 def test_keyless_records_go_to_the_sticky_partition_under_the_lock():

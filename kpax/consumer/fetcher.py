@@ -11,9 +11,14 @@ sessions (KIP-227, :mod:`kpax.consumer.fetch_session`, one per broker). Fetch
 v13+ names topics by id (from the metadata); when a topic's id is unknown the
 request is capped at v12.
 
-Responses are decoded with the bulk decoders (``batch.columns()``) straight
-into :class:`~kpax.consumer.record.ConsumerRecord` lists (built in C with
-``map``/``zip``), one :class:`~kpax.consumer.buffer.Chunk` per partition.
+Responses are framed and checked here (CRC, decompression, every record's
+bounds: ``RecordBatchV2.checked_rows``), one
+:class:`~kpax.consumer.buffer.Chunk` per partition, but the
+:class:`~kpax.consumer.record.ConsumerRecord` objects of a v2 batch are
+built later, in C, by the thread that takes the chunk (``Chunk.build``): the
+I/O thread stays free to read the next response, and the records are made
+just before the application reads them. With a deserializer, or a legacy
+(v0/v1) batch, the records are built here (``zip``/``map`` in C).
 ``read_committed`` drops batches of aborted transactions (the response's
 aborted list) and control batches are never shown.
 
@@ -44,6 +49,7 @@ Imports: kpax.cluster, kpax.proto, kpax.structs, kpax.metrics, kpax.consumer.*.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import gc
 import logging
@@ -511,6 +517,9 @@ class Fetcher:
         is fetched again later: a fetch full of small decompression bombs costs about
         one cap, not one per batch."""
         out: list[ConsumerRecord] = []
+        #: What the chunk's records are built from (see Chunk): record lists, batches.
+        sources: collections.deque[tuple[int, Any]] = collections.deque()
+        pending = 0
         budget = self.max_decompressed
         decompressed = 0
         previous: Any = None
@@ -567,11 +576,19 @@ class Fetcher:
                         next_offset, next_epoch = nxt, epoch
                         continue
                 if kd is None and vd is None and batch.magic == 2:
-                    # the record loop builds the ConsumerRecords itself (C when built)
+                    # Checked here; its ConsumerRecords are built by the taking thread
+                    # (Chunk.build: the record loop makes them, in C when built).
                     template = ConsumerRecord(
                         topic, partition, 0, 0, batch.timestamp_type, None, None, (), epoch
                     )
-                    out.extend(batch.rows(template, _ROW_SLOTS, fetch_offset))
+                    n, args = batch.checked_rows(template, _ROW_SLOTS, fetch_offset)
+                    if n:
+                        if out:
+                            sources.append((len(out), out))
+                            pending += len(out)
+                            out = []
+                        sources.append((n, args))
+                        pending += n
                     next_offset, next_epoch = nxt, epoch
                     continue
                 rows = batch.tuples()
@@ -618,7 +635,14 @@ class Fetcher:
                 gc.enable()
         # Deliver what decoded; an error comes when the position reaches it.
         if batches:
-            self.buffer.put(Chunk(st, out, next_offset, next_epoch, gen))
+            if sources:
+                if out:
+                    sources.append((len(out), out))
+                    pending += len(out)
+                chunk = Chunk(st, [], next_offset, next_epoch, gen, sources, pending)
+            else:
+                chunk = Chunk(st, out, next_offset, next_epoch, gen)
+            self.buffer.put(chunk)
         if error is not None:
             if st.gen == gen and st.assigned:
                 st.fetch_position = -1  # drop whatever the next fetch brings

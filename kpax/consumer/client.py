@@ -603,9 +603,14 @@ class AsyncConsumer:
                     st.rewind_fetch()
 
     def resume(self, *partitions: TopicPartition) -> None:
+        resumed = []
         for tp in _tps(partitions):
-            self._state(tp).paused = False
-        self._wake_fetcher()
+            st = self._state(tp)
+            if st.paused:
+                st.paused = False
+                resumed.append(tp)
+        if self.fetcher is not None:
+            self.fetcher.kick(resumed)  # fetched at once, not after a long poll in flight
 
     def paused(self) -> set[TopicPartition]:
         return {tp for tp, st in self.states.items() if st.paused}

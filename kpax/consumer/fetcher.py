@@ -131,6 +131,12 @@ class Fetcher:
         self._backoff = settings.retry_backoff
         self._timeout = settings.request_timeout
         self._inflight: dict[int, asyncio.Task[None]] = {}
+        #: The partitions each fetch in ``_inflight`` asks for.
+        self._inflight_parts: dict[int, set[TopicPartition]] = {}
+        #: Partitions resumed since the last dispatch (see :meth:`kick`).
+        self._kicked: set[TopicPartition] = set()
+        #: One-off fetches of resumed partitions, per broker (see :meth:`kick`).
+        self._side: dict[int, asyncio.Task[None]] = {}
         self._sessions: dict[int, FetchSession] = {}
         self._backoff_until: dict[int, float] = {}
         self._wake = asyncio.Event()
@@ -153,9 +159,23 @@ class Fetcher:
     def wake(self) -> None:
         self._wake.set()
 
+    def kick(self, tps: list[TopicPartition]) -> None:
+        """``tps`` can be fetched again (resumed): fetch them now. When their leader
+        has a fetch in flight that leaves them out -- a long poll of its other
+        partitions, up to ``fetch_max_wait_ms`` -- they are fetched at once by a
+        one-off request outside the fetch session that does not wait for data
+        (on the broker's main connection: the fetch connection is busy with that
+        long poll), not when that long poll ends."""
+        self._kicked.update(tps)
+        self._wake.set()
+
     async def close(self) -> None:
         self._closed = True
-        tasks = [t for t in (self._task, *self._inflight.values(), *self._aux) if t is not None]
+        tasks = [
+            t
+            for t in (self._task, *self._inflight.values(), *self._side.values(), *self._aux)
+            if t is not None
+        ]
         for t in tasks:
             t.cancel()
         for t in tasks:
@@ -272,9 +292,19 @@ class Fetcher:
         if missing_leader and not self._refreshing:
             self._refreshing = True
             self._spawn(self._refresh(missing_leader))
+        kicked = self._kicked
+        if kicked:
+            self._kicked = set()
         now = time.monotonic()
         for node, parts in by_node.items():
             if node in self._inflight:
+                if kicked and node not in self._side:
+                    held = self._inflight_parts.get(node, ())
+                    late = [st for st in parts if st.tp in kicked and st.tp not in held]
+                    if late:
+                        side = asyncio.ensure_future(self._fetch(node, late, side=True))
+                        self._side[node] = side
+                        side.add_done_callback(partial(self._side_done, node))
                 continue
             until = self._backoff_until.get(node, 0.0)
             if until > now:
@@ -282,11 +312,21 @@ class Fetcher:
                 continue
             task = asyncio.ensure_future(self._fetch(node, parts))
             self._inflight[node] = task
+            self._inflight_parts[node] = {st.tp for st in parts}
             task.add_done_callback(partial(self._fetch_done, node, parts))
+
+    def _side_done(self, node: int, task: asyncio.Task[None]) -> None:
+        if self._side.get(node) is task:
+            del self._side[node]
+        if not task.cancelled() and task.exception() is not None:
+            # the regular fetch asks for these partitions next anyway
+            log.debug("one-off fetch from broker %s failed: %s", node, task.exception())
+        self._wake.set()
 
     def _fetch_done(self, node: int, parts: list[PartitionState], task: asyncio.Task[None]) -> None:
         if self._inflight.get(node) is task:
             del self._inflight[node]
+            self._inflight_parts.pop(node, None)
         if not task.cancelled() and task.exception() is not None:
             exc = task.exception()
             log.debug("fetch from broker %s failed: %s", node, exc)
@@ -308,8 +348,10 @@ class Fetcher:
 
     # ------------------------------------------------------------ fetch
 
-    async def _fetch(self, node: int, parts: list[PartitionState]) -> None:
-        broker = self.cluster.fetch_broker(node)
+    async def _fetch(self, node: int, parts: list[PartitionState], side: bool = False) -> None:
+        """Fetch ``parts`` from ``node`` in its fetch session on its fetch connection,
+        or (``side``) by a one-off sessionless request on its main connection."""
+        broker = self.cluster.broker(node) if side else self.cluster.fetch_broker(node)
         snapshot = self.cluster.snapshot
         version = await broker.api_version(FetchRequest)
         if version >= 13:
@@ -318,7 +360,7 @@ class Fetcher:
                 if info is None or info.topic_id is None:
                     version = await broker.api_version(FetchRequest, 12)
                     break
-        session = self._sessions.get(node)
+        session = FetchSession() if side else self._sessions.get(node)
         if session is None:
             session = self._sessions[node] = FetchSession()
         settings = self.settings
@@ -330,7 +372,9 @@ class Fetcher:
             assert st.fetch_position is not None
             wanted[st.tp] = (st.fetch_position, st.fetch_epoch, leader_epoch)
             sent[st.tp] = (st, st.gen, st.fetch_position)
-        built = session.request(wanted, snapshot, version >= 13, settings, self.isolation)
+        built = session.request(
+            wanted, snapshot, version >= 13, settings, self.isolation, sessionless=side
+        )
         if built is None:
             return  # the session starts over (see FetchSession.request)
         req, ids = built
@@ -349,9 +393,12 @@ class Fetcher:
                 return
             session.reset()
             raise error_for_code(resp.error_code)(f"Fetch from {broker.describe()}")
-        session.completed(resp.session_id, wanted, ids)
-        pending = self._handle_response(resp, sent, ids, broker.describe(), session)
-        if pending and EARLY_DISPATCH:
+        if side:
+            pending = self._handle_response(resp, sent, ids, broker.describe())
+        else:
+            session.completed(resp.session_id, wanted, ids)
+            pending = self._handle_response(resp, sent, ids, broker.describe(), session)
+        if pending and EARLY_DISPATCH and not side:
             # Fetch positions are known from the batch headers already: send the next
             # request now, so the broker prepares it while these records are decoded.
             if self._inflight.get(node) is asyncio.current_task():

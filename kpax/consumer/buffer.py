@@ -1,9 +1,11 @@
 """The fetched-records buffer: the hand-off point between I/O and the application.
 
-Role: the fetcher (on the event loop) appends decoded fetches (:class:`Chunk`:
-one partition's records from one Fetch response) and errors; the
-application takes records from it, whole chunks at a time, on its own thread
-(sync face) or on the loop (asyncio face). Appending and taking never wait on
+Role: the fetcher (on the event loop) appends fetches (:class:`Chunk`: one
+partition's records from one Fetch response, mostly checked batches whose
+records are built when taken) and errors; the application takes records from
+it, whole chunks at a time, on its own thread (sync face) or on the loop
+(asyncio face), where the records are built (:meth:`Chunk.build_upto`, and
+batch by batch during an iteration). Appending and taking never wait on
 each other: a ``collections.deque`` (atomic append/popleft) holds the chunks,
 a ``threading.Condition`` wakes a blocked sync taker, an ``asyncio.Event``
 wakes an async one. Taking advances the partition's ``position`` and tells
@@ -16,7 +18,8 @@ client does): until a seek clears it, or the partition is unassigned. While
 the partition is paused its error is not raised, so the others can be read.
 
 Iteration (``for rec in consumer``) takes a whole chunk and hands out its
-records one by one from a list iterator, with no work per record. The chunk
+records one by one from list iterators (one per batch, chained in C), with no
+work per record. The chunk
 being read is remembered (:meth:`FetchBuffer.start_reading`): the
 partition's position as the application sees it -- for ``commit()``,
 ``position()`` and auto-commit -- is the offset after the last record handed

@@ -5,7 +5,7 @@ one Fetch request in flight -- on that broker's fetch connection
 (``Cluster.fetch_broker``), so that commits, heartbeats and offset or
 metadata requests never wait behind a long poll -- whenever any of its
 partitions is fetchable and has room in the buffer (``fetch_buffer_chunks``
-decoded fetches per partition), so the next fetch travels while the
+fetches per partition), so the next fetch travels while the
 application handles the records already buffered. Requests use fetch
 sessions (KIP-227, :mod:`kpax.consumer.fetch_session`, one per broker). Fetch
 v13+ names topics by id (from the metadata); when a topic's id is unknown the

@@ -73,7 +73,7 @@ CONSUMER_OPTIONS: dict[str, Option] = {
     "allow_auto_create_topics": Option(False, boolean),
     "key_deserializer": Option(None, _callable_or_none),
     "value_deserializer": Option(None, _callable_or_none),
-    "fetch_buffer_chunks": Option(2, positive_int, "decoded fetches buffered per partition"),
+    "fetch_buffer_chunks": Option(2, positive_int, "fetch responses buffered per partition"),
     "max_decompressed_batch_bytes": Option(
         None,
         positive_int,

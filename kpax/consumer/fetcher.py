@@ -11,14 +11,17 @@ sessions (KIP-227, :mod:`kpax.consumer.fetch_session`, one per broker). Fetch
 v13+ names topics by id (from the metadata); when a topic's id is unknown the
 request is capped at v12.
 
-Responses are framed and checked here (CRC, decompression, every record's
-bounds: ``RecordBatchV2.checked_rows``), one
-:class:`~kpax.consumer.buffer.Chunk` per partition, but the
+Responses are framed and CRC-checked, one
+:class:`~kpax.consumer.buffer.Chunk` per partition. The
 :class:`~kpax.consumer.record.ConsumerRecord` objects of a v2 batch are
-built later, in C, by the thread that takes the chunk (``Chunk.build``): the
-I/O thread stays free to read the next response, and the records are made
-just before the application reads them. With a deserializer, or a legacy
-(v0/v1) batch, the records are built here (``zip``/``map`` in C).
+built by the record loop in C (``batch.rows``) here, or -- with
+``defer_build``, which the sync face sets -- the batch is decompressed and
+every record checked here (``RecordBatchV2.checked_rows``, no object built)
+and the records are built later by the thread that takes the chunk (see
+:class:`~kpax.consumer.buffer.Chunk`): the I/O thread stays free to read the
+next response, and the records are made just before the application reads
+them. With a deserializer, or a legacy (v0/v1) batch, the records are built
+here (``zip``/``map`` in C).
 ``read_committed`` drops batches of aborted transactions (the response's
 aborted list) and control batches are never shown.
 
@@ -99,6 +102,12 @@ EARLY_DISPATCH = True
 
 
 class Fetcher:
+    #: Build a v2 batch's records on the thread that takes them (Chunk sources) rather
+    #: than here: the sync face sets it (its I/O thread then only checks batches and
+    #: its caller's thread builds what it reads); the asyncio face, one thread for
+    #: both, builds here and spares the check (scan_records) a deferred build needs.
+    defer_build = False
+
     def __init__(
         self,
         cluster: Cluster,
@@ -580,6 +589,7 @@ class Fetcher:
             aborted.reverse()
         kd = self.key_deserializer
         vd = self.value_deserializer
+        defer = self.defer_build
         # Only tuples of ints/bytes/str are made here, never a cycle: the cyclic GC's
         # passes over them (triggered by the allocations) would cost more than decoding.
         paused = gc.isenabled()
@@ -623,11 +633,15 @@ class Fetcher:
                         next_offset, next_epoch = nxt, epoch
                         continue
                 if kd is None and vd is None and batch.magic == 2:
-                    # Checked here; its ConsumerRecords are built by the taking thread
-                    # (Chunk.build: the record loop makes them, in C when built).
+                    # the record loop builds the ConsumerRecords itself (C when built)
                     template = ConsumerRecord(
                         topic, partition, 0, 0, batch.timestamp_type, None, None, (), epoch
                     )
+                    if not defer:
+                        out.extend(batch.rows(template, _ROW_SLOTS, fetch_offset))
+                        next_offset, next_epoch = nxt, epoch
+                        continue
+                    # Checked here, built by the taking thread (see Chunk).
                     n, args = batch.checked_rows(template, _ROW_SLOTS, fetch_offset)
                     if n:
                         if out:

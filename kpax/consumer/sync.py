@@ -96,6 +96,9 @@ class Consumer(SyncFace):
                 loop.call_soon_threadsafe(fetcher.wake)
 
         self._buffer.on_drained = drained
+        # Records are built on this (the caller's) thread, as it reads them: the I/O
+        # thread only checks the batches (see Fetcher.defer_build).
+        fetcher.defer_build = True
         self._core.listener_runner = self._buffer.call_in_app
         if names:
             try:

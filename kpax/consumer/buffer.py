@@ -1,8 +1,8 @@
 """The fetched-records buffer: the hand-off point between I/O and the application.
 
 Role: the fetcher (on the event loop) appends fetches (:class:`Chunk`: one
-partition's records from one Fetch response, mostly checked batches whose
-records are built when taken) and errors; the application takes records from
+partition's records from one Fetch response; for the sync face mostly checked
+batches whose records are built when taken) and errors; the application takes records from
 it, whole chunks at a time, on its own thread (sync face) or on the loop
 (asyncio face), where the records are built (:meth:`Chunk.build_upto`, and
 batch by batch during an iteration). Appending and taking never wait on

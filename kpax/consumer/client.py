@@ -278,6 +278,8 @@ class AsyncConsumer:
                 if self.fetcher is not None:
                     self.fetcher.forget(tp)
         self._wake_fetcher()
+        if self.fetcher is not None:
+            self.fetcher.positions.notify()  # a position() waiting for one of them ends
 
     def _freeze_partitions(self, tps: set[TopicPartition]) -> None:
         self.buffer.freeze([self.states[tp] for tp in tps if tp in self.states])
@@ -687,6 +689,8 @@ class AsyncConsumer:
         st.seek(offset)
         st.committed = None  # the application moved: the next commit sends it, even back
         self._wake_fetcher()
+        if self.fetcher is not None:
+            self.fetcher.positions.notify()  # a position() waiting has its answer
         return DONE
 
     def seek_to_beginning(self, *partitions: TopicPartition) -> Done:
@@ -723,13 +727,21 @@ class AsyncConsumer:
         st = self._state(TopicPartition(*tp))
         limit = timeout if timeout is not None else self._api_timeout
         deadline = time.monotonic() + limit
+        fetcher = self.fetcher
+        if fetcher is not None and (st.position is None or st.reset_to is not None or st.validate):
+            self._wake_fetcher()  # it looks the position up (and retries, with backoff)
         while st.position is None or st.reset_to is not None or st.validate:
             if st.error is not None:
                 raise st.error
-            if time.monotonic() > deadline:
+            left = deadline - time.monotonic()
+            if left <= 0 or fetcher is None:
                 raise KafkaTimeoutError(f"position of {tp} not known within {limit:g}s")
-            self._wake_fetcher()
-            await asyncio.sleep(0.01)
+            if self.states.get(st.tp) is not st:
+                self._state(st.tp)  # unassigned meanwhile: says so
+            changed = fetcher.positions.changed()
+            # Wakes at the end of a lookup or validation, a failure or a seek.
+            await asyncio.wait([changed], timeout=left)
+            changed.cancel()
         read = self.buffer.read_position(st)  # mid-iteration: after the last record out
         return read[0] if read is not None else st.position
 
@@ -829,9 +841,14 @@ class AsyncConsumer:
 
     def resume(self, *partitions: TopicPartition) -> None:
         """Return and fetch records of paused ``partitions`` again."""
+        resumed = []
         for tp in _tps(partitions):
-            self._state(tp).paused = False
-        self._wake_fetcher()
+            st = self._state(tp)
+            if st.paused:
+                st.paused = False
+                resumed.append(tp)
+        if self.fetcher is not None:
+            self.fetcher.kick(resumed)  # fetched at once, not after a long poll in flight
 
     def paused(self) -> set[TopicPartition]:
         """The partitions :meth:`pause` stopped."""

@@ -85,15 +85,22 @@ class FetchSession:
         use_ids: bool,
         settings: ConsumerSettings,
         isolation: int,
+        *,
+        sessionless: bool = False,
     ) -> tuple[FetchRequest, dict[Any, str]] | None:
         """The Fetch request for ``wanted`` (the session's partitions from now on)
         and the names of the topic ids it may answer with (the metadata's ids of
         the topics of ``wanted``); None (and the session reset) when a forgotten
-        topic cannot be named by id."""
+        topic cannot be named by id. ``sessionless``: a one-off full request outside
+        any session (session id 0, epoch -1) that does not wait for data (max wait
+        0); this session is left as it is."""
         max_bytes = settings.max_partition_fetch_bytes
-        if self.id and use_ids != self.with_ids:
+        if not sessionless and self.id and use_ids != self.with_ids:
             self.reset()  # a session is by names or by ids for its whole life
-        if self.id:
+        forgotten: list[TopicPartition]
+        if sessionless:
+            send, forgotten, epoch = wanted, [], -1
+        elif self.id:
             replaced = self.replaced(wanted, snapshot) if use_ids else set()
             send = {tp: v for tp, v in wanted.items() if tp in replaced or self.parts.get(tp) != v}
             forgotten = [tp for tp in self.parts if tp not in wanted or tp in replaced]
@@ -150,11 +157,11 @@ class FetchSession:
                 forgotten_data.append(FetchRequest.ForgottenTopic(topic=name, partitions=pids))
         req = FetchRequest(
             replica_id=-1,
-            max_wait_ms=settings.fetch_max_wait_ms,
+            max_wait_ms=0 if sessionless else settings.fetch_max_wait_ms,
             min_bytes=settings.fetch_min_bytes,
             max_bytes=settings.fetch_max_bytes,
             isolation_level=isolation,
-            session_id=self.id,
+            session_id=0 if sessionless else self.id,
             session_epoch=epoch,
             topics=req_topics,
             forgotten_topics_data=forgotten_data,

@@ -5,15 +5,23 @@ one Fetch request in flight -- on that broker's fetch connection
 (``Cluster.fetch_broker``), so that commits, heartbeats and offset or
 metadata requests never wait behind a long poll -- whenever any of its
 partitions is fetchable and has room in the buffer (``fetch_buffer_chunks``
-decoded fetches per partition), so the next fetch travels while the
+fetches per partition), so the next fetch travels while the
 application handles the records already buffered. Requests use fetch
 sessions (KIP-227, :mod:`kpax.consumer.fetch_session`, one per broker). Fetch
 v13+ names topics by id (from the metadata); when a topic's id is unknown the
 request is capped at v12.
 
-Responses are decoded with the bulk decoders (``batch.columns()``) straight
-into :class:`~kpax.consumer.record.ConsumerRecord` lists (built in C with
-``map``/``zip``), one :class:`~kpax.consumer.buffer.Chunk` per partition.
+Responses are framed and CRC-checked, one
+:class:`~kpax.consumer.buffer.Chunk` per partition. The
+:class:`~kpax.consumer.record.ConsumerRecord` objects of a v2 batch are
+built by the record loop in C (``batch.rows``) here, or -- with
+``defer_build``, which the sync face sets -- the batch is decompressed and
+every record checked here (``RecordBatchV2.checked_rows``, no object built)
+and the records are built later by the thread that takes the chunk (see
+:class:`~kpax.consumer.buffer.Chunk`): the I/O thread stays free to read the
+next response, and the records are made just before the application reads
+them. With a deserializer, or a legacy (v0/v1) batch, the records are built
+here (``zip``/``map`` in C).
 ``read_committed`` drops batches of aborted transactions (the response's
 aborted list) and control batches are never shown.
 
@@ -44,6 +52,7 @@ Imports: kpax.cluster, kpax.proto, kpax.structs, kpax.metrics, kpax.consumer.*.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import gc
 import logging
@@ -98,6 +107,12 @@ EARLY_DISPATCH = True
 
 
 class Fetcher:
+    #: Build a v2 batch's records on the thread that takes them (Chunk sources) rather
+    #: than here: the sync face sets it (its I/O thread then only checks batches and
+    #: its caller's thread builds what it reads); the asyncio face, one thread for
+    #: both, builds here and spares the check (scan_records) a deferred build needs.
+    defer_build = False
+
     def __init__(
         self,
         cluster: Cluster,
@@ -130,6 +145,12 @@ class Fetcher:
         self._backoff = settings.retry_backoff
         self._timeout = settings.request_timeout
         self._inflight: dict[int, asyncio.Task[None]] = {}
+        #: The partitions each fetch in ``_inflight`` asks for.
+        self._inflight_parts: dict[int, set[TopicPartition]] = {}
+        #: Partitions resumed since the last dispatch (see :meth:`kick`).
+        self._kicked: set[TopicPartition] = set()
+        #: One-off fetches of resumed partitions, per broker (see :meth:`kick`).
+        self._side: dict[int, asyncio.Task[None]] = {}
         self._sessions: dict[int, FetchSession] = {}
         self._backoff_until: dict[int, float] = {}
         self._wake = asyncio.Event()
@@ -155,9 +176,23 @@ class Fetcher:
     def wake(self) -> None:
         self._wake.set()
 
+    def kick(self, tps: list[TopicPartition]) -> None:
+        """``tps`` can be fetched again (resumed): fetch them now. When their leader
+        has a fetch in flight that leaves them out -- a long poll of its other
+        partitions, up to ``fetch_max_wait_ms`` -- they are fetched at once by a
+        one-off request outside the fetch session that does not wait for data
+        (on the broker's main connection: the fetch connection is busy with that
+        long poll), not when that long poll ends."""
+        self._kicked.update(tps)
+        self._wake.set()
+
     async def close(self) -> None:
         self._closed = True
-        tasks = [t for t in (self._task, *self._inflight.values(), *self._aux) if t is not None]
+        tasks = [
+            t
+            for t in (self._task, *self._inflight.values(), *self._side.values(), *self._aux)
+            if t is not None
+        ]
         for t in tasks:
             t.cancel()
         for t in tasks:
@@ -283,9 +318,19 @@ class Fetcher:
         if missing_leader and not self._refreshing:
             self._refreshing = True
             self._spawn(self._refresh(missing_leader))
+        kicked = self._kicked
+        if kicked:
+            self._kicked = set()
         now = time.monotonic()
         for node, parts in by_node.items():
             if node in self._inflight:
+                if kicked and node not in self._side:
+                    held = self._inflight_parts.get(node, ())
+                    late = [st for st in parts if st.tp in kicked and st.tp not in held]
+                    if late:
+                        side = asyncio.ensure_future(self._fetch(node, late, side=True))
+                        self._side[node] = side
+                        side.add_done_callback(partial(self._side_done, node))
                 continue
             until = self._backoff_until.get(node, 0.0)
             if until > now:
@@ -293,11 +338,21 @@ class Fetcher:
                 continue
             task = asyncio.ensure_future(self._fetch(node, parts))
             self._inflight[node] = task
+            self._inflight_parts[node] = {st.tp for st in parts}
             task.add_done_callback(partial(self._fetch_done, node, parts))
+
+    def _side_done(self, node: int, task: asyncio.Task[None]) -> None:
+        if self._side.get(node) is task:
+            del self._side[node]
+        if not task.cancelled() and task.exception() is not None:
+            # the regular fetch asks for these partitions next anyway
+            log.debug("one-off fetch from broker %s failed: %s", node, task.exception())
+        self._wake.set()
 
     def _fetch_done(self, node: int, parts: list[PartitionState], task: asyncio.Task[None]) -> None:
         if self._inflight.get(node) is task:
             del self._inflight[node]
+            self._inflight_parts.pop(node, None)
         if not task.cancelled() and task.exception() is not None:
             exc = task.exception()
             log.debug("fetch from broker %s failed: %s", node, exc)
@@ -319,8 +374,10 @@ class Fetcher:
 
     # ------------------------------------------------------------ fetch
 
-    async def _fetch(self, node: int, parts: list[PartitionState]) -> None:
-        broker = self.cluster.fetch_broker(node)
+    async def _fetch(self, node: int, parts: list[PartitionState], side: bool = False) -> None:
+        """Fetch ``parts`` from ``node`` in its fetch session on its fetch connection,
+        or (``side``) by a one-off sessionless request on its main connection."""
+        broker = self.cluster.broker(node) if side else self.cluster.fetch_broker(node)
         snapshot = self.cluster.snapshot
         version = await broker.api_version(FetchRequest, FETCH_MAX_VERSION)
         if version >= 13:
@@ -329,7 +386,7 @@ class Fetcher:
                 if info is None or info.topic_id is None:
                     version = await broker.api_version(FetchRequest, 12)
                     break
-        session = self._sessions.get(node)
+        session = FetchSession() if side else self._sessions.get(node)
         if session is None:
             session = self._sessions[node] = FetchSession()
         settings = self.settings
@@ -341,7 +398,9 @@ class Fetcher:
             assert st.fetch_position is not None
             wanted[st.tp] = (st.fetch_position, st.fetch_epoch, leader_epoch)
             sent[st.tp] = (st, st.gen, st.fetch_position)
-        built = session.request(wanted, snapshot, version >= 13, settings, self.isolation)
+        built = session.request(
+            wanted, snapshot, version >= 13, settings, self.isolation, sessionless=side
+        )
         if built is None:
             return  # the session starts over (see FetchSession.request)
         req, ids = built
@@ -360,9 +419,12 @@ class Fetcher:
                 return
             session.reset()
             raise error_for_code(resp.error_code)(f"Fetch from {broker.describe()}")
-        session.completed(resp.session_id, wanted, ids)
-        pending = self._handle_response(resp, sent, ids, broker.describe(), session)
-        if pending and EARLY_DISPATCH:
+        if side:
+            pending = self._handle_response(resp, sent, ids, broker.describe())
+        else:
+            session.completed(resp.session_id, wanted, ids)
+            pending = self._handle_response(resp, sent, ids, broker.describe(), session)
+        if pending and EARLY_DISPATCH and not side:
             # Fetch positions are known from the batch headers already: send the next
             # request now, so the broker prepares it while these records are decoded.
             if self._inflight.get(node) is asyncio.current_task():
@@ -528,6 +590,9 @@ class Fetcher:
         is fetched again later: a fetch full of small decompression bombs costs about
         one cap, not one per batch."""
         out: list[ConsumerRecord] = []
+        #: What the chunk's records are built from (see Chunk): record lists, batches.
+        sources: collections.deque[tuple[int, Any]] = collections.deque()
+        pending = 0
         budget = self.max_decompressed
         decompressed = 0
         previous: Any = None
@@ -541,6 +606,7 @@ class Fetcher:
             aborted.reverse()
         kd = self.key_deserializer
         vd = self.value_deserializer
+        defer = self.defer_build
         # Only tuples of ints/bytes/str are made here, never a cycle: the cyclic GC's
         # passes over them (triggered by the allocations) would cost more than decoding.
         paused = gc.isenabled()
@@ -588,7 +654,19 @@ class Fetcher:
                     template = ConsumerRecord(
                         topic, partition, 0, 0, batch.timestamp_type, None, None, (), epoch
                     )
-                    out.extend(batch.rows(template, _ROW_SLOTS, fetch_offset))
+                    if not defer:
+                        out.extend(batch.rows(template, _ROW_SLOTS, fetch_offset))
+                        next_offset, next_epoch = nxt, epoch
+                        continue
+                    # Checked here, built by the taking thread (see Chunk).
+                    n, args = batch.checked_rows(template, _ROW_SLOTS, fetch_offset)
+                    if n:
+                        if out:
+                            sources.append((len(out), out))
+                            pending += len(out)
+                            out = []
+                        sources.append((n, args))
+                        pending += n
                     next_offset, next_epoch = nxt, epoch
                     continue
                 rows = batch.tuples()
@@ -635,7 +713,14 @@ class Fetcher:
                 gc.enable()
         # Deliver what decoded; an error comes when the position reaches it.
         if batches:
-            self.buffer.put(Chunk(st, out, next_offset, next_epoch, gen))
+            if sources:
+                if out:
+                    sources.append((len(out), out))
+                    pending += len(out)
+                chunk = Chunk(st, [], next_offset, next_epoch, gen, sources, pending)
+            else:
+                chunk = Chunk(st, out, next_offset, next_epoch, gen)
+            self.buffer.put(chunk)
         if error is not None:
             if st.gen == gen and st.assigned:
                 st.fetch_position = -1  # drop whatever the next fetch brings

@@ -112,7 +112,7 @@ CONSUMER_OPTIONS: dict[str, Option] = {
         "callable(error): client-level problems (no broker reachable, authentication "
         "failed, a fatal error), once per change",
     ),
-    "fetch_buffer_chunks": Option(2, positive_int, "decoded fetches buffered per partition"),
+    "fetch_buffer_chunks": Option(2, positive_int, "fetch responses buffered per partition"),
     "max_decompressed_batch_bytes": Option(
         None,
         positive_int,

@@ -24,6 +24,7 @@ kpax.proto.errors, kpax.structs, the standard library.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
@@ -70,9 +71,25 @@ class Positions:
         #: Partitions with a reset or a validation under way (the fetcher marks
         #: them when it starts one, so that it does not start another).
         self.resetting: set[TopicPartition] = set()
+        #: Futures of :meth:`changed`, done by :meth:`notify`.
+        self._waiters: list[asyncio.Future[None]] = []
         #: Why a partition's position is being found again, when it is not the
         #: usual reason (for the error auto_offset_reset="none" raises).
         self._why: dict[TopicPartition, str] = {}
+
+    def changed(self) -> asyncio.Future[None]:
+        """A future done at the next end of a reset or validation, or failure of a
+        partition (what ``position()`` waits for, instead of polling)."""
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(fut)
+        return fut
+
+    def notify(self) -> None:
+        """Wake the :meth:`changed` waiters: some partition's position may be known."""
+        waiters, self._waiters = self._waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
 
     def forget(self, tp: TopicPartition) -> None:
         """``tp`` left the assignment."""
@@ -144,6 +161,7 @@ class Positions:
         finally:
             for st in parts:
                 self.resetting.discard(st.tp)
+            self.notify()
 
     def _reset_spec(self, st: PartitionState, how: str, out: dict[TopicPartition, int]) -> None:
         if how == "earliest":
@@ -163,6 +181,7 @@ class Positions:
         st.error = exc
         st.reset_to = None
         self.buffer.put((st, exc))
+        self.notify()
 
     async def validate(self, parts: list[PartitionState]) -> None:
         """Check the positions of ``parts`` against their leaders' logs (KIP-320)."""
@@ -189,6 +208,7 @@ class Positions:
         finally:
             for st in parts:
                 self.resetting.discard(st.tp)
+            self.notify()
 
     def maybe_truncated(self, st: PartitionState, epoch: int, end: int) -> None:
         """The leader's log for ``epoch`` ends at ``end``: below the position, truncation."""

@@ -23,6 +23,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
+from itertools import chain
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -106,6 +107,9 @@ class Consumer(SyncFace):
                 loop.call_soon_threadsafe(fetcher.wake)
 
         self._buffer.on_drained = drained
+        # Records are built on this (the caller's) thread, as it reads them: the I/O
+        # thread only checks the batches (see Fetcher.defer_build).
+        fetcher.defer_build = True
         self._core.listener_runner = self._buffer.call_in_app
         if names:
             try:
@@ -259,9 +263,16 @@ class Consumer(SyncFace):
 
     def __iter__(self) -> Iterator[ConsumerRecord]:
         """Every record, blocking for more; ends after ``consumer_timeout_ms``
-        without records (if set) or when the consumer is closed."""
+        without records (if set) or when the consumer is closed. The iterator is
+        C code (``itertools.chain``) over each chunk's records: no Python call
+        per record."""
         if self._forked:
             raise self._closed_error("iteration")
+        return chain.from_iterable(self._chunks())
+
+    def _chunks(self) -> Iterator[Iterator[ConsumerRecord]]:
+        """An iterator per chunk taken, its end (or a break) noted when the next
+        one is asked for (or the iteration is dropped)."""
         buffer = self._buffer
         core = self._core
         idle = self._consumer_timeout
@@ -288,7 +299,7 @@ class Consumer(SyncFace):
                 continue
             it = buffer.start_reading(chunk)
             try:
-                yield from it  # no work per record: positions follow from the iterator
+                yield it  # no work per record: positions follow from the iterator
             finally:
                 buffer.finish_reading(chunk, it)  # a break gives back what was not read
 

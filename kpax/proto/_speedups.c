@@ -681,9 +681,10 @@ fail:
     return NULL;
 }
 
-/* A blob (key or value) of length varint at p[*pos]: bytes, None (-1), or NULL. */
+/* A blob (key or value) of length varint at p[*pos]: bytes, None (-1 or !build), or NULL. */
 static PyObject *
-parse_blob(const uint8_t *p, Py_ssize_t *pos, Py_ssize_t limit, Py_ssize_t where, const char *what)
+parse_blob(const uint8_t *p, Py_ssize_t *pos, Py_ssize_t limit, Py_ssize_t where, const char *what,
+           int build)
 {
     int64_t len;
     Py_ssize_t i = *pos;
@@ -701,6 +702,8 @@ parse_blob(const uint8_t *p, Py_ssize_t *pos, Py_ssize_t limit, Py_ssize_t where
         Py_RETURN_NONE;
     }
     *pos = i + (Py_ssize_t)len;
+    if (!build)
+        Py_RETURN_NONE; /* checked only (scan_records) */
     return PyBytes_FromStringAndSize((const char *)p + i, (Py_ssize_t)len);
 }
 
@@ -718,6 +721,9 @@ parse_records(PyObject *module, PyObject *args, PyObject *kwargs)
                                      &ts_override, &min_off_obj))
         return NULL;
     PyObject *out = NULL;
+    /* Records of a batch often share a timestamp: the same int object serves them. */
+    int64_t last_tsd = 0;
+    PyObject *last_ts = NULL;
     int gc_was_enabled = 0;
     Py_ssize_t row_len = 5;
     Py_ssize_t at[5] = {0, 1, 2, 3, 4};
@@ -790,9 +796,21 @@ parse_records(PyObject *module, PyObject *args, PyObject *kwargs)
                 end - pos, pos);
         goto done;
     }
-    out = PyList_New(0);
+    /* The template's items that no slot replaces, copied into each row (the rest
+     * are set from the record): indexes kept on the stack for usual templates. */
+    Py_ssize_t keep[32];
+    Py_ssize_t nkeep = -1; /* -1: copy every item, then replace the slots */
+    if (template != Py_None && row_len <= 32 + 5) {
+        nkeep = 0;
+        for (Py_ssize_t k = 0; k < row_len; k++) {
+            if (k != at[0] && k != at[1] && k != at[2] && k != at[3] && k != at[4])
+                keep[nkeep++] = k;
+        }
+    }
+    out = PyList_New(count);
     if (out == NULL)
         goto done;
+    Py_ssize_t filled = 0;
     gc_was_enabled = PyGC_Disable();
     const uint8_t *p = (const uint8_t *)view.buf;
     Py_ssize_t start = pos;
@@ -826,12 +844,12 @@ parse_records(PyObject *module, PyObject *args, PyObject *kwargs)
         else {
             off = NULL;
         }
-        PyObject *key = parse_blob(p, &pos, rec_end, start, "key");
+        PyObject *key = parse_blob(p, &pos, rec_end, start, "key", 1);
         if (key == NULL) {
             Py_XDECREF(off);
             goto fail;
         }
-        PyObject *value = parse_blob(p, &pos, rec_end, start, "value");
+        PyObject *value = parse_blob(p, &pos, rec_end, start, "value", 1);
         if (value == NULL) {
             Py_XDECREF(off);
             Py_DECREF(key);
@@ -875,8 +893,18 @@ parse_records(PyObject *module, PyObject *args, PyObject *kwargs)
             ts = ts_override;
             Py_INCREF(ts);
         }
+        else if (last_ts != NULL && tsd == last_tsd) {
+            ts = last_ts;
+            Py_INCREF(ts);
+        }
         else {
             ts = int_plus(base_ts, tsd);
+            if (ts != NULL) {
+                Py_XDECREF(last_ts);
+                last_ts = ts;
+                last_tsd = tsd;
+                Py_INCREF(last_ts);
+            }
         }
         PyObject *row = NULL;
         if (off != NULL && ts != NULL) {
@@ -893,7 +921,14 @@ parse_records(PyObject *module, PyObject *args, PyObject *kwargs)
             Py_DECREF(hdrs);
             goto fail;
         }
-        if (row_len != 5 || template != Py_None) {
+        if (nkeep >= 0) {
+            for (Py_ssize_t k = 0; k < nkeep; k++) {
+                PyObject *item = PyTuple_GET_ITEM(template, keep[k]);
+                Py_INCREF(item);
+                PyTuple_SET_ITEM(row, keep[k], item);
+            }
+        }
+        else if (row_len != 5 || template != Py_None) {
             for (Py_ssize_t k = 0; k < row_len; k++) {
                 PyObject *item = PyTuple_GET_ITEM(template, k);
                 Py_INCREF(item);
@@ -909,25 +944,114 @@ parse_records(PyObject *module, PyObject *args, PyObject *kwargs)
         PyTuple_SET_ITEM(row, at[4], hdrs);
         if (untrack)
             PyObject_GC_UnTrack(row);
-        if (PyList_Append(out, row) < 0) {
-            Py_DECREF(row);
-            goto fail;
-        }
-        Py_DECREF(row);
+        PyList_SET_ITEM(out, filled, row); /* the list's reference */
+        filled++;
     }
     if (pos != end) {
         corrupt("batch declares %zd records but %zd bytes remain after them (at byte %zd)", count,
                 end - pos, pos);
         goto fail;
     }
+    if (filled < count && PyList_SetSlice(out, filled, count, NULL) < 0)
+        goto fail;
     goto done;
 fail:
     Py_CLEAR(out);
 done:
+    Py_XDECREF(last_ts);
     if (gc_was_enabled)
         PyGC_Enable();
     PyBuffer_Release(&view);
     return out;
+}
+
+/* scan_records: the checks parse_records makes on a records section, with no record
+ * built (no offset, timestamp, key or value object; headers only when a record has
+ * some, for their UTF-8 check): the number of records at or after min_offset, or the
+ * same CorruptRecordError parse_records would raise. The consumer checks a fetched
+ * batch with it on its I/O thread and builds the records later, on the thread that
+ * reads them (kpax.consumer.fetcher). */
+static PyObject *
+scan_records(PyObject *module, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t pos, end, count;
+    long long base_offset, min_offset = LLONG_MIN;
+    PyObject *min_off_obj = Py_None;
+    if (!PyArg_ParseTuple(args, "y*nnnL|O:scan_records", &view, &pos, &end, &count, &base_offset,
+                          &min_off_obj))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t kept = 0;
+    if (pos < 0 || end > view.len || pos > end || count < 0) {
+        PyErr_Format(PyExc_ValueError, "scan_records: bad bounds pos=%zd end=%zd count=%zd (buffer of %zd bytes)",
+                     pos, end, count, view.len);
+        goto done;
+    }
+    if (min_off_obj != Py_None) {
+        min_offset = PyLong_AsLongLong(min_off_obj);
+        if (min_offset == -1 && PyErr_Occurred())
+            goto done;
+    }
+    if (count > (end - pos) / 7 + 1) {
+        corrupt("batch declares %zd records but holds only %zd bytes of records (at byte %zd)", count,
+                end - pos, pos);
+        goto done;
+    }
+    const uint8_t *p = (const uint8_t *)view.buf;
+    for (Py_ssize_t r = 0; r < count; r++) {
+        Py_ssize_t start = pos;
+        int64_t len, tsd, offd;
+        int rc = read_varint(p, &pos, end, &len);
+        if (rc == -1) {
+            corrupt("record at byte %zd runs past the end of its batch (byte %zd)", start, end);
+            goto done;
+        }
+        if (rc < 0 || len < 6 || len > end - pos) {
+            corrupt("record at byte %zd has a bad length %lld (%zd bytes remain)", start,
+                    (long long)(rc < 0 ? -1 : len), end - pos);
+            goto done;
+        }
+        Py_ssize_t rec_end = pos + (Py_ssize_t)len;
+        pos += 1; /* attributes (unused) */
+        if (read_varint(p, &pos, rec_end, &tsd) < 0 || read_varint(p, &pos, rec_end, &offd) < 0) {
+            corrupt("record at byte %zd has a bad timestamp or offset delta", start);
+            goto done;
+        }
+        int64_t off64;
+        if (__builtin_add_overflow((int64_t)base_offset, offd, &off64))
+            off64 = offd < 0 ? LLONG_MIN : LLONG_MAX;
+        if (parse_blob(p, &pos, rec_end, start, "key", 0) == NULL ||
+            parse_blob(p, &pos, rec_end, start, "value", 0) == NULL)
+            goto done; /* Py_None otherwise: immortal enough, no reference taken back */
+        Py_DECREF(Py_None);
+        Py_DECREF(Py_None);
+        if (pos < rec_end && p[pos] == 0) {
+            pos += 1;
+        }
+        else {
+            PyObject *hdrs = parse_headers(p, &pos, rec_end, start);
+            if (hdrs == NULL)
+                goto done;
+            Py_DECREF(hdrs);
+        }
+        if (pos != rec_end) {
+            corrupt("record at byte %zd: its fields end at byte %zd, its length says %zd", start, pos,
+                    rec_end);
+            goto done;
+        }
+        if (off64 >= min_offset)
+            kept++;
+    }
+    if (pos != end) {
+        corrupt("batch declares %zd records but %zd bytes remain after them (at byte %zd)", count,
+                end - pos, pos);
+        goto done;
+    }
+    result = PyLong_FromSsize_t(kept);
+done:
+    PyBuffer_Release(&view);
+    return result;
 }
 
 /* ------------------------------------------------------------------ CRC-32C */
@@ -1768,6 +1892,9 @@ static PyMethodDef methods[] = {
     {"parse_records", (PyCFunction)(void (*)(void))parse_records, METH_VARARGS | METH_KEYWORDS,
      "parse_records(buf, pos, end, count, base_offset, base_timestamp, template=None, slots=None, "
      "timestamp=None, min_offset=None) -> list"},
+    {"scan_records", (PyCFunction)scan_records, METH_VARARGS,
+     "scan_records(buf, pos, end, count, base_offset, min_offset=None) -> int: parse_records' "
+     "checks, no record built; the number of records at or after min_offset"},
     {"encode_produce", (PyCFunction)encode_produce, METH_VARARGS,
      "encode_produce(version, correlation_id, client_id, transactional_id, acks, timeout_ms, "
      "topics) -> bytes, or NotImplemented (see kpax.proto.produce_wire)"},

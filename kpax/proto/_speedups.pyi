@@ -52,6 +52,15 @@ def parse_records(
     timestamp: int | None = None,
     min_offset: int | None = None,
 ) -> list[Any]: ...
+def scan_records(
+    buf: bytes,
+    pos: int,
+    end: int,
+    count: int,
+    base_offset: int,
+    min_offset: int | None = None,
+    /,
+) -> int: ...
 def encode_produce(
     version: int,
     correlation_id: int,

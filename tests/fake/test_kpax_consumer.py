@@ -52,6 +52,49 @@ def test_assign_seek_and_offsets(fake_kafka):
         assert [r.offset for r in _drain(c, 20)][:3] == [0, 1, 2]
 
 
+def test_position_waits_for_the_lookup_instead_of_polling(fake_kafka, monkeypatch):
+    """position() of a partition whose offset lookup is slow waits for the lookup's
+    end (or a seek) without waking the fetcher every few milliseconds meanwhile."""
+    from kpax.consumer.fetcher import Fetcher
+    from kpax.consumer.positions import Positions
+
+    fake_kafka.create_topic("t", 2)
+    _produce(fake_kafka.bootstrap, "t", 10, partitions=2)
+    release = asyncio.Event()
+    real_reset = Positions.reset
+
+    async def slow_reset(self, parts):
+        await release.wait()
+        await real_reset(self, parts)
+
+    monkeypatch.setattr(Positions, "reset", slow_reset)
+    wakes = []
+    real_wake = Fetcher.wake
+    monkeypatch.setattr(Fetcher, "wake", lambda self: (wakes.append(1), real_wake(self)))
+
+    async def main() -> None:
+        async with kpax.aio.Consumer(fake_kafka.bootstrap, auto_offset_reset="earliest") as c:
+            tp0, tp1 = TP("t", 0), TP("t", 1)
+            await c.assign([tp0, tp1])
+            waiting = asyncio.ensure_future(c.position(tp0, timeout=10))
+            await asyncio.sleep(0.5)  # the lookup is still held back: position waits
+            assert not waiting.done()
+            assert len(wakes) <= 5, f"the fetcher was woken {len(wakes)} times in 0.5 s"
+            release.set()
+            assert await asyncio.wait_for(waiting, 5) == 0
+            # a seek answers a position() that waits
+            await c.seek_to_end(tp1)
+            release.clear()
+            waiting = asyncio.ensure_future(c.position(tp1, timeout=10))
+            await asyncio.sleep(0)  # position() runs up to its wait
+            assert not waiting.done()
+            await c.seek(tp1, 3)
+            assert await asyncio.wait_for(waiting, 1) == 3
+            release.set()
+
+    asyncio.run(main())
+
+
 def test_long_poll_returns_when_records_arrive(fake_kafka):
     fake_kafka.create_topic("lp", 1)
     tp = TP("lp", 0)

@@ -209,6 +209,28 @@ def test_pause_and_resume(kafka, topic):
         assert {r.partition for r in recs} == {1} and len(recs) == 200
 
 
+def test_a_resumed_partition_is_fetched_at_once_not_after_the_long_poll(kafka, topic):
+    """resume(p) while the fetch in flight long-polls the broker's other partitions
+    (p was paused, so that fetch leaves it out): p's records come at once, not when
+    that long poll ends (fetch_max_wait_ms, 10 s here)."""
+    t = topic(partitions=2)
+    produce(kafka.bootstrap, t, 50, partition=0)
+    tp0, tp1 = TP(t, 0), TP(t, 1)
+    with kpax.Consumer(
+        kafka.bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=10_000
+    ) as c:
+        c.assign([tp0, tp1])
+        c.pause(tp0)
+        assert c.position(tp1) == 0  # known: the fetcher long-polls tp1 alone now
+        assert c.poll(0.2) == []
+        started = time.monotonic()
+        c.resume(tp0)
+        recs = c.poll(8.0)
+        waited = time.monotonic() - started
+        assert recs and {r.partition for r in recs} == {0}
+        assert waited < 4.0, f"the resumed partition's records came after {waited:.1f}s"
+
+
 def test_offset_out_of_range_resets_or_raises(kafka, topic):
     t = topic()
     produce(kafka.bootstrap, t, 50)

@@ -30,6 +30,15 @@ from kpax.structs import TopicPartition as TP
 MiB = 1 << 20
 
 
+@pytest.fixture(autouse=True, params=["built here", "built when taken"])
+def defer_build(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Every fetcher test twice: records built by the fetcher (the asyncio face) and
+    batches checked by it, built by the taking thread (the sync face)."""
+    defer = request.param == "built when taken"
+    monkeypatch.setattr(Fetcher, "defer_build", defer)
+    return defer
+
+
 def _fetcher(**options: Any) -> tuple[Fetcher, FetchBuffer]:
     config = resolve("consumer", CONSUMER_OPTIONS, {"bootstrap_servers": "127.0.0.1:1", **options})
     cluster = Cluster(["127.0.0.1:1"], connection_options(config))

@@ -9,6 +9,7 @@ include the batch or record in the application's hands."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import time
 
 import pytest
@@ -16,15 +17,41 @@ import pytest
 from kpax.consumer.buffer import Chunk, FetchBuffer
 from kpax.consumer.classic import ClassicGroup
 from kpax.consumer.client import AsyncConsumer
+from kpax.consumer.fetcher import _ROW_SLOTS
 from kpax.consumer.kip848 import ConsumerGroup
 from kpax.consumer.record import ConsumerRecord
 from kpax.consumer.state import PartitionState
+from kpax.proto.records import Record, decode_batches, encode_batch
 from kpax.structs import OffsetAndMetadata
 from kpax.structs import TopicPartition as TP
+
+#: How _chunk makes chunks: "built" (a list of records) or "lazy" (record batches of
+#: 4 records checked but not built, as the fetcher gives them: built as read).
+_KIND = {"kind": "built"}
+
+
+@pytest.fixture(autouse=True, params=["built", "lazy"])
+def chunk_kind(request: pytest.FixtureRequest):
+    _KIND["kind"] = request.param
+    yield request.param
+    _KIND["kind"] = "built"
 
 
 def _chunk(st: PartitionState, start: int, n: int, epoch: int = 0) -> Chunk:
     st.puts += 1
+    if _KIND["kind"] == "lazy":
+        sources: collections.deque = collections.deque()
+        for first in range(start, start + n, 4):
+            offsets = range(first, min(first + 4, start + n))
+            data = encode_batch(
+                [Record(value=b"%d" % o, timestamp=0) for o in offsets],
+                base_offset=first,
+                partition_leader_epoch=epoch,
+            )
+            (batch,) = decode_batches(data)
+            template = ConsumerRecord(st.tp.topic, st.tp.partition, 0, 0, 0, None, None, (), epoch)
+            sources.append(batch.checked_rows(template, _ROW_SLOTS))
+        return Chunk(st, [], start + n, epoch, st.gen, sources, n)
     recs = [
         ConsumerRecord(st.tp.topic, st.tp.partition, o, 0, 0, None, b"%d" % o, (), epoch)
         for o in range(start, start + n)
@@ -130,6 +157,35 @@ def test_the_last_record_of_a_chunk_in_hand_at_a_break_is_not_processed():
     assert [next(reader).offset for _ in range(3)] == [0, 1, 2]
     reader.close()
     assert st.position == 3 and _processed(buf, st) == 2
+
+
+def test_a_break_at_the_end_of_a_batch_gives_back_the_later_batches():
+    buf = FetchBuffer()
+    st = _state()
+    buf.put(_chunk(st, 0, 10, epoch=2))  # lazy: batches 0-3, 4-7, 8-9
+    reader = _reader(buf)
+    assert [next(reader).offset for _ in range(4)] == [0, 1, 2, 3]
+    assert buf.read_position(st) == (4, 2)
+    assert buf.processed_position(st) == (3, 2)
+    reader.close()
+    assert st.position == 4 and _processed(buf, st) == 3
+    assert [r.offset for r in buf.take(5)] == [4, 5, 6, 7, 8]  # across batches
+    assert st.position == 9
+    assert [r.offset for r in _reader(buf)] == [9]
+    assert st.position == 10 and _processed(buf, st) == 10
+
+
+def test_a_seek_mid_iteration_builds_no_more_of_the_chunk():
+    buf = FetchBuffer()
+    st = _state()
+    buf.put(_chunk(st, 0, 12))
+    reader = _reader(buf)
+    assert [next(reader).offset for _ in range(5)] == [0, 1, 2, 3, 4]
+    buf.settle_reading(st)
+    assert st.position == 5 and _processed(buf, st) == 4
+    st.seek(50)
+    assert list(reader) == []
+    assert _processed(buf, st) == 50
 
 
 def test_a_seek_or_pause_mid_iteration_keeps_the_record_in_hand():

@@ -249,6 +249,42 @@ def test_differential_fuzz_of_the_record_parser() -> None:
     assert outcomes["ok"] > 1000 and outcomes["corrupt"] > 10_000, outcomes
 
 
+def _message(fn: Any, *args: Any) -> Any:
+    try:
+        return fn(*args)
+    except CorruptRecordError as e:
+        return str(e)
+
+
+@needs_c
+def test_scan_records_checks_what_parse_records_checks() -> None:
+    """scan_records (no record built) raises the same CorruptRecordError as
+    parse_records on 20,000 mutated sections, and otherwise counts the rows at or
+    after min_offset; the pure-Python version agrees."""
+    rng = random.Random(11)
+    ts = [1_700_000_000_000 + i // 2 for i in range(6)]
+    keys = [b"k%d" % i if i % 2 else None for i in range(6)]
+    values = [rng.randbytes(rng.randint(0, 80)) for _ in range(6)]
+    headers = [[("h", b"v")] if i == 3 else None for i in range(6)]
+    data = v2._py_encode_records(ts, keys, values, headers, ts[0])
+    corrupt = 0
+    for m in [data, *_mutants(rng, data, 20_000)]:
+        min_offset = rng.choice([None, 100, 102, 106])
+        rows = _message(
+            speedups.parse_records, m, 0, len(m), 6, 100, 0, None, None, None, min_offset
+        )
+        scanned = _message(speedups.scan_records, m, 0, len(m), 6, 100, min_offset)
+        if isinstance(rows, str):
+            corrupt += 1
+            assert scanned == rows, m.hex()
+            py = _outcome(v2._py_scan_records, m, 0, len(m), 6, 100, min_offset)
+            assert py is CorruptRecordError, m.hex()
+        else:
+            assert scanned == len(rows) == v2._py_scan_records(m, 0, len(m), 6, 100, min_offset)
+    assert corrupt > 5_000
+    assert v2._py_scan_records(data, 0, len(data), 6, 100, 102) == 4
+
+
 class Row(NamedTuple):
     topic: str
     partition: int

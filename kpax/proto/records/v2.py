@@ -398,6 +398,14 @@ def _py_parse_rows(  # noqa: PLR0917 - same arguments as the C version
     return list(map(partial(tuple.__new__, type(template)), zip(*columns, strict=False)))
 
 
+def _py_scan_records(  # noqa: PLR0917 - same arguments as the C version
+    buf: bytes, pos: int, end: int, count: int, base_offset: int, min_offset: int | None = None
+) -> int:
+    """scan_records (see _speedups.pyi) in Python: parse_records' checks, the count kept."""
+    rows = _py_parse_rows(buf, pos, end, count, base_offset, 0, None, None, None, min_offset)
+    return len(rows)
+
+
 #: Set KPAX_PURE_PYTHON=1 to run without the C accelerator (tests compare both).
 SPEEDUPS: Final = _speedups is not None
 encode_records = _py_encode_records if _speedups is None else _speedups.encode_records
@@ -411,6 +419,8 @@ encode_batch_lz4: Any = None if _speedups is None else _speedups.encode_batch_lz
 parse_records = _py_parse_records if _speedups is None else _speedups.parse_records
 #: parse_records with a row template, the timestamp override and min_offset (see _speedups.pyi).
 parse_rows = _py_parse_rows if _speedups is None else _speedups.parse_records
+#: parse_records' checks without building the records: how many are at or after min_offset.
+scan_records = _py_scan_records if _speedups is None else _speedups.scan_records
 
 
 class DecodedRecord(NamedTuple):
@@ -608,6 +618,25 @@ class RecordBatchV2:
             )
         except CorruptRecordError as e:
             raise self._error(e) from None
+
+    def checked_rows(
+        self,
+        template: tuple[Any, ...],
+        slots: tuple[int, int, int, int, int],
+        min_offset: int | None = None,
+    ) -> tuple[int, tuple[Any, ...]]:
+        """What :meth:`rows` would return, checked now and built later: (how many rows,
+        the arguments of ``parse_rows`` that build them). The batch is decompressed
+        and every record checked (the same CorruptRecordError as :meth:`rows`), but no
+        record object is made: ``parse_rows(*args)`` makes them where they are read."""
+        buf, start, end = self._section()
+        try:
+            n = scan_records(buf, start, end, self.count, self.base_offset, min_offset)
+        except CorruptRecordError as e:
+            raise self._error(e) from None
+        ts = self.max_timestamp if self.attributes & ATTR_TIMESTAMP_TYPE else None
+        args = (buf, start, end, self.count, self.base_offset, self.base_timestamp)
+        return n, (*args, template, slots, ts, min_offset)
 
     def columns(
         self,

@@ -238,7 +238,8 @@ def _split_invalid(
 ) -> tuple[list[K], dict[K, KafkaError]]:
     """``items`` without those naming an invalid topic, and those with their
     InvalidTopicError (:func:`kpax.proto.topic_names.check_topic`)."""
-    kept = list(items)
+    # a bare name is one name, never its letters (delete_topics("orders"))
+    kept: list[K] = [items] if isinstance(items, str) else list(items)  # type: ignore[list-item]
     if topic_of is None:
         return kept, {}
     invalid: dict[K, KafkaError] = {}

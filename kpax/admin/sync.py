@@ -102,7 +102,7 @@ class Admin(SyncFace):
 
         Blocks until done: at most ``timeout`` (the client's default when None).
         """
-        return self._run(self._core.describe_topics(list(topics), timeout=timeout), timeout)
+        return self._run(self._core.describe_topics(_names(topics), timeout=timeout), timeout)
 
     def create_topics(
         self,
@@ -129,7 +129,7 @@ class Admin(SyncFace):
 
         Blocks until done: at most ``timeout`` (the client's default when None).
         """
-        return self._run(self._core.delete_topics(list(topics), timeout=timeout), timeout)
+        return self._run(self._core.delete_topics(_names(topics), timeout=timeout), timeout)
 
     def create_partitions(
         self,
@@ -267,7 +267,7 @@ class Admin(SyncFace):
 
         Blocks until done: at most ``timeout`` (the client's default when None).
         """
-        return self._run(self._core.describe_groups(list(group_ids), timeout=timeout), timeout)
+        return self._run(self._core.describe_groups(_names(group_ids), timeout=timeout), timeout)
 
     def delete_groups(
         self, group_ids: Iterable[str], *, timeout: float | None = None
@@ -276,7 +276,7 @@ class Admin(SyncFace):
 
         Blocks until done: at most ``timeout`` (the client's default when None).
         """
-        return self._run(self._core.delete_groups(list(group_ids), timeout=timeout), timeout)
+        return self._run(self._core.delete_groups(_names(group_ids), timeout=timeout), timeout)
 
     def list_group_offsets(
         self,
@@ -347,7 +347,7 @@ class Admin(SyncFace):
         Blocks until done: at most ``timeout`` (the client's default when None).
         """
         return self._run(
-            self._core.describe_share_groups(list(group_ids), timeout=timeout), timeout
+            self._core.describe_share_groups(_names(group_ids), timeout=timeout), timeout
         )
 
     def delete_share_groups(
@@ -359,7 +359,9 @@ class Admin(SyncFace):
 
         Blocks until done: at most ``timeout`` (the client's default when None).
         """
-        return self._run(self._core.delete_share_groups(list(group_ids), timeout=timeout), timeout)
+        return self._run(
+            self._core.delete_share_groups(_names(group_ids), timeout=timeout), timeout
+        )
 
     def list_share_group_offsets(
         self,
@@ -414,7 +416,8 @@ class Admin(SyncFace):
         Blocks until done: at most ``timeout`` (the client's default when None).
         """
         return self._run(
-            self._core.delete_share_group_offsets(group_id, list(topics), timeout=timeout), timeout
+            self._core.delete_share_group_offsets(group_id, _names(topics), timeout=timeout),
+            timeout,
         )
 
     def describe_acls(
@@ -469,3 +472,8 @@ class Admin(SyncFace):
         return self._run(
             self._core.alter_user_scram_credentials(list(alterations), timeout=timeout), timeout
         )
+
+
+def _names(names: Iterable[str]) -> list[str]:
+    """A list of names; a bare name is one name, never its letters."""
+    return [names] if isinstance(names, str) else list(names)

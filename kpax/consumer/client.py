@@ -118,6 +118,9 @@ class AsyncConsumer:
         self._pattern: str | re.Pattern[str] | None = None
         self._manual = False
         self._closed = False
+        #: close() is leaving the group: the revocation listener may still commit
+        #: (as in the Java consumer, whose close() runs onPartitionsRevoked first)
+        self._closing_group = False
         self._started = False
         #: Set by close() and unsubscribe(): the application is not polling, so a
         #: revocation does not wait for it to finish the records it holds.
@@ -188,7 +191,7 @@ class AsyncConsumer:
     def _check(self) -> None:
         if self._forked:
             raise forked_error(self, "a call")
-        if self._closed:
+        if self._closed and not self._closing_group:
             raise ClientClosedError("the consumer is closed")
         if not self._started:
             raise IllegalStateError("the consumer is not started: await consumer.start() first")
@@ -232,8 +235,12 @@ class AsyncConsumer:
             self._stats_task.cancel()
         try:
             if self.group is not None:
-                with contextlib.suppress(Exception, asyncio.TimeoutError):
-                    await asyncio.wait_for(self._close_group(), max(timeout * 0.8, 0.1))
+                self._closing_group = True
+                try:
+                    with contextlib.suppress(Exception, asyncio.TimeoutError):
+                        await asyncio.wait_for(self._close_group(), max(timeout * 0.8, 0.1))
+                finally:
+                    self._closing_group = False
                 await self.group.stop_tasks()
             if self.fetcher is not None:
                 with contextlib.suppress(Exception, asyncio.TimeoutError):

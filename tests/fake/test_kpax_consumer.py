@@ -222,3 +222,43 @@ def test_static_member_rejoins_without_a_rebalance(fake_kafka):
         c.subscribe(["st"])
         eventually(lambda: c.poll(timeout=0.1) is not None and len(c.assignment()) == 2, 10)
     assert fake_kafka.call(lambda cl: cl.groups.groups["sg"].generation) == generation
+
+
+def test_asyncio_revocation_listener_commits_during_close(fake_kafka) -> None:
+    """close() revokes the partitions first (as the Java consumer does); a listener
+    that commits there must not be told "the consumer is closed" (the commit was
+    lost and the records read again after a restart)."""
+    fake_kafka.create_topic("t_rev", 1)
+    outcome: list[str] = []
+
+    async def main() -> object:
+        async with kpax.aio.Producer(fake_kafka.bootstrap) as p:
+            await p.send_and_wait("t_rev", b"a")
+        c = kpax.aio.Consumer(
+            fake_kafka.bootstrap,
+            group_id="grev",
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+        )
+
+        class Listener(kpax.ConsumerRebalanceListener):
+            async def on_partitions_revoked(self, revoked: set[kpax.TopicPartition]) -> None:
+                try:
+                    await c.commit()
+                    outcome.append("committed")
+                except kpax.KafkaError as exc:
+                    outcome.append(f"failed: {exc}")
+
+        await c.start()
+        c.subscribe(["t_rev"], listener=Listener())
+        while not await c.poll(1.0):
+            pass
+        await c.close()
+        async with kpax.aio.Consumer(fake_kafka.bootstrap, group_id="grev") as c2:
+            return (await c2.committed([kpax.TopicPartition("t_rev", 0)]))[
+                kpax.TopicPartition("t_rev", 0)
+            ]
+
+    committed = asyncio.run(main())
+    assert outcome == ["committed"]
+    assert committed is not None and committed.offset == 1

@@ -30,6 +30,7 @@ import copy
 import threading
 import time
 from collections.abc import Callable, Generator, Sequence
+from types import MethodType
 from typing import TYPE_CHECKING, Any
 
 from kpax.producer.fastpath import BatchBase, FutureBase, enter_callbacks, leave_callbacks
@@ -323,10 +324,12 @@ class RecordFuture(FutureBase):
         return None
 
     def add_callback(self, fn: Callback) -> RecordFuture:
-        """Call ``fn(metadata, error)`` on completion (on the I/O loop; at once if done)."""
+        """Call ``fn(metadata, error)`` on completion (on the I/O loop; at once if done).
+        A function whose first parameter is named ``err``/``error`` (confluent-kafka's
+        ``on_delivery(err, msg)``) is called as ``fn(error, metadata)``."""
         if not callable(fn):
             raise bad_callback(fn)
-        self._batch.add_callback(self._index, self._timestamp, fn)
+        self._batch.add_callback(self._index, self._timestamp, error_first(fn))
         return self
 
     def __await__(self) -> Generator[Any, None, RecordMetadata]:
@@ -464,6 +467,7 @@ class BulkFuture:
         (on the I/O loop; at once for records already done)."""
         if not callable(fn):
             raise bad_callback(fn)
+        fn = error_first(fn)
         ts = self._timestamp
         for b, start, _, lo, hi in self._segments:
             for k in range(start, start + hi - lo):
@@ -492,6 +496,26 @@ class BulkFuture:
             f"<BulkFuture {self.topic} {self.count} record(s) "
             f"in {len(self._batches)} batch(es) {state}>"
         )
+
+
+#: First parameter names that say a callback takes the error first, as
+#: confluent-kafka's ``on_delivery(err, msg)`` does.
+_ERROR_FIRST = frozenset({"err", "error", "exc", "exception", "e"})
+
+
+def error_first(fn: Callback) -> Callback:
+    """``fn`` as kpax calls a delivery callback, ``(metadata, error)``: a function
+    written the confluent-kafka way, its first parameter named ``err`` (or
+    ``error``, ``exc``, ``exception``, ``e``), gets ``(error, metadata)`` instead, so
+    its ``if err:`` means what it says (called the other way, it reported every
+    success as a failure)."""
+    code = getattr(fn, "__code__", None)  # (a bound method's too)
+    if code is None:
+        return fn
+    first = 1 if type(fn) is MethodType else 0  # past a bound method's self
+    if code.co_argcount > first + 1 and code.co_varnames[first] in _ERROR_FIRST:
+        return lambda meta, error: fn(error, meta)  # type: ignore[arg-type]
+    return fn
 
 
 def bad_callback(fn: Any) -> TypeError:

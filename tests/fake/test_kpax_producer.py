@@ -94,3 +94,27 @@ def test_unknown_topic_times_out_without_auto_create(fake_kafka):
     with kpax.Producer(fake_kafka.bootstrap, max_block_ms=300) as p, pytest.raises(kpax.KafkaError):
         p.send("missing", b"v").result(5)
     assert fake_kafka.topics() == {}
+
+
+def test_a_delivery_callback_written_the_confluent_way_gets_the_error_first(fake_kafka):
+    """confluent-kafka's on_delivery is ``(err, msg)``: called kpax's way,
+    ``(metadata, None)``, its ``if err:`` reported every success as a failure."""
+    fake_kafka.create_topic("cb", 1)
+    got: list[tuple[object, object]] = []
+
+    def on_delivery(err, msg):  # type: ignore[no-untyped-def]
+        got.append((err, msg))
+
+    def plain(meta, exc):  # type: ignore[no-untyped-def]
+        got.append((meta, exc))
+
+    with kpax.Producer(fake_kafka.bootstrap, linger_ms=0) as p:
+        p.send("cb", b"a", callback=on_delivery)
+        p.send("cb", b"b", callback=plain)
+        p.send_many("cb", [b"c"], callback=on_delivery)
+        p.flush(10)
+    assert len(got) == 3
+    (err, msg), (meta, exc), (err2, msg2) = got
+    assert err is None and isinstance(msg, kpax.RecordMetadata) and msg.offset == 0
+    assert exc is None and isinstance(meta, kpax.RecordMetadata) and meta.offset == 1
+    assert err2 is None and isinstance(msg2, kpax.RecordMetadata) and msg2.offset == 2

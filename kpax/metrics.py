@@ -19,7 +19,7 @@ polling thread) and takes no lock; ``metrics()`` reads from any thread.
 Shared utility outside the layers (like kpax.config): the broker layer and the
 clients import it.
 
-Imports: the standard library only.
+Imports: kpax.user_callbacks and the standard library.
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ import logging
 import math
 import time
 from collections.abc import Callable
+
+from kpax.user_callbacks import call_user
 
 __all__ = [
     "NAN",
@@ -190,7 +192,4 @@ async def report_stats(
     log = logging.getLogger("kpax.metrics")
     while True:
         await asyncio.sleep(interval)
-        try:
-            callback(metrics())
-        except Exception:
-            log.exception("%s: stats_callback failed", client)
+        call_user(callback, metrics(), f"{client}: stats_callback", log)

@@ -42,6 +42,7 @@ coordinators -- instead of merging into it. ``"none"`` keeps to the brokers of
 the metadata.
 
 Imports: kpax.broker, kpax.cluster.metadata, kpax.event_loops, kpax.metrics, kpax.proto,
+kpax.user_callbacks,
 the standard library.
 """
 
@@ -80,6 +81,7 @@ from kpax.proto.errors import (
 )
 from kpax.proto.messages import FindCoordinatorRequest, MetadataRequest
 from kpax.proto.topic_names import check_topic, topic_problem
+from kpax.user_callbacks import call_user
 
 log = logging.getLogger("kpax.cluster")
 
@@ -574,10 +576,7 @@ class Cluster:
             return
         log.warning("%s: cannot get metadata: %s", self.client_name, exc)
         if self.on_unhealthy is not None:
-            try:
-                self.on_unhealthy(exc)
-            except Exception:
-                log.exception("%s: error_callback failed", self.client_name)
+            call_user(self.on_unhealthy, exc, f"{self.client_name}: error_callback", log)
 
     async def _refresh_periodically(self) -> None:
         while not self._closed:

@@ -24,7 +24,7 @@ loop is an IllegalStateError: kpax.event_loops), is unusable in a child of
 fork() (kpax.forks), and warns (ResourceWarning) when collected unclosed.
 
 Imports: kpax.cluster, kpax.broker, kpax.config, kpax.metrics, kpax.proto, kpax.structs,
-kpax.consumer.*, kpax.forks, kpax.event_loops.
+kpax.consumer.*, kpax.forks, kpax.event_loops, kpax.user_callbacks.
 """
 
 from __future__ import annotations
@@ -63,6 +63,7 @@ from kpax.structs import (
     OffsetAndTimestamp,
     TopicPartition,
 )
+from kpax.user_callbacks import call_user
 
 log = logging.getLogger("kpax.consumer")
 
@@ -495,10 +496,7 @@ class AsyncConsumer:
         self.buffer.put((None, exc))
         callback = self.settings.error_callback
         if first and callback is not None:
-            try:
-                callback(exc)
-            except Exception:
-                log.exception("error_callback failed")
+            call_user(callback, exc, "error_callback", log)
 
     def _wake_fetcher(self) -> None:
         if self.fetcher is not None:

@@ -104,13 +104,15 @@ CONSUMER_OPTIONS: dict[str, Option] = {
         0, non_negative_int, "how often stats_callback gets metrics() (0: never)"
     ),
     "stats_callback": Option(
-        None, _callback_or_none, "callable(metrics: dict[str, float]) every statistics_interval_ms"
+        None,
+        _callback_or_none,
+        "callable(metrics: dict[str, float]) every statistics_interval_ms (may be async def)",
     ),
     "error_callback": Option(
         None,
         _callback_or_none,
-        "callable(error): client-level problems (no broker reachable, authentication "
-        "failed, a fatal error), once per change",
+        "callable(error) (may be async def): client-level problems (no broker reachable, "
+        "authentication failed, a fatal error), once per change",
     ),
     "fetch_buffer_chunks": Option(2, positive_int, "fetch responses buffered per partition"),
     "max_decompressed_batch_bytes": Option(

@@ -29,7 +29,7 @@ runs, else the records it holds are counted in a loud report
 (kpax.producer.exit_flush); one collected unclosed emits a ResourceWarning.
 
 Imports: kpax.producer.*, kpax.cluster, kpax.config, kpax.metrics, kpax.broker.options, kpax.proto,
-kpax.structs, kpax.forks, kpax.event_loops.
+kpax.structs, kpax.forks, kpax.event_loops, kpax.user_callbacks.
 """
 
 from __future__ import annotations
@@ -94,6 +94,7 @@ from kpax.proto.errors import (
 )
 from kpax.proto.topic_names import check_topic
 from kpax.structs import ConsumerGroupMetadata, OffsetAndMetadata, RecordMetadata, TopicPartition
+from kpax.user_callbacks import call_user
 
 __all__ = ["AsyncProducer", "check_timestamp"]  # (check_timestamp: kpax.producer.planning)
 
@@ -376,10 +377,7 @@ class AsyncProducer:
             self.sender.complete(b, -1, -1, err)
         callback = self.settings.error_callback
         if callback is not None:
-            try:
-                callback(err)
-            except Exception:
-                log.exception("error_callback failed")
+            call_user(callback, err, "error_callback", log)
 
     def _wake_sender(self) -> None:
         self.sender.wake()

@@ -73,12 +73,47 @@ ListenerRunner = Callable[[Callable[[], Any]], "asyncio.Future[Any]"]
 
 
 def _tps(partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
+    """The partitions given: TopicPartitions, ``(topic, partition)`` pairs, or
+    collections of them (``pause(consumer.assignment())`` as well as
+    ``pause(tp1, tp2)``, as the peers' methods take a list)."""
     out = []
     for item in partitions:
-        tp = item if isinstance(item, TopicPartition) else TopicPartition(*item)
+        if isinstance(item, TopicPartition):
+            tp = item
+        elif (
+            isinstance(item, tuple)
+            and len(item) == 2
+            and isinstance(item[0], str)
+            and isinstance(item[1], int)
+        ):
+            tp = TopicPartition(*item)
+        elif isinstance(item, (set, frozenset, list, tuple)) or type(item).__name__ in (
+            "dict_keys",
+            "KeysView",
+        ):
+            out.extend(_tps(item))
+            continue
+        else:
+            raise TypeError(
+                f"expected TopicPartition(topic, partition) or a collection of them, "
+                f"not {item!r} ({type(item).__name__})"
+            )
         check_topic(tp.topic)  # InvalidTopicError naming a name Kafka would refuse
         out.append(tp)
     return out
+
+
+def one_partition(tp: Any, call: str) -> TopicPartition:
+    """The one partition of ``seek``/``position``; a clear TypeError for several."""
+    if isinstance(tp, TopicPartition):
+        return tp
+    if isinstance(tp, tuple) and len(tp) == 2 and isinstance(tp[0], str):
+        return TopicPartition(*tp)
+    raise TypeError(
+        f"{call}() takes one TopicPartition(topic, partition), not {tp!r} "
+        f"({type(tp).__name__}); for several: one call each "
+        f"({{tp: consumer.{call}(tp) for tp in partitions}})"
+    )
 
 
 class AsyncConsumer:
@@ -689,7 +724,7 @@ class AsyncConsumer:
             raise TypeError(f"seek offset must be an int, not {type(offset).__name__}")
         if offset < 0:
             raise ValueError(f"seek offset must be >= 0, got {offset} for {tp}")
-        st = self._state(TopicPartition(*tp))
+        st = self._state(one_partition(tp, "seek"))
         self.buffer.settle_reading(st)
         st.seek(offset)
         st.committed = None  # the application moved: the next commit sends it, even back
@@ -729,7 +764,7 @@ class AsyncConsumer:
     async def position(self, tp: TopicPartition, timeout: float | None = None) -> int:
         """The offset of the next record ``poll`` returns for ``tp`` (looked up if unknown)."""
         self._check()
-        st = self._state(TopicPartition(*tp))
+        st = self._state(one_partition(tp, "position"))
         limit = timeout if timeout is not None else self._api_timeout
         deadline = time.monotonic() + limit
         fetcher = self.fetcher

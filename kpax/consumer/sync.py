@@ -27,7 +27,7 @@ from itertools import chain
 from types import TracebackType
 from typing import Any, TypeVar
 
-from kpax.consumer.client import AsyncConsumer
+from kpax.consumer.client import AsyncConsumer, one_partition
 from kpax.consumer.pattern import subscribe_args
 from kpax.consumer.record import ConsumerRecord
 from kpax.consumer.state import PartitionState
@@ -393,7 +393,7 @@ class Consumer(SyncFace):
     def position(self, tp: TopicPartition, timeout: float | None = None) -> int:
         """The offset of the next record ``poll`` returns for ``tp`` (looked up if
         unknown, at most ``timeout`` seconds: KafkaTimeoutError after)."""
-        st = self._core.states.get(TopicPartition(*tp))
+        st = self._core.states.get(one_partition(tp, "position"))
         if st is not None and st.position is not None and st.reset_to is None and not st.validate:
             read = self._buffer.read_position(st)  # mid-iteration: after the last record out
             return read[0] if read is not None else st.position

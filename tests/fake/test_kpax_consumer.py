@@ -262,3 +262,22 @@ def test_asyncio_revocation_listener_commits_during_close(fake_kafka) -> None:
     committed = asyncio.run(main())
     assert outcome == ["committed"]
     assert committed is not None and committed.offset == 1
+
+
+def test_pause_and_resume_take_a_collection_and_position_says_it_takes_one(fake_kafka) -> None:
+    """confluent-kafka's and aiokafka's pause/resume take a list of partitions;
+    kpax's took only ``*partitions``: a list or set failed with
+    "TopicPartition.__new__() missing ... 'partition'"."""
+    fake_kafka.create_topic("coll", 2)
+    tps = [TP("coll", 0), TP("coll", 1)]
+    with kpax.Consumer(fake_kafka.bootstrap) as c:
+        c.assign(tps)
+        c.pause(c.assignment())  # a set
+        assert c.paused() == set(tps)
+        c.resume([tps[0]])  # a list
+        c.resume(("coll", 1))  # a (topic, partition) pair
+        assert c.paused() == set()
+        with pytest.raises(TypeError, match=r"position\(\) takes one TopicPartition"):
+            c.position(c.assignment())  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="expected TopicPartition"):
+            c.pause(42)  # type: ignore[arg-type]

@@ -159,6 +159,10 @@ class TransactionManager:
             hint = ""
             if self.state is TxnState.ABORTABLE_ERROR and self._error is not None:
                 hint = f" (the transaction failed: {self._error.message}; abort it)"
+            elif self.state is TxnState.READY and TxnState.IN_TRANSACTION in states:
+                hint = " (no transaction begun: call begin_transaction() first)"
+            elif self.state is TxnState.UNINITIALIZED:
+                hint = " (call init_transactions() first)"
             raise IllegalStateError(
                 f"cannot {action} for {self._describe()}: the producer is {self.state.value}{hint}"
             )

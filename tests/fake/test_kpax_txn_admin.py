@@ -157,3 +157,13 @@ def test_admin_offsets_and_groups(fake_kafka):
         assert "og" in {g.group_id for g in admin.list_groups()}
         admin.delete_groups(["og"]).raise_for_errors()
         eventually(lambda: "og" not in {g.group_id for g in admin.list_groups()}, 5)
+
+
+def test_a_send_outside_a_transaction_says_to_begin_one(fake_kafka) -> None:
+    fake_kafka.create_topic("tx-hint", 1)
+    with kpax.Producer(fake_kafka.bootstrap, transactional_id="hint") as p:
+        with pytest.raises(kpax.IllegalStateError, match=r"init_transactions\(\) first"):
+            p.begin_transaction()
+        p.init_transactions()
+        with pytest.raises(kpax.IllegalStateError, match=r"begin_transaction\(\) first"):
+            p.send("tx-hint", b"x")

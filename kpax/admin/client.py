@@ -27,7 +27,7 @@ when collected unclosed.
 
 Imports: kpax.admin.base, kpax.admin.cluster, kpax.admin.topics, kpax.admin.configs,
 kpax.admin.offsets, kpax.admin.groups, kpax.admin.share_groups, kpax.admin.acls,
-kpax.admin.users, kpax.forks and the standard library.
+kpax.admin.users, kpax.forks and the standard library, kpax.peer_methods.
 """
 
 from __future__ import annotations
@@ -47,11 +47,13 @@ from kpax.admin.topics import TopicAdmin
 from kpax.admin.users import UserAdmin
 from kpax.forks import forked_error
 from kpax.forks import track as track_fork
+from kpax.peer_methods import ADMIN, PeerHints
 
 __all__ = ["ADMIN_OPTIONS", "OFFSET_SPECS", "AsyncAdmin"]
 
 
 class AsyncAdmin(
+    PeerHints,
     ClusterAdmin,
     TopicAdmin,
     ConfigAdmin,
@@ -63,6 +65,8 @@ class AsyncAdmin(
     AdminBase,
 ):
     """``kpax.aio.Admin``: ``async with AsyncAdmin("host:9092") as admin: ...``."""
+
+    _peer_methods = ADMIN
 
     _client_name = "kpax.aio.Admin"
     #: Set on an admin client inherited through fork() (kpax.forks).

@@ -6,7 +6,7 @@ and waits (bounded by the call's timeout plus a margin). Safe to use from
 several threads at once; closing stops the thread; a call after close raises
 :class:`ClientClosedError`.
 
-Imports: kpax.admin.client, kpax.admin.types, kpax.sync_face, kpax.structs.
+Imports: kpax.admin.client, kpax.admin.types, kpax.sync_face, kpax.structs, kpax.peer_methods.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from kpax.admin.types import (
     UserScramCredentials,
     UserScramCredentialUpsertion,
 )
+from kpax.peer_methods import ADMIN, PeerHints
 from kpax.structs import (
     BatchResult,
     ClusterDescription,
@@ -41,10 +42,12 @@ from kpax.structs import (
 from kpax.sync_face import SyncFace
 
 
-class Admin(SyncFace):
+class Admin(PeerHints, SyncFace):
     """``kpax.Admin("host:9092")``: create and delete topics, describe the
     cluster, configs, offsets, groups (share groups too), ACLs and SCRAM users.
     A context manager."""
+
+    _peer_methods = ADMIN
 
     _call_what = "admin call"
     _closed_text = "the admin client is closed"

@@ -24,7 +24,7 @@ loop is an IllegalStateError: kpax.event_loops), is unusable in a child of
 fork() (kpax.forks), and warns (ResourceWarning) when collected unclosed.
 
 Imports: kpax.cluster, kpax.broker, kpax.config, kpax.metrics, kpax.proto, kpax.structs,
-kpax.consumer.*, kpax.forks, kpax.event_loops, kpax.user_callbacks.
+kpax.consumer.*, kpax.forks, kpax.event_loops, kpax.user_callbacks, kpax.peer_methods.
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ from kpax.event_loops import DONE, Done, check_loop
 from kpax.forks import forked_error
 from kpax.forks import track as track_fork
 from kpax.metrics import NAN, ConnectionMetrics, Metrics, metrics_enabled, report_stats, tagged
+from kpax.peer_methods import CONSUMER, PeerHints
 from kpax.proto.errors import ClientClosedError, IllegalStateError, KafkaTimeoutError
 from kpax.proto.topic_names import check_topic
 from kpax.structs import (
@@ -116,9 +117,11 @@ def one_partition(tp: Any, call: str) -> TopicPartition:
     )
 
 
-class AsyncConsumer:
+class AsyncConsumer(PeerHints):
     """``kpax.aio.Consumer("host:9092", group_id="g")``: ``subscribe`` or ``assign``,
     then ``await poll()`` / ``async for rec in consumer``. An async context manager."""
+
+    _peer_methods = CONSUMER
 
     _client_name = "kpax.aio.Consumer"
     #: Set on a consumer inherited through fork() (kpax.forks).
@@ -1007,7 +1010,35 @@ class AsyncConsumer:
             if not t.is_internal
         }
 
-    getmany = poll
+    async def getmany(
+        self, *partitions: TopicPartition, timeout_ms: int = 0, max_records: int | None = None
+    ) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """aiokafka's ``getmany``: the records :meth:`poll` returns (waiting up to
+        ``timeout_ms`` milliseconds), grouped by partition. Naming partitions is
+        refused (records of the others would be taken and lost from view):
+        :meth:`pause` the others instead."""
+        if partitions:
+            raise TypeError(
+                "getmany(*partitions) is not supported: pause() the partitions not "
+                "wanted, then getmany()"
+            )
+        out: dict[TopicPartition, list[ConsumerRecord]] = {}
+        for rec in await self.poll(timeout_ms / 1000, max_records):
+            tp = TopicPartition(rec.topic, rec.partition)
+            got = out.get(tp)
+            if got is None:
+                out[tp] = [rec]
+            else:
+                got.append(rec)
+        return out
+
+    async def getone(self) -> ConsumerRecord:
+        """aiokafka's ``getone``: the next record, waiting as long as it takes
+        (``async for rec in consumer`` is the loop form)."""
+        while True:
+            got = await self.poll(1.0, 1)
+            if got:
+                return got[0]
 
     async def __aiter__(self) -> AsyncIterator[ConsumerRecord]:
         self._check()

@@ -13,7 +13,7 @@ Not thread-safe for concurrent polling from several threads (neither is
 Java's); other methods may be called from any thread.
 
 Imports: kpax.consumer.client, kpax.consumer.*, kpax.sync_face,
-kpax.structs, kpax.proto.errors, kpax.proto.topic_names.
+kpax.structs, kpax.proto.errors, kpax.proto.topic_names, kpax.peer_methods.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from kpax.consumer.client import AsyncConsumer, one_partition
 from kpax.consumer.pattern import subscribe_args
 from kpax.consumer.record import ConsumerRecord
 from kpax.consumer.state import PartitionState
+from kpax.peer_methods import CONSUMER, PeerHints
 from kpax.proto.errors import ConfigError, KafkaTimeoutError
 from kpax.proto.topic_names import check_topic
 from kpax.structs import (
@@ -48,12 +49,14 @@ T = TypeVar("T")
 __all__ = ["Consumer"]
 
 
-class Consumer(SyncFace):
+class Consumer(PeerHints, SyncFace):
     """``kpax.Consumer("host:9092", group_id="g", auto_offset_reset="earliest")``.
 
     ``subscribe([...])`` or ``assign([...])``, then ``poll(timeout)`` (a list
     of :class:`ConsumerRecord`) or ``for rec in consumer``. A context manager.
     """
+
+    _peer_methods = CONSUMER
 
     _call_what = "consumer call"
     _closed_text = "the consumer is closed"

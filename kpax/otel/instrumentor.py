@@ -108,7 +108,6 @@ def _patches(tracing: _Tracing) -> dict[tuple[type, str], Any]:
         (Consumer, "poll"): poll,
         (Consumer, "__iter__"): iterate,
         (AsyncConsumer, "poll"): apoll,
-        (AsyncConsumer, "getmany"): apoll,
         (AsyncConsumer, "__aiter__"): aiterate,
         (AsyncConsumer, "close"): aclose,
         (ParallelConsumer, "run"): prun,

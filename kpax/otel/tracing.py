@@ -250,7 +250,7 @@ _ORIGINAL: dict[tuple[type, str], Any] = {
         (Producer, ("send",)),
         (AsyncProducer, ("send",)),
         (Consumer, ("poll", "__iter__")),
-        (AsyncConsumer, ("poll", "getmany", "__aiter__", "close")),
+        (AsyncConsumer, ("poll", "__aiter__", "close")),
         (ParallelConsumer, ("run",)),
         (AsyncParallelConsumer, ("run",)),
     )

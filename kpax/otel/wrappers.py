@@ -158,7 +158,12 @@ class TracedAsyncConsumer(_AsyncWrapper):
         poll = _untraced(AsyncConsumer, "poll", self.client)
         return self._tracing.received(self.client, await poll(timeout, max_records))
 
-    getmany = poll
+    async def getmany(
+        self, *partitions: Any, timeout_ms: int = 0, max_records: int | None = None
+    ) -> dict[Any, list[ConsumerRecord]]:
+        # the class's own getmany, on this wrapper: it groups what the traced poll returns
+        getmany = AsyncConsumer.__dict__["getmany"]
+        return await getmany(self, *partitions, timeout_ms=timeout_ms, max_records=max_records)  # type: ignore[no-any-return]
 
     def __aiter__(self) -> _TracedAsyncIterator:
         records = _untraced(AsyncConsumer, "__aiter__", self.client)()

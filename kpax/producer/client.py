@@ -29,7 +29,7 @@ runs, else the records it holds are counted in a loud report
 (kpax.producer.exit_flush); one collected unclosed emits a ResourceWarning.
 
 Imports: kpax.producer.*, kpax.cluster, kpax.config, kpax.metrics, kpax.broker.options, kpax.proto,
-kpax.structs, kpax.forks, kpax.event_loops, kpax.user_callbacks.
+kpax.structs, kpax.forks, kpax.event_loops, kpax.user_callbacks, kpax.peer_methods.
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ from kpax.event_loops import DONE, Done, check_loop
 from kpax.forks import forked_error
 from kpax.forks import track as track_fork
 from kpax.metrics import ConnectionMetrics, Metrics, metrics_enabled, report_stats, tagged
+from kpax.peer_methods import PRODUCER, PeerHints
 from kpax.producer import exit_flush
 from kpax.producer.accumulator import RECORD_FRAME_MAX, Accumulator, record_weight
 from kpax.producer.batch import BulkFuture, Callback, ProducerBatch, RecordFuture, bad_callback
@@ -118,8 +119,10 @@ def _ctx_call(ser: Any) -> Any:
     return lambda obj, _ctx: ser(obj)
 
 
-class AsyncProducer:
+class AsyncProducer(PeerHints):
     """``async with kpax.aio.Producer("host:9092") as p: await p.send("t", b"v")``."""
+
+    _peer_methods = PRODUCER
 
     _client_name = "kpax.aio.Producer"
     #: Set on a producer inherited through fork() (kpax.forks).

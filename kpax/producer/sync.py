@@ -43,7 +43,7 @@ C appender reaches this face's ``send`` through a weak reference: the I/O
 thread holds the core, and must not keep the face alive.
 
 Imports: kpax.producer.{client,batch,exit_flush,planning}, kpax.sync_face, kpax.proto.errors,
-kpax.structs.
+kpax.structs, kpax.peer_methods.
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from functools import partial
 from typing import Any, TypeVar
 
+from kpax.peer_methods import PRODUCER, PeerHints
 from kpax.producer import exit_flush
 from kpax.producer.batch import BulkFuture, Callback, RecordFuture, bad_callback
 from kpax.producer.client import AsyncProducer
@@ -81,8 +82,10 @@ def _filled(core: AsyncProducer, plan: Any, n: int) -> bool | None:
     return True if core._try_fill(plan, n) else None
 
 
-class Producer(SyncFace):
+class Producer(PeerHints, SyncFace):
     """``kpax.Producer("host:9092", acks="all", linger_ms=5)``; a context manager."""
+
+    _peer_methods = PRODUCER
 
     _closed_text = "{what} on a closed producer"
     _client_name = "kpax.Producer"

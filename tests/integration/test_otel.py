@@ -320,7 +320,6 @@ def test_instrument_and_uninstrument_every_client(kafka, topic, spans, instrumen
         (Consumer, "poll"),
         (Consumer, "__iter__"),
         (AsyncConsumer, "poll"),
-        (AsyncConsumer, "getmany"),
         (AsyncConsumer, "__aiter__"),
         (AsyncConsumer, "close"),
     ]

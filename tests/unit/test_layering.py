@@ -25,6 +25,7 @@ LAYER = {
     "loop_thread": 1,
     "forks": 1,
     "event_loops": 1,
+    "peer_methods": 0,  # peers' method names, for AttributeError hints
     "user_callbacks": 0,  # calls the application's callbacks (plain or async)
     "broker": 2,
     "sync_face": 2,

@@ -18,6 +18,7 @@ Imports: kpax.broker.options, kpax.config, kpax.proto (compression, errors), kpa
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
@@ -39,9 +40,36 @@ from kpax.structs import TopicPartition
 __all__ = ["CONSUMER_OPTIONS", "ConsumerSettings", "max_decompressed_batch_bytes"]
 
 
-def _callable_or_none(value: Any) -> Any:
+def _str_deserializer(data: bytes | None) -> str | None:
+    return None if data is None else bytes(data).decode("utf-8")
+
+
+def _json_deserializer(data: bytes | None) -> Any:
+    return None if data is None else json.loads(data)
+
+
+#: The deserializers named by a string, as the producer's serializers are
+#: (``value_deserializer="json"``); "bytes" is none at all.
+_BUILTIN_DESERIALIZERS: dict[str, Callable[[bytes | None], Any] | None] = {
+    "bytes": None,
+    "str": _str_deserializer,
+    "json": _json_deserializer,
+}
+
+
+def deserializer_option(value: Any) -> Any:
+    """The check of ``key_deserializer``/``value_deserializer`` (the share consumer's too)."""
+    if isinstance(value, str):
+        if value.lower() not in _BUILTIN_DESERIALIZERS:
+            raise ValueError(
+                f"must be a callable taking bytes (or None), or one of "
+                f"{sorted(_BUILTIN_DESERIALIZERS)}"
+            )
+        return _BUILTIN_DESERIALIZERS[value.lower()]
     if value is not None and not callable(value):
-        raise ValueError("must be a callable taking bytes (or None)")
+        raise ValueError(
+            f"must be a callable taking bytes (or None), or one of {sorted(_BUILTIN_DESERIALIZERS)}"
+        )
     return value
 
 
@@ -83,8 +111,8 @@ CONSUMER_OPTIONS: dict[str, Option] = {
     "default_api_timeout_ms": Option(60000, positive_int),
     "exclude_internal_topics": Option(True, boolean),
     "allow_auto_create_topics": Option(False, boolean),
-    "key_deserializer": Option(None, _callable_or_none),
-    "value_deserializer": Option(None, _callable_or_none),
+    "key_deserializer": Option(None, deserializer_option),
+    "value_deserializer": Option(None, deserializer_option),
     "enable_auto_offset_store": Option(
         True,
         boolean,

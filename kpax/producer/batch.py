@@ -332,6 +332,18 @@ class RecordFuture(FutureBase):
         self._batch.add_callback(self._index, self._timestamp, error_first(fn))
         return self
 
+    def add_errback(self, fn: Callable[[BaseException], Any]) -> RecordFuture:
+        """kafka-python's ``add_errback``: ``fn(error)`` if the record fails (on the
+        I/O loop; at once if it already has)."""
+        if not callable(fn):
+            raise bad_callback(fn)
+        self._batch.add_callback(
+            self._index,
+            self._timestamp,
+            lambda meta, error: fn(error) if error is not None else None,
+        )
+        return self
+
     def __await__(self) -> Generator[Any, None, RecordMetadata]:
         b = self._batch
         if not b.done:
@@ -501,6 +513,7 @@ class BulkFuture:
 #: First parameter names that say a callback takes the error first, as
 #: confluent-kafka's ``on_delivery(err, msg)`` does.
 _ERROR_FIRST = frozenset({"err", "error", "exc", "exception", "e"})
+_VARARGS = 0x04  # CO_VARARGS: fn(*args) takes both
 
 
 def error_first(fn: Callback) -> Callback:
@@ -508,13 +521,17 @@ def error_first(fn: Callback) -> Callback:
     written the confluent-kafka way, its first parameter named ``err`` (or
     ``error``, ``exc``, ``exception``, ``e``), gets ``(error, metadata)`` instead, so
     its ``if err:`` means what it says (called the other way, it reported every
-    success as a failure)."""
+    success as a failure); one of a single parameter (kafka-python's
+    ``add_callback(fn(metadata))``) gets the metadata of a success only."""
     code = getattr(fn, "__code__", None)  # (a bound method's too)
     if code is None:
         return fn
     first = 1 if type(fn) is MethodType else 0  # past a bound method's self
     if code.co_argcount > first + 1 and code.co_varnames[first] in _ERROR_FIRST:
         return lambda meta, error: fn(error, meta)  # type: ignore[arg-type]
+    if code.co_argcount == first + 1 and not code.co_flags & _VARARGS:
+        # kafka-python's add_callback(fn(metadata)): called on success only
+        return lambda meta, error: fn(meta) if error is None else None  # type: ignore[call-arg]
     return fn
 
 

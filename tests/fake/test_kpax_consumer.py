@@ -281,3 +281,25 @@ def test_pause_and_resume_take_a_collection_and_position_says_it_takes_one(fake_
             c.position(c.assignment())  # type: ignore[arg-type]
         with pytest.raises(TypeError, match="expected TopicPartition"):
             c.pause(42)  # type: ignore[arg-type]
+
+
+def test_deserializers_by_name_as_the_serializers(fake_kafka) -> None:
+    """value_serializer='json' was accepted and value_deserializer='json' refused."""
+    fake_kafka.create_topic("des", 1)
+    with kpax.Producer(fake_kafka.bootstrap, value_serializer="json", key_serializer="str") as p:
+        p.send("des", {"a": 1}, key="k").result(10)
+        p.send("des", None, key="t").result(10)
+    with kpax.Consumer(
+        fake_kafka.bootstrap,
+        auto_offset_reset="earliest",
+        value_deserializer="json",
+        key_deserializer="str",
+    ) as c:
+        c.assign([TP("des", 0)])
+        got: list[object] = []
+        deadline = time.monotonic() + 10
+        while len(got) < 2 and time.monotonic() < deadline:
+            got += [(r.key, r.value) for r in c.poll(0.5)]
+    assert got == [("k", {"a": 1}), ("t", None)]
+    with pytest.raises(kpax.ConfigError, match="one of"):
+        kpax.Consumer(fake_kafka.bootstrap, value_deserializer="yaml")

@@ -118,3 +118,18 @@ def test_a_delivery_callback_written_the_confluent_way_gets_the_error_first(fake
     assert err is None and isinstance(msg, kpax.RecordMetadata) and msg.offset == 0
     assert exc is None and isinstance(meta, kpax.RecordMetadata) and meta.offset == 1
     assert err2 is None and isinstance(msg2, kpax.RecordMetadata) and msg2.offset == 2
+
+
+def test_kafka_python_callback_shapes(fake_kafka):
+    """kafka-python's ``future.add_callback(fn(metadata))`` and
+    ``add_errback(fn(exc))``: the one-argument callback was called with two
+    (only a logged TypeError) and add_errback did not exist."""
+    fake_kafka.create_topic("kp", 1)
+    seen: list[object] = []
+    with kpax.Producer(fake_kafka.bootstrap, linger_ms=0) as p:
+        fut = p.send("kp", b"a")
+        fut.add_callback(lambda meta: seen.append(("ok", meta.offset)))
+        fut.add_errback(lambda exc: seen.append(("failed", exc)))
+        p.flush(10)
+        fut.result(10)
+    assert seen == [("ok", 0)]

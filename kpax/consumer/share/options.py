@@ -6,7 +6,7 @@ once per share consumer. Options of the ordinary consumer that mean nothing
 to a share group (offsets, auto commit, assignors, isolation level: the
 group's ``share.isolation.level`` config decides) are refused by name.
 
-Imports: kpax.broker.options, kpax.config, kpax.proto.{compression,errors}.
+Imports: kpax.broker.options, kpax.config, kpax.consumer.options, kpax.proto.{compression,errors}.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any
 
 from kpax.broker.options import COMMON_OPTIONS
 from kpax.config import Option, Timeouts, boolean, one_of, optional_str, positive_int
+from kpax.consumer.options import deserializer_option
 from kpax.proto.compression import DEFAULT_MAX_DECOMPRESSED_SIZE
 from kpax.proto.errors import ConfigError
 
@@ -24,12 +25,6 @@ __all__ = ["ACQUIRE_MODES", "SHARE_CONSUMER_OPTIONS", "ShareSettings"]
 
 #: ``share_acquire_mode`` names and their ShareFetch ids.
 ACQUIRE_MODES = {"batch_optimized": 0, "record_limit": 1}
-
-
-def _callable_or_none(value: Any) -> Any:
-    if value is not None and not callable(value):
-        raise ValueError("must be a callable taking bytes (or None)")
-    return value
 
 
 def _required_str(value: Any) -> str:
@@ -62,8 +57,8 @@ SHARE_CONSUMER_OPTIONS: dict[str, Option] = {
     "fetch_max_bytes": Option(52428800, positive_int),
     "check_crcs": Option(True, boolean),
     "default_api_timeout_ms": Option(60000, positive_int),
-    "key_deserializer": Option(None, _callable_or_none),
-    "value_deserializer": Option(None, _callable_or_none),
+    "key_deserializer": Option(None, deserializer_option),
+    "value_deserializer": Option(None, deserializer_option),
     "max_decompressed_batch_bytes": Option(
         None,
         positive_int,

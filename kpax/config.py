@@ -268,6 +268,11 @@ PEER_HINTS: dict[str, str] = {
     "oauth_cb": "give sasl_oauth_token_provider= (an object with a token() method)",
     "throttle_cb": "a producer's throttling shows in metrics(): produce-throttle-time-avg",
     "enable_auto_offset_store": "only the consumer has it: enable_auto_offset_store",
+    "api_version": "kpax asks each broker for its API versions (kafka-python's api_version "
+    "pins them): leave it out",
+    "api_version_auto_timeout_ms": "kpax asks each broker for its API versions: leave it out",
+    "default_topic_config": "give its entries as top-level options (librdkafka's "
+    "default.topic.config is a nested dict)",
 }
 
 

@@ -183,7 +183,9 @@ class Consumer(PeerHints, SyncFace):
 
     # ------------------------------------------------------------ poll
 
-    def poll(self, timeout: float = 0.0, max_records: int | None = None) -> list[ConsumerRecord]:
+    def poll(
+        self, timeout: float = 0.0, max_records: int | None = None, *, timeout_ms: Any = None
+    ) -> list[ConsumerRecord]:
         """Records ready now, else waits up to ``timeout`` seconds for some.
 
         A partition's error (a bad batch or record, an offset out of range with
@@ -192,6 +194,12 @@ class Consumer(PeerHints, SyncFace):
         (``seek(e.topic_partition, e.next_offset)`` skips a bad batch) or unassigned."""
         if self._closed:
             raise self._closed_error("poll")
+        if timeout_ms is not None:
+            raise TypeError(
+                "poll() takes timeout= in seconds, not kafka-python's timeout_ms "
+                f"(poll(timeout={timeout_ms / 1000 if isinstance(timeout_ms, int) else 1.0!r})), "
+                "and returns a flat list of records, not a dict by partition"
+            )
         core = self._core
         core._poll_tick()
         eof = core._eof_callback

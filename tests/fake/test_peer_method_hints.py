@@ -58,3 +58,15 @@ def test_asyncio_clients_name_the_kpax_method(fake_kafka: FakeKafka) -> None:
                 await a.describe_consumer_groups(["g"])
 
     asyncio.run(main())
+
+
+def test_kafka_python_poll_and_options_say_what_kpax_takes(fake_kafka: FakeKafka) -> None:
+    with (
+        kpax.Consumer(fake_kafka.bootstrap) as c,
+        pytest.raises(TypeError, match=r"timeout= in seconds.*poll\(timeout=1.0\)"),
+    ):
+        c.poll(timeout_ms=1000)
+    with pytest.raises(kpax.ConfigError, match="asks each broker for its API versions"):
+        kpax.Producer(fake_kafka.bootstrap, api_version=(2, 5, 0))
+    with pytest.raises(kpax.ConfigError, match="top-level options"):
+        kpax.Consumer({"bootstrap.servers": fake_kafka.bootstrap, "default.topic.config": {}})

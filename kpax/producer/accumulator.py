@@ -39,8 +39,8 @@ partitions, which open a batch almost per record, cost no wake-up each
 batch whose partition already has ``in_flight_cap`` batches in flight: the
 sender could not send it now, and the answer to one of those requests starts
 a round anyway (the sender goes round after every request it hears back
-from), which sees it (measured: 5 of 5 requests were in flight at ~95% of a
-fast producer's batch rollovers).
+from), which sees it (a fast producer's partitions are at that cap at most
+of their batch rollovers).
 
 Imports: kpax.producer.{batch,partitioner,fastpath}, kpax.proto.records,
 the standard library.

@@ -13,28 +13,18 @@ I/O thread. Safe to call from several threads.
 
 The GIL: the caller's thread and the I/O thread share it, and a caller that
 simply runs on leaves the I/O thread waiting for the interpreter's 5 ms switch
-interval. So a send that opens a new batch (one in ~150 records of 100 bytes
-with 16 KiB batches) when the sender has work -- the batch follows a full one,
-the sender was woken, or its linger timer is due
-(:meth:`AsyncProducer._sender_due`; not at every batch opened: keyed records to
-1,000 partitions open one almost per record, and a hand-over each cost 8 of
-9 s of such a run) -- hands the I/O thread the GIL until its loop has nothing
-left to run (the wake-up the closed batch sent, if it sent one: its request
-written; answers already taken in), at most ``HAND_OVER_S``
-(:meth:`kpax.loop_thread.LoopThread.wait_idle`); when the loop looks idle,
-the caller does not stop at all. (The idle mark lags: a loop woken by an
-answer while the caller holds the GIL still looks idle until it runs; it gets
-the GIL when the caller next lets it go: a wake-up the caller sends, a later
-hand-over, the interpreter's switch interval. Letting it run at once, with a
-``time.sleep(0)`` whenever the loop looks idle, measured ~30% slower.) A
-plain ``time.sleep(0)`` at each new batch, as before, gave the I/O thread one
-slice only, up to its next system call (every socket write, read and poll
-lets the GIL go, and the caller took it back at once), so the loop needed
-several of the caller's batches to finish one round trip. On the 2-core
-bench machine waiting for idle sent 1.31x the records per second with 1
-partition and 1.26x with 6 (``python -m bench compare --base f097b2d --head
-6b28362``, 2,000,000 records, 6 pairs) and cut both threads' CPU per record
-(caller 420 -> 265 ns, I/O 390 -> 300 ns; bench.producer_cpu).
+interval. So a send that opens a new batch when the sender has work -- the
+batch follows a full one, the sender was woken, or its linger timer is due
+(:meth:`AsyncProducer._sender_due`; not at every batch opened: keyed records
+to many partitions open one almost per record) -- hands the I/O thread the GIL
+until its loop has nothing left to run (its requests written, answers taken
+in), at most ``HAND_OVER_S`` (:meth:`kpax.loop_thread.LoopThread.wait_idle`);
+when the loop looks idle, the caller does not stop at all. The idle mark lags
+(a loop woken by an answer while the caller holds the GIL looks idle until it
+runs), which is why the caller does not simply yield whenever the loop looks
+idle; a plain ``time.sleep(0)`` would give the I/O thread one slice only, up
+to its next system call. What this costs and saves is measured in
+bench/results (docs/producer.md says where the time goes).
 
 At exit, a producer still open delivers what it holds, within a bound, or says
 how many records were lost (kpax.producer.exit_flush); one collected unclosed

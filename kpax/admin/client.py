@@ -82,11 +82,6 @@ class AsyncAdmin(
         self._started = self._closed = False
         track_fork(self)
 
-    @property
-    def timeout(self) -> float:
-        """``default_api_timeout_ms`` in seconds: the timeout of calls given none."""
-        return float(self._timeout)
-
     async def start(self) -> AsyncAdmin:
         """Connect to the cluster (bootstrap, first metadata); ``async with`` calls it. Returns the
         admin client.

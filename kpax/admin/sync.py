@@ -60,8 +60,8 @@ class Admin(PeerHints, SyncFace):
     ) -> None:
         core = self._core = AsyncAdmin(bootstrap_servers, **config)  # validates options first
         margin = 5.0 + core.config["request_timeout_ms"] / 1000
-        super().__init__("kpax-admin", core.timeout, margin)
-        self._start(core.start(), core.timeout + margin, "admin call", core.close, 5.0)
+        super().__init__("kpax-admin", core._timeout, margin)
+        self._start(core.start(), core._timeout + margin, "admin call", core.close, 5.0)
 
     def metrics(self) -> dict[str, float]:
         """``{metric-name: value}``: see :meth:`AsyncAdmin.metrics` and

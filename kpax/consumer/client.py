@@ -294,7 +294,7 @@ class AsyncConsumer(PeerHints):
 
     async def _close_group(self) -> None:
         assert self.group is not None
-        if self.subscribed:
+        if self._is_subscribed:
             await self.group.leave()  # its revocation commits processed_offsets()
         elif self.settings.enable_auto_commit and self.states:
             await self.group.commit(self._processed_offsets())
@@ -545,7 +545,7 @@ class AsyncConsumer(PeerHints):
     async def assign(self, partitions: Iterable[TopicPartition]) -> None:
         """Read exactly these partitions (no group membership)."""
         self._check()
-        if self.subscribed:
+        if self._is_subscribed:
             raise IllegalStateError("assign() after subscribe(): call unsubscribe() first")
         tps = set(_tps(partitions))
         for tp in tps:
@@ -668,21 +668,16 @@ class AsyncConsumer(PeerHints):
         return set(self._subscribed)
 
     @property
-    def subscribed(self) -> bool:
+    def _is_subscribed(self) -> bool:
         """True while subscribed to topics or a pattern (group-managed assignment)."""
         return bool(self._subscribed) or self._pattern is not None
-
-    @property
-    def api_timeout(self) -> float:
-        """``default_api_timeout_ms`` in seconds: the timeout of calls given none."""
-        return float(self._api_timeout)
 
     async def unsubscribe(self) -> None:
         """Leave the group (its revocation commits what was processed, with auto-commit) and stop
         reading every partition, subscribed or assigned.
         """
         self._check()
-        if self.group is not None and self.subscribed:
+        if self.group is not None and self._is_subscribed:
             self._leaving = True
             try:
                 await self.group.leave()
@@ -1086,7 +1081,7 @@ class AsyncConsumer(PeerHints):
                     raise ValueError(
                         f"cannot commit offset {om.offset!r} for {tp}: an offset is an int >= 0"
                     )
-        if self.subscribed and not self.group.in_group():
+        if self._is_subscribed and not self.group.in_group():
             raise CommitFailedError(
                 f"cannot commit for group {self.group.group_id!r}: this member is not in the "
                 "group now (a rebalance is in progress, or it was evicted for exceeding "

@@ -96,7 +96,7 @@ class Consumer(PeerHints, SyncFace):
         self._consumer_timeout = consumer_timeout_ms / 1000 if consumer_timeout_ms else None
         settings = core.settings
         margin = 5.0 + settings.request_timeout
-        super().__init__("kpax-consumer", core.api_timeout, margin)
+        super().__init__("kpax-consumer", core._api_timeout, margin)
         self._max_records = settings.max_poll_records
         self._start(core.start(), margin + 30, "consumer start", lambda: core.close(5.0), 10.0)
         self._buffer = self._core.buffer
@@ -160,7 +160,7 @@ class Consumer(PeerHints, SyncFace):
         # consumer is still open (it may commit).
         core = self._core
         listener = core.listener
-        if listener is not None and core.states and core.subscribed:
+        if listener is not None and core.states and core._is_subscribed:
             core.listener = None
             fn = getattr(listener, "on_partitions_revoked", None)
             if fn is not None:

@@ -167,8 +167,8 @@ def test_acknowledge_refuses_arguments_of_the_wrong_type(explicit: bool) -> None
         ((rec(5), AcknowledgeType.ACCEPT, 5), "takes no offset"),
     ]:
         with pytest.raises(TypeError, match=name.replace("(", r"\(")):
-            c.check_acknowledge(*args)  # type: ignore[arg-type]
+            c._check_acknowledge(*args)  # type: ignore[arg-type]
     # the right types get as far as the mode and what was handed out
     for good in [("t", 0, 5), ("t", Index(), 5), (rec(5),), (rec(5), "reject")]:
         with pytest.raises(IllegalStateError, match="explicit" if not explicit else "t-0@5"):
-            c.check_acknowledge(*good)  # type: ignore[arg-type]
+            c._check_acknowledge(*good)  # type: ignore[arg-type]

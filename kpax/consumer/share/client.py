@@ -19,7 +19,7 @@ application's hand, and when the application leaves the loop part-way
 through a batch the records never handed out go back to the buffer
 (returned first by the next poll, released by ``close``). The bookkeeping is
 :class:`~kpax.consumer.share.acks.HandOut`; the sync face reports where its
-own iterator stopped through :meth:`AsyncShareConsumer.iterated`.
+own iterator stopped through :meth:`AsyncShareConsumer._iterated`.
 
 ``commit()`` sends what is acknowledged now and returns ``{TopicPartition:
 None or the error}``; ``commit_async()`` does the same in the background,
@@ -376,7 +376,7 @@ class AsyncShareConsumer:
         """Implicit mode: accept every record the last poll handed out."""
         self._queue(self._hand.settle())
 
-    def iterated(self, handed: int) -> None:
+    def _iterated(self, handed: int) -> None:
         """An iterator handed the application only the first ``handed`` records the last
         poll returned (the last of them is still in its hand): the rest go back to
         the buffer, returned first by the next poll (the sync face's iterator
@@ -402,7 +402,7 @@ class AsyncShareConsumer:
             deque(it, maxlen=0)  # a suspended ``async for`` must not hand them out now
         elif not closing:
             return  # all handed out: the poll or commit accepts them all
-        self.iterated(count - left)
+        self._iterated(count - left)
 
     def _settle_last_poll(self) -> None:
         self._take_cursor()
@@ -446,10 +446,10 @@ class AsyncShareConsumer:
         ``acknowledge(record, type=...)`` or ``acknowledge(topic, partition, offset, type)``.
         RENEW extends the record's lock and leaves it to be acknowledged again."""
         self._check()
-        tp, off, kind = self.check_acknowledge(record, partition, offset, type)
-        self.apply_acknowledge(tp, off, kind)
+        tp, off, kind = self._check_acknowledge(record, partition, offset, type)
+        self._apply_acknowledge(tp, off, kind)
 
-    def check_acknowledge(
+    def _check_acknowledge(
         self,
         record: ShareConsumerRecord | str,
         partition: int | Any = None,
@@ -489,7 +489,7 @@ class AsyncShareConsumer:
             )
         return tp, off, kind
 
-    def apply_acknowledge(self, tp: TopicPartition, off: int, kind: AcknowledgeType) -> None:
+    def _apply_acknowledge(self, tp: TopicPartition, off: int, kind: AcknowledgeType) -> None:
         """Queue a checked acknowledgement (on the event loop)."""
         key = (tp, off)
         node = self._pending.pop(key, None)
@@ -537,7 +537,7 @@ class AsyncShareConsumer:
             except Exception:  # a callback's failure is the application's, logged
                 log.exception("acknowledgement commit callback failed")
 
-    def take_ack_results(
+    def _take_ack_results(
         self,
     ) -> list[tuple[dict[TopicPartition, set[int]], BaseException | None]]:
         """The acknowledgement results not yet given to the callback (the sync face

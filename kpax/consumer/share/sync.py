@@ -13,7 +13,7 @@ acknowledgement commit callback runs on the caller's thread, inside
 Iteration (``for rec in consumer``) hands each poll's records out one by one
 from a list iterator on the caller's thread (no per-record work added); where
 it stopped (how many it handed out) travels with the next call in the same
-hop, to :meth:`AsyncShareConsumer.iterated`: the records it moved past count
+hop, to :meth:`AsyncShareConsumer._iterated`: the records it moved past count
 as processed, the last one handed out is in the application's hand, and the
 ones never handed out go back to the buffer.
 
@@ -114,9 +114,9 @@ class ShareConsumer(SyncFace):
 
         async def run() -> T:
             if handed is not None:
-                core.iterated(handed)
+                core._iterated(handed)
             for tp, off, kind in acks:
-                core.apply_acknowledge(tp, off, kind)
+                core._apply_acknowledge(tp, off, kind)
             return await coro
 
         return run()
@@ -141,7 +141,7 @@ class ShareConsumer(SyncFace):
         callback = self._callback
         if callback is None:
             return
-        for offsets, err in self._core.take_ack_results():
+        for offsets, err in self._core._take_ack_results():
             try:
                 callback(offsets, err)
             except Exception:  # the application's own failure: logged
@@ -204,12 +204,12 @@ class ShareConsumer(SyncFace):
         ``acknowledge(topic, partition, offset, type)``."""
         if self._closed:
             raise self._closed_error("acknowledge")
-        tp, off, kind = self._core.check_acknowledge(record, partition, offset, type)
+        tp, off, kind = self._core._check_acknowledge(record, partition, offset, type)
         key = (tp, off)
         if key in self._acked:
             raise IllegalStateError(f"record {tp}@{off} is already acknowledged")
         if kind is AcknowledgeType.RENEW:  # its lock is running out: send it now
-            self._thread.loop.call_soon_threadsafe(self._core.apply_acknowledge, tp, off, kind)
+            self._thread.loop.call_soon_threadsafe(self._core._apply_acknowledge, tp, off, kind)
             return
         self._acked.add(key)
         self._acks.append((tp, off, kind))
@@ -223,7 +223,7 @@ class ShareConsumer(SyncFace):
         def collect() -> None:
             core.collect_ack_results = callback is not None
             if callback is None:
-                core.take_ack_results()
+                core._take_ack_results()
 
         self._sync(collect)
 

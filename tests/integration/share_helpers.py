@@ -56,7 +56,10 @@ def share_group(
 def produce(
     bootstrap: str, topic: str, values: Iterable[bytes], partition: int | None = None
 ) -> None:
-    with kpax.Producer(bootstrap, linger_ms=5) as p:
+    # Java's batch size: records that arrive as a stream, in batches of ~150 (a
+    # share fetch acquires whole batches; kpax's 1 MB default would put every
+    # record of a quick burst in one batch, for one member)
+    with kpax.Producer(bootstrap, linger_ms=5, batch_size=16384) as p:
         for v in values:
             p.send(topic, v, partition=partition)
         p.flush()

@@ -175,6 +175,12 @@ def boolean(value: Any) -> bool:
     return value
 
 
+def callback_or_none(value: Any) -> Any:
+    if value is not None and not callable(value):
+        raise ValueError("must be a callable (or None)")
+    return value
+
+
 def bootstrap_list(value: Any) -> list[str]:
     """``"h1:9092,h2:9092"`` or a list of ``host:port`` strings."""
     items: Iterable[str]
@@ -273,6 +279,26 @@ PEER_HINTS: dict[str, str] = {
     "api_version_auto_timeout_ms": "kpax asks each broker for its API versions: leave it out",
     "default_topic_config": "give its entries as top-level options (librdkafka's "
     "default.topic.config is a nested dict)",
+}
+
+
+#: The producer's and the consumer's statistics and error callbacks
+#: (confluent-kafka's ``stats_cb``/``error_cb``), declared once for both.
+CALLBACK_OPTIONS: dict[str, Option] = {
+    "statistics_interval_ms": Option(
+        0, non_negative_int, "how often stats_callback gets metrics() (0: never)"
+    ),
+    "stats_callback": Option(
+        None,
+        callback_or_none,
+        "callable(metrics: dict[str, float]) every statistics_interval_ms (may be async def)",
+    ),
+    "error_callback": Option(
+        None,
+        callback_or_none,
+        "callable(error) (may be async def): client-level problems (no broker reachable, "
+        "authentication failed, a fatal error), once per change",
+    ),
 }
 
 

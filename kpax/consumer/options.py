@@ -25,9 +25,11 @@ from typing import Any
 
 from kpax.broker.options import COMMON_OPTIONS
 from kpax.config import (
+    CALLBACK_OPTIONS,
     Option,
     Timeouts,
     boolean,
+    callback_or_none,
     non_negative_int,
     one_of,
     optional_str,
@@ -70,12 +72,6 @@ def deserializer_option(value: Any) -> Any:
         raise ValueError(
             f"must be a callable taking bytes (or None), or one of {sorted(_BUILTIN_DESERIALIZERS)}"
         )
-    return value
-
-
-def _callback_or_none(value: Any) -> Any:
-    if value is not None and not callable(value):
-        raise ValueError("must be a callable (or None)")
     return value
 
 
@@ -124,24 +120,11 @@ CONSUMER_OPTIONS: dict[str, Option] = {
     ),
     "on_partition_eof": Option(
         None,
-        _callback_or_none,
+        callback_or_none,
         "callable(topic_partition, offset): a partition's records are all read "
         "(its position reached its end); called on the polling thread",
     ),
-    "statistics_interval_ms": Option(
-        0, non_negative_int, "how often stats_callback gets metrics() (0: never)"
-    ),
-    "stats_callback": Option(
-        None,
-        _callback_or_none,
-        "callable(metrics: dict[str, float]) every statistics_interval_ms (may be async def)",
-    ),
-    "error_callback": Option(
-        None,
-        _callback_or_none,
-        "callable(error) (may be async def): client-level problems (no broker reachable, "
-        "authentication failed, a fatal error), once per change",
-    ),
+    **CALLBACK_OPTIONS,
     "fetch_buffer_chunks": Option(2, positive_int, "fetch responses buffered per partition"),
     "max_decompressed_batch_bytes": Option(
         None,

@@ -34,6 +34,7 @@ from typing import Any
 
 from kpax.broker.options import COMMON_OPTIONS
 from kpax.config import (
+    CALLBACK_OPTIONS,
     Option,
     boolean,
     non_negative_int,
@@ -65,12 +66,6 @@ def _optional_bool(value: Any) -> bool | None:
     return None if value is None else boolean(value)
 
 
-def _callback_or_none(value: Any) -> Any:
-    if value is not None and not callable(value):
-        raise ValueError("must be a callable (or None)")
-    return value
-
-
 PRODUCER_OPTIONS: dict[str, Option] = {
     **COMMON_OPTIONS,
     "acks": Option(-1, _acks),
@@ -91,20 +86,7 @@ PRODUCER_OPTIONS: dict[str, Option] = {
     "partitioner": Option(None),
     "key_serializer": Option(None),
     "value_serializer": Option(None),
-    "statistics_interval_ms": Option(
-        0, non_negative_int, "how often stats_callback gets metrics() (0: never)"
-    ),
-    "stats_callback": Option(
-        None,
-        _callback_or_none,
-        "callable(metrics: dict[str, float]) every statistics_interval_ms (may be async def)",
-    ),
-    "error_callback": Option(
-        None,
-        _callback_or_none,
-        "callable(error) (may be async def): client-level problems (no broker reachable, "
-        "authentication failed, a fatal error), once per change",
-    ),
+    **CALLBACK_OPTIONS,
 }
 
 

@@ -628,6 +628,18 @@ class Cluster:
                 raise err(f"topic {name!r} not available within {total:g}s")
             await asyncio.sleep(delay)
 
+    async def list_topics(self, topic: str | None, timeout: float) -> dict[str, list[int]]:
+        """``{topic: partition ids}`` of every topic of the cluster (internal ones
+        left out), or of ``topic`` alone (the clients' ``list_topics``)."""
+        if topic is not None:
+            return {topic: sorted(await self.partitions(topic, timeout=timeout))}
+        await asyncio.wait_for(self.refresh(all_topics=True), timeout)
+        return {
+            name: t.partition_ids
+            for name, t in sorted(self.snapshot.topics.items())
+            if not t.is_internal
+        }
+
     async def partitions(self, topic: str, *, timeout: float | None = None) -> list[int]:
         return (await self.topic(topic, timeout=timeout)).partition_ids
 

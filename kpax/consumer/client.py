@@ -996,14 +996,7 @@ class AsyncConsumer(PeerHints):
         (UnknownTopicOrPartitionError if it does not exist)."""
         self._check()
         limit = self._api_timeout if timeout is None else timeout
-        if topic is not None:
-            return {topic: sorted(await self.cluster.partitions(topic, timeout=limit))}
-        await asyncio.wait_for(self.cluster.refresh(all_topics=True), limit)
-        return {
-            name: t.partition_ids
-            for name, t in sorted(self.cluster.snapshot.topics.items())
-            if not t.is_internal
-        }
+        return await self.cluster.list_topics(topic, limit)
 
     async def getmany(
         self, *partitions: TopicPartition, timeout_ms: int = 0, max_records: int | None = None

@@ -621,14 +621,7 @@ class AsyncProducer(PeerHints):
         if not self._started:
             await self.start()
         limit = self._max_block if timeout is None else timeout
-        if topic is not None:
-            return {topic: sorted(await self.cluster.partitions(topic, timeout=limit))}
-        await asyncio.wait_for(self.cluster.refresh(all_topics=True), limit)
-        return {
-            name: t.partition_ids
-            for name, t in sorted(self.cluster.snapshot.topics.items())
-            if not t.is_internal
-        }
+        return await self.cluster.list_topics(topic, limit)
 
     # ------------------------------------------------------------ metrics
 

@@ -96,8 +96,17 @@ docs: $(STAMP)
 ## Everything: lint, types, generated code up to date, docs build, unit + integration suites
 ## (against the default Kafka), then a quick check against the other Kafka versions and
 ## the wheel on each supported Python.
+## The suite runs as two pytest processes side by side: the fast tier (CPU-bound, no JVM;
+## its output is printed when it ends) and the tests against real brokers (which mostly
+## wait on them). Both must pass.
+FAST_LOG := .pytest-fast-tier.log
 test: $(STAMP) $(GSSAPI_STAMP) kafka-jars tools lint typecheck check-generated docs
-	PYTHONHASHSEED=0 $(PY) -m pytest -m "not soak" tests
+	@KPAX_TEST_NO_JVM=1 PYTHONHASHSEED=0 $(PY) -m pytest -q -p no:cacheprovider $(FAST_TESTS) \
+		> $(FAST_LOG) 2>&1 & fast=$$!; \
+	PYTHONHASHSEED=0 $(PY) -m pytest -m "not soak" $(addprefix --ignore=,$(FAST_TESTS)) tests; \
+	real=$$?; wait $$fast; fastrc=$$?; \
+	echo "=== the fast tier ($(FAST_TESTS)), run beside the above:"; cat $(FAST_LOG); \
+	test $$real -eq 0 && test $$fastrc -eq 0
 	@$(MAKE) --no-print-directory test-matrix MATRIX="$(MATRIX_OTHERS)" MATRIX_TESTS="$(QUICK_TESTS)"
 	@$(MAKE) --no-print-directory test-pythons
 

@@ -9,6 +9,8 @@ import random
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import pytest
+
 import kpax
 from kpax.testing.sim import run
 from kpax.testing.sim.kafka import SimKafka
@@ -84,3 +86,39 @@ def _records(
     sim: SimKafka, topic: str, partition: int
 ) -> list[tuple[int, bytes | None, bytes | None]]:
     return sim.cluster.records(topic, partition)
+
+
+def test_a_kip848_member_does_not_answer_an_unchanged_assignment_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A coordinator that sends the member its (unchanged) assignment in every
+    heartbeat answer: the member answered each at once with its owned
+    partitions, for ever, at one instant (found by the group simulation)."""
+    from kpax.testing.fake import consumer_groups
+
+    original = consumer_groups.ConsumerGroups.heartbeat
+    beats = [0]
+
+    def resending(self: Any, ctx: Any, req: Any) -> Any:
+        group = self.groups.get(req.group_id)
+        member = group.members.get(req.member_id) if group is not None else None
+        if member is not None:
+            member.last_sent = None  # as if never sent: the answer carries it again
+        beats[0] += 1
+        return original(self, ctx, req)
+
+    monkeypatch.setattr(consumer_groups.ConsumerGroups, "heartbeat", resending)
+
+    async def scenario(sim: SimKafka) -> float:
+        loop = asyncio.get_running_loop()
+        async with kpax.aio.Consumer(
+            sim.bootstrap, group_id="g848", group_protocol="consumer"
+        ) as c:
+            await c.subscribe(["t"])
+            await c.poll(1.0)
+            start = loop.time()
+            await asyncio.sleep(10.0)
+            return loop.time() - start
+
+    assert simulate(scenario) >= 10.0
+    assert beats[0] < 100  # one every heartbeat interval (500 ms), not a busy loop

@@ -182,7 +182,9 @@ class Admin(PeerHints, SyncFace):
 
     def incremental_alter_configs(
         self,
-        changes: Mapping[ConfigResource, Iterable[AlterConfigOp]],
+        changes: Mapping[
+            ConfigResource, Iterable[AlterConfigOp | tuple[str, Any]] | Mapping[str, Any]
+        ],
         *,
         validate_only: bool = False,
         timeout: float | None = None,

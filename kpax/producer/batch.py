@@ -30,6 +30,7 @@ import copy
 import threading
 import time
 from collections.abc import Callable, Generator, Sequence
+from inspect import CO_VARARGS
 from types import MethodType
 from typing import TYPE_CHECKING, Any
 
@@ -329,7 +330,7 @@ class RecordFuture(FutureBase):
         ``on_delivery(err, msg)``) is called as ``fn(error, metadata)``."""
         if not callable(fn):
             raise bad_callback(fn)
-        self._batch.add_callback(self._index, self._timestamp, error_first(fn))
+        self._batch.add_callback(self._index, self._timestamp, delivery_callback(fn))
         return self
 
     def add_errback(self, fn: Callable[[BaseException], Any]) -> RecordFuture:
@@ -479,7 +480,7 @@ class BulkFuture:
         (on the I/O loop; at once for records already done)."""
         if not callable(fn):
             raise bad_callback(fn)
-        fn = error_first(fn)
+        fn = delivery_callback(fn)
         ts = self._timestamp
         for b, start, _, lo, hi in self._segments:
             for k in range(start, start + hi - lo):
@@ -513,10 +514,9 @@ class BulkFuture:
 #: First parameter names that say a callback takes the error first, as
 #: confluent-kafka's ``on_delivery(err, msg)`` does.
 _ERROR_FIRST = frozenset({"err", "error", "exc", "exception", "e"})
-_VARARGS = 0x04  # CO_VARARGS: fn(*args) takes both
 
 
-def error_first(fn: Callback) -> Callback:
+def delivery_callback(fn: Callback) -> Callback:
     """``fn`` as kpax calls a delivery callback, ``(metadata, error)``: a function
     written the confluent-kafka way, its first parameter named ``err`` (or
     ``error``, ``exc``, ``exception``, ``e``), gets ``(error, metadata)`` instead, so
@@ -529,7 +529,7 @@ def error_first(fn: Callback) -> Callback:
     first = 1 if type(fn) is MethodType else 0  # past a bound method's self
     if code.co_argcount > first + 1 and code.co_varnames[first] in _ERROR_FIRST:
         return lambda meta, error: fn(error, meta)  # type: ignore[arg-type]
-    if code.co_argcount == first + 1 and not code.co_flags & _VARARGS:
+    if code.co_argcount == first + 1 and not code.co_flags & CO_VARARGS:
         # kafka-python's add_callback(fn(metadata)): called on success only
         return lambda meta, error: fn(meta) if error is None else None  # type: ignore[call-arg]
     return fn

@@ -88,10 +88,7 @@ def _tps(partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
             and isinstance(item[1], int)
         ):
             tp = TopicPartition(*item)
-        elif isinstance(item, (set, frozenset, list, tuple)) or type(item).__name__ in (
-            "dict_keys",
-            "KeysView",
-        ):
+        elif isinstance(item, Iterable) and not isinstance(item, (str, bytes)):
             out.extend(_tps(item))
             continue
         else:

@@ -161,6 +161,9 @@ class FetchBuffer:
         self._event: asyncio.Event | None = None
         #: Called (on the taking thread) when a partition's buffered count drops.
         self.on_drained: Callable[[PartitionState], None] = lambda s: None
+        #: Called (on the taking thread) when a take hands records out: the
+        #: consumer notes the group identity they were handed out under.
+        self.on_handout: Callable[[], None] | None = None
         self._closed = False
         #: Partitions whose error was raised and stands (taking thread only).
         self._failed: dict[PartitionState, BaseException] = {}
@@ -407,6 +410,8 @@ class FetchBuffer:
                 if out:
                     if self._consumed is not None:
                         self._consumed.record(len(out))
+                    if self.on_handout is not None:
+                        self.on_handout()
                     return out  # records first; the error or call at the next take
                 items.popleft()
                 self._take_other(item)
@@ -452,8 +457,11 @@ class FetchBuffer:
                         drained = False
             if drained:
                 self.on_drained(state)
-        if out and self._consumed is not None:
-            self._consumed.record(len(out))
+        if out:
+            if self._consumed is not None:
+                self._consumed.record(len(out))
+            if self.on_handout is not None:
+                self.on_handout()
         return out
 
     def _take_other(self, item: Any) -> None:
@@ -506,6 +514,8 @@ class FetchBuffer:
             if live and count:
                 if self._consumed is not None:
                     self._consumed.record(count)
+                if self.on_handout is not None:
+                    self.on_handout()
                 if item.pos:
                     rest = Chunk(state, recs, item.next_offset, item.next_epoch, item.gen)
                     rest.sources, rest.pending = item.sources, item.pending

@@ -173,6 +173,9 @@ class AsyncConsumer(PeerHints):
         self._eof_callback = settings.on_partition_eof
         self._eof_at: dict[TopicPartition, int] = {}
         self._stats_task: asyncio.Future[None] | None = None
+        #: The group identity (generation or member epoch, member id) in force
+        #: when the records in hand were handed out: what group_metadata() gives.
+        self._handout_identity: tuple[int, str] | None = None
         track_fork(self)
 
     # ------------------------------------------------------------ lifecycle
@@ -188,6 +191,7 @@ class AsyncConsumer(PeerHints):
         if settings.group_id is not None:
             cls = ConsumerGroup if settings.group_protocol == "consumer" else ClassicGroup
             self.group = cls(self.cluster, settings, self)
+            self.buffer.on_handout = self._note_handout
         self.fetcher = fetcher = Fetcher(
             self.cluster,
             self.states,
@@ -683,6 +687,7 @@ class AsyncConsumer(PeerHints):
             await self.group.stop_tasks()
             cls = type(self.group)
             self.group = cls(self.cluster, self.settings, self)
+            self._handout_identity = None
         self.cluster.all_topics = False  # a pattern's metadata of every topic
         self._subscribed = []
         self._pattern = None
@@ -782,12 +787,34 @@ class AsyncConsumer(PeerHints):
 
     def group_metadata(self) -> ConsumerGroupMetadata:
         """This member's group id, generation and member id, for
-        ``producer.send_offsets_to_transaction`` (consume-transform-produce)."""
+        ``producer.send_offsets_to_transaction`` (consume-transform-produce): those
+        in force when the last poll (or iteration step) handed records out, as the
+        Java consumer's ``groupMetadata()`` changes only in ``poll()``. The group
+        rebalances in the background here, so the generation may have moved on
+        while the application worked on those records; committing their offsets
+        with the newer one would pass the broker's fencing check for partitions
+        another member now owns (offsets moving back, records written twice). With
+        the generation they were handed out under, such a commit is refused
+        (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID or STALE_MEMBER_EPOCH) and the
+        transaction aborts."""
         group = self.group
         if group is None:
             raise IllegalStateError("group_metadata() needs a consumer with a group_id")
-        generation, member_id = group.commit_identity()  # a member epoch under KIP-848
+        identity = self._handout_identity
+        if identity is None:
+            identity = group.commit_identity()  # nothing handed out yet
+        generation, member_id = identity  # a member epoch under KIP-848
         return ConsumerGroupMetadata(group.group_id, generation, member_id, group.instance_id)
+
+    def _note_handout(self) -> None:
+        """The buffer handed records out (on the taking thread): note the identity
+        they go out under (a member out of its generation keeps the last one, which
+        the broker then refuses)."""
+        group = self.group
+        if group is not None:
+            identity = group.commit_identity()
+            if identity[0] >= 0:
+                self._handout_identity = identity
 
     async def _committed_lookup(
         self, tps: list[TopicPartition]
@@ -1071,13 +1098,27 @@ class AsyncConsumer(PeerHints):
                     raise ValueError(
                         f"cannot commit offset {om.offset!r} for {tp}: an offset is an int >= 0"
                     )
-        if self._is_subscribed and not self.group.in_group():
-            raise CommitFailedError(
-                f"cannot commit for group {self.group.group_id!r}: this member is not in the "
-                "group now (a rebalance is in progress, or it was evicted for exceeding "
-                "max_poll_interval_ms); its partitions may belong to another member"
-            )
-        await self.group.commit(final)
+        if self._is_subscribed:
+            if not self.group.in_group():
+                raise CommitFailedError(
+                    f"cannot commit for group {self.group.group_id!r}: this member is not in the "
+                    "group now (a rebalance is in progress, or it was evicted for exceeding "
+                    "max_poll_interval_ms); its partitions may belong to another member"
+                )
+            # The group rebalances in the background: a partition given to another
+            # member while the application worked on its records must not get their
+            # offsets (the broker would take them with this member's new generation,
+            # moving the new owner's committed offset back).
+            lost = sorted(tp for tp in final if tp not in self.states)
+            if lost:
+                raise CommitFailedError(
+                    f"cannot commit for group {self.group.group_id!r}: "
+                    f"{', '.join(f'{tp.topic}-{tp.partition}' for tp in lost)} no longer "
+                    "assigned to this member (the group rebalanced after their records were "
+                    "handed out; another member reads them from the committed offset); "
+                    "nothing committed: poll again and commit what it returns"
+                )
+        await self.group.commit(final)  # with the identity in force now (GroupBase.commit)
 
     def commit_async(
         self,

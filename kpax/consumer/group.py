@@ -252,14 +252,20 @@ class GroupBase:
         coordinator failover makes the first one retry."""
         if not offsets:
             return
+        # The identity the offsets were chosen under, not the one in force when the
+        # commit gets its turn or is resent: a rebalance while it waits (behind an
+        # earlier commit, or retried across a coordinator move) must fence it.
+        identity = self.commit_identity()
         if self._commit_lock is None:
             self._commit_lock = asyncio.Lock()
         async with self._commit_lock:
-            await self._commit(offsets)
+            await self._commit(offsets, identity)
         self.member._on_committed(offsets)
 
-    async def _commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
-        generation, member_id = self.commit_identity()
+    async def _commit(
+        self, offsets: Mapping[TopicPartition, OffsetAndMetadata], identity: tuple[int, str]
+    ) -> None:
+        generation, member_id = identity
         topics: dict[str, list[Any]] = defaultdict(list)
         for tp, om in offsets.items():
             topics[tp.topic].append(
@@ -307,12 +313,19 @@ class GroupBase:
                             "was evicted for exceeding max_poll_interval_ms) and the partition "
                             f"may belong to another member now; {self.fenced_note}"
                         )
+                    if (generation, member_id) == self.commit_identity():
+                        why = "the group is rebalancing; this member keeps its partitions"
+                    else:
+                        why = (
+                            "the group rebalanced after these offsets were chosen (the "
+                            "partitions may be another member's now)"
+                        )
                     raise RebalanceInProgressCommitError(
                         f"commit of {where} for group {self.group_id!r} not applied: "
-                        f"{err.__name__} (generation {generation}): the group is "
-                        "rebalancing; this member keeps its partitions. Retrying now cannot "
-                        "help: retry after poll() -- the next poll completes the rebalance, "
-                        "then commit again"
+                        f"{err.__name__} (generation {generation}): {why}. Retrying now "
+                        "cannot help: retry after poll() -- the next poll completes the "
+                        "rebalance and hands records out under the new generation -- then "
+                        "commit again"
                     )
                 if not err.retriable:
                     raise err(f"OffsetCommit of {where} for group {self.group_id!r}")

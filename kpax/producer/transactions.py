@@ -48,6 +48,7 @@ from kpax.producer.idempotence import ProducerIdentity
 from kpax.proto.error_codes import ConcurrentTransactionsError, ProducerFencedError
 from kpax.proto.error_families import (
     PRODUCER_FENCED_ERRORS,
+    STALE_GENERATION_ERRORS,
     TXN_FATAL_ERRORS,
     TXN_RETRY_ERRORS,
     code_in,
@@ -445,9 +446,18 @@ class TransactionManager:
             resp = await broker.request(request, max_version=_TXN_OFFSET_COMMIT_MAX)
             codes = {p.error_code for t in resp.topics for p in t.partitions} - {0}
             if codes:
-                raise error_for_code(min(codes))(
+                code = min(codes)
+                why = ""
+                if code_in(code, STALE_GENERATION_ERRORS):
+                    why = (
+                        f" (generation {group.generation_id}, member {group.member_id!r}): the "
+                        "group rebalanced after the consumer handed these records out, and "
+                        "their partitions may be another member's now; abort the transaction, "
+                        "seek to the committed offsets and poll again"
+                    )
+                raise error_for_code(code)(
                     f"TxnOffsetCommit of group {group.group_id!r} for {self._describe()} on "
-                    f"{broker.describe()}"
+                    f"{broker.describe()}{why}"
                 )
 
         await self._coordinator_call(

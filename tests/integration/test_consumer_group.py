@@ -493,3 +493,12 @@ def test_committed_position_beyond_its_epoch_is_truncation(kafka, topic):
     ) as c:
         c.assign([TP(t, 0)])
         assert c.position(TP(t, 0)) == 10  # moved back to where the epoch ends
+
+
+def test_commit_of_a_partition_given_away_while_processing_is_refused(kafka, topic):
+    """The fake's check on Kafka: after a background rebalance gave a partition to
+    another member, commit(offsets) of its records is refused, not committed over
+    the new owner's offset."""
+    from tests.fake.test_background_rebalance_fencing import check_commit_refused
+
+    check_commit_refused(kafka.bootstrap, topic(2), f"g-{uuid.uuid4().hex[:8]}")

@@ -171,3 +171,12 @@ async def test_asyncio_transactions(kafka, topic):
         await producer.send(name, b"async")
         await producer.commit_transaction()
     assert _read(kafka.bootstrap, name, 1, "read_committed") == [b"async"]
+
+
+def test_a_rebalance_while_processing_fences_the_transactions_offsets(kafka, topic):
+    """The fake's check on Kafka: offsets of records handed out before the group
+    rebalanced in the background are refused (IllegalGenerationError), not
+    committed over the new owner's."""
+    from tests.fake.test_background_rebalance_fencing import check_transaction_fenced
+
+    check_transaction_fenced(kafka.bootstrap, topic(2), f"g-{uuid.uuid4().hex[:8]}")

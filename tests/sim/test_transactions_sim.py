@@ -1,7 +1,8 @@
 """Seeded simulations of exactly-once consume-transform-produce under faults and crashes.
 
 Each seed: a 3-broker in-process Kafka (transactions v2, or v1 on odd seeds), an
-input topic of records and a group of asyncio app instances, each a simulated
+input topic of records and a group (the classic protocol, or KIP-848's on seeds
+2 and 3 mod 4) of asyncio app instances, each a simulated
 process with its own transactional id, that polls the input, writes one output
 record per input record inside a transaction, and commits the input offsets in
 the same transaction (``send_offsets_to_transaction``). While it runs,
@@ -52,7 +53,7 @@ class World:
     commits: list[tuple[float, int, int]] = field(default_factory=list)
 
 
-async def instance(world: World, slot: int, seed: int) -> None:
+async def instance(world: World, slot: int, seed: int, protocol: str) -> None:
     """One app instance: runs until killed; leaves and starts again on an error."""
     rng = random.Random(seed)
     loop = asyncio.get_running_loop()
@@ -63,6 +64,7 @@ async def instance(world: World, slot: int, seed: int) -> None:
                 kpax.aio.Consumer(
                     world.sim.bootstrap,
                     group_id=GROUP,
+                    group_protocol=protocol,
                     enable_auto_commit=False,
                     isolation_level="read_committed",
                     auto_offset_reset="earliest",
@@ -122,6 +124,8 @@ class _Restart(Exception):
 
 
 async def txn_scenario(sim: SimKafka, seed: int) -> World:
+    # the classic protocol on seeds 0, 1 (mod 4), KIP-848 on seeds 2, 3
+    protocol = "consumer" if seed % 4 >= 2 else "classic"
     loop = asyncio.get_running_loop()
     world = World(sim, random.Random(seed * 7919 + 3))
     rng = world.rng
@@ -150,7 +154,8 @@ async def txn_scenario(sim: SimKafka, seed: int) -> World:
     def start(slot: int) -> None:
         world.started += 1
         name = f"app-{slot}#{world.started}"
-        world.live[slot] = (name, loop.spawn(name, instance(world, slot, rng.getrandbits(64))))  # type: ignore[attr-defined]
+        app = instance(world, slot, rng.getrandbits(64), protocol)
+        world.live[slot] = (name, loop.spawn(name, app))  # type: ignore[attr-defined]
 
     for slot in range(SLOTS):
         start(slot)

@@ -11,13 +11,13 @@ rebalance listener calls in Java's order. :mod:`kpax.consumer.classic` and
 OffsetCommit/OffsetFetch are capped at v9 (topics by name): v10 names topics
 by id and buys nothing here.
 
-Imports: kpax.cluster, kpax.broker, kpax.proto, kpax.structs, kpax.metrics, kpax.consumer.*.
+Imports: kpax.cluster, kpax.broker, kpax.proto, kpax.structs, kpax.metrics, kpax.tasks,
+kpax.consumer.*.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import logging
 import time
@@ -38,6 +38,7 @@ from kpax.proto.errors import BrokerResponseError, KafkaError, KafkaTimeoutError
 from kpax.proto.messages import OffsetCommitRequest, OffsetFetchRequest
 from kpax.proto.offset_fetch import offset_fetch_answer, offset_fetch_request
 from kpax.structs import OffsetAndMetadata, TopicPartition
+from kpax.tasks import cancel_and_wait
 
 log = logging.getLogger("kpax.consumer.group")
 
@@ -131,12 +132,7 @@ class GroupBase:
 
     async def stop_tasks(self) -> None:
         self._closed = True
-        tasks = list(self._tasks)
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            with contextlib.suppress(BaseException):
-                await t
+        await cancel_and_wait(list(self._tasks))
 
     def polled(self) -> None:
         """Called from the application's poll (any thread): it is alive."""

@@ -13,7 +13,7 @@ face (:mod:`kpax.parallel.sync`) runs this on a loop thread with a pool of
 Options: those of :data:`~kpax.parallel.options.PARALLEL_OPTIONS`, and any
 consumer option (``group_id`` required).
 
-Imports: kpax.consumer.client, kpax.consumer.pattern, kpax.parallel.*,
+Imports: kpax.consumer.client, kpax.consumer.pattern, kpax.tasks, kpax.parallel.*,
 kpax.proto.errors, kpax.structs.
 """
 
@@ -36,6 +36,7 @@ from kpax.parallel.driver import Driver, Listener
 from kpax.parallel.options import ParallelSettings, split_config
 from kpax.proto.errors import ConfigError, IllegalStateError, KafkaError
 from kpax.structs import TopicPartition
+from kpax.tasks import wait_quietly
 
 __all__ = ["AsyncParallelConsumer"]
 
@@ -120,8 +121,7 @@ class AsyncParallelConsumer:
         self.stop()
         running = self._running
         if running is not None and not running.done():
-            with contextlib.suppress(BaseException):
-                await asyncio.wait_for(asyncio.shield(running), timeout)
+            await wait_quietly([running], timeout)
         if self._started:
             with contextlib.suppress(KafkaError, asyncio.TimeoutError):
                 # what handlers still running at the end of the run finished since

@@ -22,7 +22,7 @@ with the consumer's public API only (``poll``, ``pause``/``resume``,
   finish (at most ``drain_timeout_ms``), what is done is committed, then it
   goes; a lost one goes at once, uncommitted.
 
-Imports: kpax.consumer.client, kpax.metrics, kpax.parallel.*, kpax.proto.errors,
+Imports: kpax.consumer.client, kpax.metrics, kpax.tasks, kpax.parallel.*, kpax.proto.errors,
 kpax.proto.error_codes, kpax.structs.
 """
 
@@ -51,6 +51,7 @@ from kpax.proto.errors import (
     RebalanceInProgressCommitError,
 )
 from kpax.structs import OffsetAndMetadata, TopicPartition
+from kpax.tasks import cancel_and_wait
 
 log = logging.getLogger("kpax.parallel")
 
@@ -144,9 +145,7 @@ class Driver:
                 await self._drain(list(self.engine.parts), "stopping")
                 await self.commit()
             finally:
-                committer.cancel()
-                with contextlib.suppress(BaseException):
-                    await committer
+                await cancel_and_wait([committer])
                 if self._retry_timer is not None:
                     self._retry_timer.cancel()
         if self.fatal is not None:

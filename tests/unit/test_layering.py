@@ -24,6 +24,7 @@ LAYER = {
     "structs": 1,
     "loop_thread": 1,
     "forks": 1,
+    "tasks": 1,
     "event_loops": 1,
     "peer_methods": 0,  # peers' method names, for AttributeError hints
     "user_callbacks": 0,  # calls the application's callbacks (plain or async)

@@ -20,7 +20,7 @@ Linux only (per-thread /proc schedstat).
 
     python -m bench.consumer_cpu [--bootstrap host:9092] [--records 1000000]
                                  [--partitions 1] [--rounds 3] [--faces sync,asyncio]
-                                 [--topic NAME]
+                                 [--topic NAME] [--option NAME=JSON ...]
 
 ``--topic`` reads a topic filled already (its first ``--partitions`` partitions,
 ``--records`` records in all), e.g. to compare two kpax revisions
@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import time
 import uuid
@@ -72,7 +73,14 @@ def fill(bootstrap: str, partitions: int, records: int) -> str:
     return topic
 
 
-def consume(bootstrap: str, topic: str, partitions: int, records: int, face: str) -> dict[str, Any]:
+def consume(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    records: int,
+    face: str,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     import kpax
     from kpax.consumer.buffer import FetchBuffer
 
@@ -91,6 +99,7 @@ def consume(bootstrap: str, topic: str, partitions: int, records: int, face: str
     FetchBuffer.wait_async = wait_async  # type: ignore[method-assign]
     tps = [kpax.TopicPartition(topic, p) for p in range(partitions)]
     opts: dict[str, Any] = {"auto_offset_reset": "earliest", "enable_auto_commit": False}
+    opts.update(extra or {})
     try:
         if face == "sync":
             c = kpax.Consumer(bootstrap, **opts)
@@ -138,7 +147,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--faces", default="sync,asyncio")
     ap.add_argument("--topic", default=None, help="read this topic (filled already) instead")
+    ap.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="NAME=JSON",
+        help="a consumer option for every face, e.g. --option fetch_buffer_chunks=4 (repeatable)",
+    )
     a = ap.parse_args(argv)
+    extra = {k: json.loads(v) for k, v in (o.split("=", 1) for o in a.option)}
     faces = [f.strip() for f in a.faces.split(",") if f.strip()]
     if a.bootstrap:
         os.environ["KPAX_TEST_BOOTSTRAP"] = a.bootstrap
@@ -146,7 +163,7 @@ def main(argv: list[str] | None = None) -> None:
         topic = a.topic or fill(bootstrap, a.partitions, a.records)
         for rnd in range(1, a.rounds + 1):
             for face in faces:
-                r = consume(bootstrap, topic, a.partitions, a.records, face)
+                r = consume(bootstrap, topic, a.partitions, a.records, face, extra)
                 cpu = "; ".join(
                     f"thread {i} ({name}) {run:.0f} ns CPU + {wait:.0f} ns waiting for a CPU"
                     for i, (name, run, wait) in enumerate(r["threads"], 1)

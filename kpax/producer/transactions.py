@@ -21,20 +21,22 @@ EndTxn bumps the producer epoch. :attr:`TransactionManager.v2` says which path
 is in use; on older clusters (``transaction.version`` 1, or Kafka 3.x) it is
 the add-first path above.
 
-States: UNINITIALIZED -> READY (init) -> IN_TRANSACTION (begin) -> READY
-(commit/abort). A failed send puts the transaction in ABORTABLE_ERROR (only
-abort is allowed); PRODUCER_FENCED / INVALID_PRODUCER_EPOCH /
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED are FATAL: every later call raises
-the same error (:class:`ProducerFencedError` for a zombie).
+The states and their transitions are one table in the sans-I/O core,
+:mod:`kpax.producer.txn_state` (:class:`TxnMachine`): UNINITIALIZED -> READY
+(init) -> IN_TRANSACTION (begin) -> READY (commit/abort). A failed send puts
+the transaction in ABORTABLE_ERROR (only abort is allowed); PRODUCER_FENCED /
+INVALID_PRODUCER_EPOCH / TRANSACTIONAL_ID_AUTHORIZATION_FAILED are FATAL:
+every later call raises the same error (:class:`ProducerFencedError` for a
+zombie). A commit or abort that failed on a retriable error (a timeout) may be
+called again: it resumes.
 
-Imports: kpax.cluster (cluster, request_path), kpax.broker, kpax.producer.idempotence,
+Imports: kpax.cluster (cluster, request_path), kpax.broker, kpax.producer (idempotence, txn_state),
 kpax.proto, kpax.structs, the standard library.
 """
 
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
 import time
 from collections import defaultdict
@@ -45,6 +47,7 @@ from kpax.broker.broker import Broker
 from kpax.cluster.cluster import GROUP, TRANSACTION, Cluster
 from kpax.cluster.request_path import Deadline, RequestPath, RetryPolicy, ToCoordinator
 from kpax.producer.idempotence import ProducerIdentity
+from kpax.producer.txn_state import TxnEvent, TxnMachine, TxnState
 from kpax.proto.error_codes import ConcurrentTransactionsError, ProducerFencedError
 from kpax.proto.error_families import (
     PRODUCER_FENCED_ERRORS,
@@ -54,7 +57,6 @@ from kpax.proto.error_families import (
     code_in,
 )
 from kpax.proto.errors import (
-    IllegalStateError,
     KafkaError,
     KafkaTimeoutError,
     TransactionAbortedError,
@@ -100,17 +102,6 @@ def _txn_retriable(error: KafkaError, deadline: Deadline | None = None) -> bool:
     return error.retriable or isinstance(error, ConcurrentTransactionsError)
 
 
-class TxnState(enum.Enum):
-    UNINITIALIZED = "uninitialized"
-    INITIALIZING = "initializing"
-    READY = "ready"
-    IN_TRANSACTION = "in transaction"
-    COMMITTING = "committing"
-    ABORTING = "aborting"
-    ABORTABLE_ERROR = "abortable error"
-    FATAL = "fatal error"
-
-
 class TransactionManager:
     """Transaction state and coordinator requests of one transactional producer."""
 
@@ -137,11 +128,14 @@ class TransactionManager:
         self.requests = RequestPath(cluster, RetryPolicy(retry_backoff_ms, retry_backoff_max_ms))
         self._wake_sender = wake_sender
         self._on_new_epoch = on_new_epoch
-        self.state = TxnState.UNINITIALIZED
-        self._error: KafkaError | None = None
+        #: The state and the error that put it there: the sans-I/O core (kpax.producer.txn_state).
+        self.machine = TxnMachine(self._describe())
         self._added: set[TopicPartition] = set()
         self._pending: set[TopicPartition] = set()
         self._adding: asyncio.Task[None] | None = None
+        #: The EndTxn of a commit or abort under way (a call that timed out and is
+        #: made again waits for it instead of sending another).
+        self._ending: asyncio.Future[None] | None = None
         #: The coordinator knows of this transaction (partitions or offsets were added).
         self._open_on_broker = False
         #: Transactions v2 (KIP-890): partitions and offsets join a transaction
@@ -153,20 +147,13 @@ class TransactionManager:
     def _describe(self) -> str:
         return f"transactional id {self.transactional_id!r}"
 
-    def _require(self, *states: TxnState, action: str) -> None:
-        if self.state is TxnState.FATAL and self._error is not None:
-            raise self._error
-        if self.state not in states:
-            hint = ""
-            if self.state is TxnState.ABORTABLE_ERROR and self._error is not None:
-                hint = f" (the transaction failed: {self._error.message}; abort it)"
-            elif self.state is TxnState.READY and TxnState.IN_TRANSACTION in states:
-                hint = " (no transaction begun: call begin_transaction() first)"
-            elif self.state is TxnState.UNINITIALIZED:
-                hint = " (call init_transactions() first)"
-            raise IllegalStateError(
-                f"cannot {action} for {self._describe()}: the producer is {self.state.value}{hint}"
-            )
+    @property
+    def state(self) -> TxnState:
+        return self.machine.state
+
+    @property
+    def _error(self) -> KafkaError | None:
+        return self.machine.error
 
     @property
     def in_transaction(self) -> bool:
@@ -186,19 +173,16 @@ class TransactionManager:
 
     def check_send(self) -> None:
         """``send`` is allowed only inside a transaction."""
-        if self.state is TxnState.IN_TRANSACTION:
+        if self.machine.state is TxnState.IN_TRANSACTION:
             return
-        self._require(TxnState.IN_TRANSACTION, action="send")
+        self.machine.check(TxnEvent.SEND)
 
     def fail(self, error: KafkaError) -> None:
         """A batch of the transaction failed: fatal if fenced, else abortable."""
-        if self.state is TxnState.FATAL:
-            return
         if isinstance(error, TXN_FATAL_ERRORS):
             self._fatal(error)
-        elif self.state in (TxnState.IN_TRANSACTION, TxnState.COMMITTING):
-            self.state = TxnState.ABORTABLE_ERROR
-            self._error = error
+        else:
+            self.machine.fire(TxnEvent.FAILED, error)
 
     def _fatal(self, error: KafkaError) -> None:
         if isinstance(error, PRODUCER_FENCED_ERRORS):
@@ -208,8 +192,7 @@ class TransactionManager:
             )
             fenced.__cause__ = error
             error = fenced
-        self.state = TxnState.FATAL
-        self._error = error
+        self.machine.fire(TxnEvent.FATAL, error)
 
     # ------------------------------------------------------------ coordinator requests
 
@@ -275,8 +258,7 @@ class TransactionManager:
     async def init(self, timeout: float) -> None:
         """InitProducerId at the coordinator: fences older producers with this id
         and aborts their open transaction."""
-        self._require(TxnState.UNINITIALIZED, TxnState.READY, action="init transactions")
-        self.state = TxnState.INITIALIZING
+        self.machine.fire(TxnEvent.INIT)
         deadline = time.monotonic() + timeout
 
         async def send(broker: Broker) -> tuple[Any, bool]:
@@ -297,19 +279,18 @@ class TransactionManager:
                 "InitProducerId", ToCoordinator(self.transactional_id, TRANSACTION), send, deadline
             )
         except BaseException:
-            if self.state is TxnState.INITIALIZING:
-                self.state = TxnState.UNINITIALIZED
+            if self.state is TxnState.INITIALIZING:  # (not FATAL: that stays)
+                self.machine.fire(TxnEvent.INIT_FAILED)
             raise
         self.v2 = v2
         self.identity.set(resp.producer_id, resp.producer_epoch)
-        self.state = TxnState.READY
+        self.machine.fire(TxnEvent.INITIALIZED)
 
     def begin(self) -> None:
-        self._require(TxnState.READY, action="begin a transaction")
+        self.machine.fire(TxnEvent.BEGIN)
         self._added.clear()
         self._pending.clear()
         self._open_on_broker = False
-        self.state = TxnState.IN_TRANSACTION
 
     # ------------------------------------------------------------ partitions
 
@@ -388,7 +369,7 @@ class TransactionManager:
         timeout: float,
     ) -> None:
         """Commit consumed offsets as part of the transaction."""
-        self._require(TxnState.IN_TRANSACTION, action="send offsets to the transaction")
+        self.machine.check(TxnEvent.SEND_OFFSETS)
         deadline = time.monotonic() + timeout
         if not self.v2:  # (v2: TxnOffsetCommit adds the offsets, KIP-890)
             await self._add_offsets(group, deadline)
@@ -472,29 +453,47 @@ class TransactionManager:
 
     async def end(self, commit: bool, flush: Callable[[], Any], timeout: float) -> None:
         """Commit (after every batch of the transaction is acknowledged) or abort
-        (after unsent batches are dropped and in-flight ones answered)."""
-        action = "commit the transaction" if commit else "abort the transaction"
-        if commit:
-            self._require(TxnState.IN_TRANSACTION, action=action)
-        else:
-            self._require(TxnState.IN_TRANSACTION, TxnState.ABORTABLE_ERROR, action=action)
-        self.state = TxnState.COMMITTING if commit else TxnState.ABORTING
+        (after unsent batches are dropped and in-flight ones answered), waiting at
+        most ``timeout`` seconds. Past it a KafkaTimeoutError says the outcome is
+        not known yet; calling the same method again resumes (as in the Java
+        client): it flushes what is left and waits for the EndTxn already sent."""
+        self.machine.fire(TxnEvent.COMMIT if commit else TxnEvent.ABORT)
         deadline = time.monotonic() + timeout
         try:
             await flush()
+        except KafkaTimeoutError:
+            raise  # batches still in flight: the call may be made again
         except KafkaError as exc:
-            if commit:
-                self.fail(exc)
-                if self.state is TxnState.COMMITTING:
-                    self.state = TxnState.ABORTABLE_ERROR
-                    self._error = exc
-                raise
+            self.fail(exc)  # committing: only abort is left; aborting: abort again
+            raise
         if self.state is TxnState.FATAL:
             assert self._error is not None
             raise self._error
         if commit and self.state is TxnState.ABORTABLE_ERROR:
             assert self._error is not None
             raise self._error
+        ending = self._ending
+        if ending is None:
+            ending = self._ending = asyncio.ensure_future(self._end_on_broker(commit))
+            # (retrieved even if no call waits for it any more: the producer closed)
+            ending.add_done_callback(lambda f: f.cancelled() or f.exception())
+        try:
+            await asyncio.wait_for(asyncio.shield(ending), max(deadline - time.monotonic(), 0.001))
+        except asyncio.TimeoutError:
+            call = "commit_transaction()" if commit else "abort_transaction()"
+            raise KafkaTimeoutError(
+                f"EndTxn ({'commit' if commit else 'abort'}) for {self._describe()} not "
+                f"answered within {timeout:g}s: the coordinator may still complete it; call "
+                f"{call} again to wait for the outcome"
+            ) from None
+        finally:
+            if ending.done():
+                self._ending = None
+
+    async def _end_on_broker(self, commit: bool) -> None:
+        """EndTxn, once per commit or abort however often the call is made (its
+        retries bounded by the transaction timeout, after which the coordinator
+        aborts the transaction itself)."""
         if self._adding is not None and not self._adding.done():
             self._adding.cancel()
         if self._open_on_broker:
@@ -508,7 +507,7 @@ class TransactionManager:
                 ),
                 TRANSACTION,
                 self.transactional_id,
-                deadline,
+                time.monotonic() + max(self.transaction_timeout_ms / 1000, self.request_timeout),
             )
             if getattr(resp, "producer_epoch", -1) >= 0 and resp.producer_id >= 0:
                 # KIP-890 (transaction version 2): the coordinator bumps the epoch at
@@ -518,5 +517,4 @@ class TransactionManager:
         self._added.clear()
         self._pending.clear()
         self._open_on_broker = False
-        self._error = None
-        self.state = TxnState.READY
+        self.machine.fire(TxnEvent.ENDED)

@@ -167,3 +167,25 @@ def test_a_send_outside_a_transaction_says_to_begin_one(fake_kafka) -> None:
         p.init_transactions()
         with pytest.raises(kpax.IllegalStateError, match=r"begin_transaction\(\) first"):
             p.send("tx-hint", b"x")
+
+
+@pytest.mark.parametrize("tv", ["1", "2"])
+def test_a_commit_that_timed_out_is_called_again_and_completes(fake_kafka, tv):
+    """As in the Java client: commit_transaction() that timed out (EndTxn slow to
+    answer) may be called again, and it finishes the same transaction (it was an
+    IllegalStateError, "the producer is committing", and the producer was stuck)."""
+    fake_kafka.call(lambda c: c.state.config.update({"transaction.version": tv}))
+    fake_kafka.create_topic("slow-end", 1)
+    with kpax.Producer(fake_kafka.bootstrap, transactional_id=f"t-slow-{tv}") as p:
+        p.init_transactions()
+        p.begin_transaction()
+        p.send("slow-end", b"once", partition=0)
+        slow = fake_kafka.inject("EndTxn", delay_ms=3000)
+        with pytest.raises(kpax.KafkaTimeoutError):
+            p.commit_transaction(timeout=0.5)
+        eventually(lambda: slow.hits == 1, timeout=10)
+        p.commit_transaction(timeout=30)
+        p.begin_transaction()  # the producer goes on
+        p.send("slow-end", b"twice", partition=0)
+        p.commit_transaction()
+    assert _read(fake_kafka.bootstrap, "slow-end", 1, "read_committed") == [b"once", b"twice"]

@@ -165,7 +165,11 @@ def test_static_members_rejoin_without_a_rebalance(kafka, topic):
     c2 = kpax.Consumer(kafka.bootstrap, group_instance_id="b", **kw)
     c2.subscribe([t])
     try:
-        poll_until([c1, c2], balanced([c1, c2], 4))
+        settled = balanced([c1, c2], 4)
+        # (the listener hears of an assignment at a later poll than assignment() shows it)
+        poll_until(
+            [c1, c2], lambda: settled() and r1.events[-1:] == [("assigned", c1.assignment())]
+        )
         mine, theirs = c1.assignment(), c2.assignment()
         events = len(r1.events)
         c2.close()  # static: no LeaveGroup

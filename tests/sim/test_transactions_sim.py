@@ -11,7 +11,9 @@ new one fences the old and aborts its open transaction), and a seeded
 :class:`~kpax.testing.sim.chaos.Chaos` moves leaders, group and transaction
 coordinators, cuts connections, slows links and answers retriable errors, the
 transaction APIs' included. An instance that gets an error it cannot retry
-aborts (or is fenced), leaves, and starts again from the committed offsets.
+aborts and either rewinds to the committed offsets and goes on in the group
+(as docs/transactions.md's loop does) or leaves and starts again from them; a
+fenced one starts again.
 Checked after every run:
 
 - a read_committed reader of the output sees every input record's output
@@ -58,6 +60,7 @@ async def instance(world: World, slot: int, seed: int, protocol: str) -> None:
     rng = random.Random(seed)
     loop = asyncio.get_running_loop()
     work = rng.choice([0.01, 0.1, 0.2])  # the most one record takes, in seconds
+    rewinds = rng.random() < 0.5  # after an abort: rewind in the group, or leave and restart
     while True:
         try:
             async with (
@@ -110,6 +113,18 @@ async def instance(world: World, slot: int, seed: int, protocol: str) -> None:
                                 with_abort = "abort failed"
                         else:
                             with_abort = "fenced"
+                        if with_abort == "aborted" and rewinds:
+                            # docs/transactions.md's loop: stay in the group, read the
+                            # aborted inputs again from the committed offsets
+                            world.events.append(
+                                f"t={loop.time():.2f} app-{slot}: {type(exc).__name__} (aborted); "
+                                "rewinds to the committed offsets"
+                            )
+                            try:
+                                await rewind(consumer)
+                            except kpax.KafkaError as again:
+                                raise _Restart from again
+                            continue
                         world.events.append(
                             f"t={loop.time():.2f} app-{slot}: {type(exc).__name__} ({with_abort}); "
                             "restarts from the committed offsets"
@@ -117,6 +132,16 @@ async def instance(world: World, slot: int, seed: int, protocol: str) -> None:
                         raise _Restart from exc
         except _Restart:
             await asyncio.sleep(rng.uniform(0.05, 0.5))
+
+
+async def rewind(consumer: kpax.aio.Consumer) -> None:
+    """Back to the committed offsets (docs/transactions.md): the aborted inputs again."""
+    assigned = consumer.assignment()
+    for tp, committed in (await consumer.committed(assigned)).items():
+        if committed is None:
+            consumer.seek_to_beginning(tp)
+        else:
+            consumer.seek(tp, committed.offset)
 
 
 class _Restart(Exception):

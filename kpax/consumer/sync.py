@@ -27,7 +27,8 @@ from itertools import chain
 from types import TracebackType
 from typing import Any, TypeVar
 
-from kpax.consumer.client import AsyncConsumer, one_partition
+from kpax.consumer.client import AsyncConsumer
+from kpax.consumer.partition_args import one_partition
 from kpax.consumer.pattern import subscribe_args
 from kpax.consumer.record import ConsumerRecord
 from kpax.consumer.state import PartitionState
@@ -469,7 +470,7 @@ class Consumer(PeerHints, SyncFace):
         after every record ``poll()`` returned, or after the record the iteration is
         on: call it after processing them; blocks. (Auto-commit sends only what the
         application has moved past: see docs/consumer.md.)"""
-        snapshot = self._core._commit_offsets() if offsets is None else dict(offsets)
+        snapshot = self._core._member._commit_offsets() if offsets is None else dict(offsets)
         self._run(self._core.commit(snapshot))
 
     def commit_async(
@@ -479,7 +480,7 @@ class Consumer(PeerHints, SyncFace):
         | None = None,
     ) -> concurrent.futures.Future[None]:
         """Start a commit and return at once; ``callback(offsets, exc)`` runs on the I/O thread."""
-        snapshot = self._core._commit_offsets() if offsets is None else dict(offsets)
+        snapshot = self._core._member._commit_offsets() if offsets is None else dict(offsets)
         if self._closed:
             raise self._closed_error("commit_async")
 

@@ -112,8 +112,8 @@ class Consumer(PeerHints, SyncFace):
 
         self._buffer.on_drained = drained
         # Records are built on this (the caller's) thread, as it reads them: the I/O
-        # thread only checks the batches (see Fetcher.defer_build).
-        fetcher.defer_build = True
+        # thread only checks the batches (see ChunkDecoder.defer_build).
+        fetcher.decoder.defer_build = True
         self._core.listener_runner = self._buffer.call_in_app
         if names:
             try:

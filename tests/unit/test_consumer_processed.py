@@ -255,7 +255,8 @@ def test_processed_offsets_never_go_behind_a_commit_of_this_member():
     c = _consumer(a)
     c.buffer.put(_chunk(a, 0, 10))
     c.buffer.take(10)
-    c._member._on_committed(c._member._consumed_offsets(changed_only=True))  # commit() with records in hand
+    # commit() with records in hand:
+    c._member._on_committed(c._member._consumed_offsets(changed_only=True))
     assert a.committed == 10
     assert c._member._processed_offsets() == {}  # not 0: the application said 0..9 are done
 

@@ -42,7 +42,7 @@ import re
 import time
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kpax.cluster.cluster import Cluster
 from kpax.config import given_options, resolve
@@ -56,7 +56,7 @@ from kpax.consumer.java_metrics import consumer_metrics
 from kpax.consumer.kip848 import ConsumerGroup
 from kpax.consumer.member_side import MemberSide
 from kpax.consumer.offsets import EARLIEST, LATEST, list_offsets
-from kpax.consumer.options import CONSUMER_OPTIONS, ConsumerSettings
+from kpax.consumer.options import CONSUMER_OPTIONS, ConsumerConfig, ConsumerSettings
 from kpax.consumer.partition_args import one_partition, partition_list
 from kpax.consumer.record import ConsumerRecord
 from kpax.consumer.state import PartitionState
@@ -72,6 +72,9 @@ from kpax.structs import (
     OffsetAndTimestamp,
     TopicPartition,
 )
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # (typing's from Python 3.11)
 
 log = logging.getLogger("kpax.consumer")
 
@@ -93,10 +96,11 @@ class AsyncConsumer(PeerHints):
     def __init__(
         self,
         bootstrap_servers: str | Sequence[str] | Mapping[str, Any] | None = None,
-        **config: Any,
+        /,
+        **config: Unpack[ConsumerConfig],
     ) -> None:
-        config = given_options(bootstrap_servers, config)
-        self.config = resolve("consumer", CONSUMER_OPTIONS, config)
+        given = given_options(bootstrap_servers, config)
+        self.config = resolve("consumer", CONSUMER_OPTIONS, given)
         #: The typed view of ``config`` the consumer's components read (built once).
         self.settings = settings = ConsumerSettings.from_config(self.config)
         #: Counters behind :meth:`metrics` (kpax.metrics; None when switched off).

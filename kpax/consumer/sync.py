@@ -22,12 +22,13 @@ import concurrent.futures
 import logging
 import re
 import time
-from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
 from itertools import chain
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kpax.consumer.client import AsyncConsumer
+from kpax.consumer.options import ConsumerConfig
 from kpax.consumer.partition_args import one_partition
 from kpax.consumer.pattern import subscribe_args
 from kpax.consumer.record import ConsumerRecord
@@ -42,6 +43,9 @@ from kpax.structs import (
     TopicPartition,
 )
 from kpax.sync_face import SyncFace
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # (typing's from Python 3.11)
 
 log = logging.getLogger("kpax.consumer")
 
@@ -66,16 +70,17 @@ class Consumer(PeerHints, SyncFace):
     def __init__(
         self,
         *topics: str,
-        bootstrap_servers: str | Sequence[str] | None = None,
         consumer_timeout_ms: float | None = None,
-        **config: Any,
+        **config: Unpack[ConsumerConfig],
     ) -> None:
         # kpax.Consumer("host:9092", ...) as the README shows; a first positional
         # argument containing ":" is the bootstrap list, the rest are topics.
         names: list[Any] = list(topics)
+        options: dict[str, Any] = dict(config)
+        bootstrap_servers = options.pop("bootstrap_servers", None)  # (given as a keyword)
         if names and isinstance(names[0], Mapping):
             # confluent-kafka's Consumer({"bootstrap.servers": ..., "group.id": ...})
-            config = {**names.pop(0), **config}
+            options = {**names.pop(0), **options}
         if bootstrap_servers is None and names and (":" in names[0] or "," in names[0]):
             bootstrap_servers = names.pop(0)
         # Every argument is checked before the I/O thread starts: a refused one
@@ -93,7 +98,7 @@ class Consumer(PeerHints, SyncFace):
                 f"consumer option consumer_timeout_ms={consumer_timeout_ms!r}: must be a "
                 "number >= 0 (or None)"
             )
-        core = self._core = AsyncConsumer(bootstrap_servers, **config)  # validates options first
+        core = self._core = AsyncConsumer(bootstrap_servers, **options)  # validates options first
         self._consumer_timeout = consumer_timeout_ms / 1000 if consumer_timeout_ms else None
         settings = core.settings
         margin = 5.0 + settings.request_timeout

@@ -49,7 +49,7 @@ import time
 import warnings
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from functools import partial
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kpax.cluster.cluster import Cluster
 from kpax.config import given_options
@@ -65,7 +65,7 @@ from kpax.producer.deferred import defer, memory_full_error, send_later
 from kpax.producer.fastpath import in_callbacks, sendpath
 from kpax.producer.idempotence import ProducerIdentity
 from kpax.producer.java_metrics import producer_metrics
-from kpax.producer.options import ProducerSettings, resolve_producer_config
+from kpax.producer.options import ProducerConfig, ProducerSettings, resolve_producer_config
 from kpax.producer.partitioner import (
     DefaultPartitioner,
     _murmur2_unsigned,
@@ -102,6 +102,9 @@ from kpax.proto.topic_names import check_topic
 from kpax.structs import ConsumerGroupMetadata, OffsetAndMetadata, RecordMetadata
 from kpax.user_callbacks import call_user
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # (typing's from Python 3.11)
+
 __all__ = ["AsyncProducer", "check_timestamp"]  # (check_timestamp: kpax.producer.planning)
 
 log = logging.getLogger("kpax.producer")
@@ -136,10 +139,10 @@ class AsyncProducer(PeerHints):
     def __init__(
         self,
         bootstrap_servers: str | Sequence[str] | Mapping[str, Any] | None = None,
-        **config: Any,
+        /,
+        **config: Unpack[ProducerConfig],
     ) -> None:
-        config = given_options(bootstrap_servers, config)
-        cfg = self.config = resolve_producer_config(config)
+        cfg = self.config = resolve_producer_config(given_options(bootstrap_servers, config))
         #: Counters behind :meth:`metrics` (None when switched off: kpax.metrics._ENABLED).
         self._metrics = Metrics() if metrics_enabled() else None
         self._conn_metrics = ConnectionMetrics(self._metrics) if self._metrics else None

@@ -32,7 +32,7 @@ warns (ResourceWarning) and closes in the background (kpax.sync_face). The
 C appender reaches this face's ``send`` through a weak reference: the I/O
 thread holds the core, and must not keep the face alive.
 
-Imports: kpax.producer.{client,batch,deferred,exit_flush,planning}, kpax.sync_face,
+Imports: kpax.producer.{client,batch,deferred,exit_flush,options,planning}, kpax.sync_face,
 kpax.proto.errors, kpax.structs, kpax.peer_methods.
 """
 
@@ -44,16 +44,20 @@ import logging
 import weakref
 from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from functools import partial
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kpax.peer_methods import PRODUCER, PeerHints
 from kpax.producer import deferred, exit_flush
 from kpax.producer.batch import BulkFuture, Callback, RecordFuture, bad_callback
 from kpax.producer.client import AsyncProducer
+from kpax.producer.options import ProducerConfig
 from kpax.producer.planning import PartitionNotInMetadata
 from kpax.proto.errors import KafkaError, KafkaTimeoutError
 from kpax.structs import ConsumerGroupMetadata, OffsetAndMetadata
 from kpax.sync_face import SyncFace
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # (typing's from Python 3.11)
 
 __all__ = ["Producer"]
 
@@ -83,7 +87,8 @@ class Producer(PeerHints, SyncFace):
     def __init__(
         self,
         bootstrap_servers: str | Sequence[str] | Mapping[str, Any] | None = None,
-        **config: Any,
+        /,
+        **config: Unpack[ProducerConfig],
     ) -> None:
         core = self._core = AsyncProducer(bootstrap_servers, **config)  # validates options first
         self.config = core.config

@@ -6,7 +6,8 @@ and waits (bounded by the call's timeout plus a margin). Safe to use from
 several threads at once; closing stops the thread; a call after close raises
 :class:`ClientClosedError`.
 
-Imports: kpax.admin.{base,client,types}, kpax.sync_face, kpax.structs, kpax.peer_methods.
+Imports: kpax.admin.base, kpax.admin.client, kpax.admin.types, kpax.sync_face, kpax.structs,
+kpax.peer_methods.
 """
 
 from __future__ import annotations

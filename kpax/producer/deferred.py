@@ -67,7 +67,7 @@ def memory_full_error(
 
 
 def filled(p: AsyncProducer, plan: BulkPlan, n: int) -> bool | None:
-    """``try_fill`` as a ``_wait_memory`` attempt: True when done, None to wait more."""
+    """``try_fill`` as a :func:`wait_memory` attempt: True when done, None to wait more."""
     return True if p._try_fill(plan, n) else None
 
 

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         PatternType,
         ResourceType,
     )
+    from kpax.admin.base import AdminConfig
     from kpax.consumer import (
         CommitFailedError,
         Consumer,
@@ -43,7 +44,9 @@ if TYPE_CHECKING:
         RebalanceInProgressCommitError,
         ShareConsumerRecord,
     )
+    from kpax.consumer.options import ConsumerConfig
     from kpax.consumer.share import AcknowledgeType, ShareConsumer
+    from kpax.consumer.share.options import ShareConsumerConfig
     from kpax.errors import (
         AuthenticationError,
         AuthorizationError,
@@ -68,6 +71,7 @@ if TYPE_CHECKING:
     )
     from kpax.parallel import ParallelConsumer
     from kpax.producer import BulkFuture, Producer, RecordFuture
+    from kpax.producer.options import ProducerConfig
     from kpax.structs import (
         BatchResult,
         ConsumerGroupMetadata,
@@ -130,6 +134,10 @@ __all__ = [
     "SerializationError",
     "UnsupportedApiError",
     "UnsupportedCodecError",
+    "ProducerConfig",
+    "ConsumerConfig",
+    "ShareConsumerConfig",
+    "AdminConfig",
     "__version__",
 ]
 
@@ -191,6 +199,12 @@ _LAZY: dict[str, str] = {
     ),
     **dict.fromkeys(("BulkFuture", "Producer", "RecordFuture"), "kpax.producer"),
     "ParallelConsumer": "kpax.parallel",
+    # the options' TypedDicts (``**config: Unpack[ProducerConfig]``), for annotating
+    # a configuration built apart from the call
+    "ProducerConfig": "kpax.producer.options",
+    "ConsumerConfig": "kpax.consumer.options",
+    "ShareConsumerConfig": "kpax.consumer.share.options",
+    "AdminConfig": "kpax.admin.base",
     **dict.fromkeys(
         (
             "BatchResult",

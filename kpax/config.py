@@ -30,7 +30,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields, is_dataclass
-from typing import Any
+from typing import Annotated, Any, TypedDict, get_type_hints
 
 from kpax.proto.errors import ConfigError
 
@@ -130,11 +130,34 @@ class ClientConfig(dict[str, Any]):
 @dataclass(frozen=True)
 class Option:
     """One configuration option: its default, and a check that returns the
-    normalised value or raises ValueError/TypeError with what it accepts."""
+    normalised value or raises ValueError/TypeError with what it accepts.
+
+    Declared once, as the ``Annotated`` metadata of the option's key in its
+    client's config TypedDict (``linger_ms: Annotated[int, Option(5,
+    non_negative_int)]`` in ``ProducerConfig``): the key is the option's name,
+    the type is what users' type checkers see (``**config: Unpack[...]``), and
+    :func:`option_table` reads the Options back for :func:`resolve` and the
+    docs' option tables."""
 
     default: Any
     check: Callable[[Any], Any] | None = None
     doc: str = ""
+
+
+def option_table(config_type: type) -> dict[str, Option]:
+    """The option table of a client's config TypedDict (in declaration order,
+    inherited keys first): each key's :class:`Option`, from its ``Annotated``
+    metadata. A key without exactly one Option is a TypeError at import."""
+    out: dict[str, Option] = {}
+    for name, hint in get_type_hints(config_type, include_extras=True).items():
+        found = [m for m in getattr(hint, "__metadata__", ()) if isinstance(m, Option)]
+        if len(found) != 1:
+            raise TypeError(
+                f"{config_type.__name__}.{name}: declare the option as "
+                "Annotated[<type>, Option(default, check, doc)]"
+            )
+        out[name] = found[0]
+    return out
 
 
 def one_of(*choices: Any) -> Callable[[Any], Any]:
@@ -282,24 +305,34 @@ PEER_HINTS: dict[str, str] = {
 }
 
 
-#: The producer's and the consumer's statistics and error callbacks
-#: (confluent-kafka's ``stats_cb``/``error_cb``), declared once for both.
-CALLBACK_OPTIONS: dict[str, Option] = {
-    "statistics_interval_ms": Option(
-        0, non_negative_int, "how often stats_callback gets metrics() (0: never)"
-    ),
-    "stats_callback": Option(
-        None,
-        callback_or_none,
-        "callable(metrics: dict[str, float]) every statistics_interval_ms (may be async def)",
-    ),
-    "error_callback": Option(
-        None,
-        callback_or_none,
-        "callable(error) (may be async def): client-level problems (no broker reachable, "
-        "authentication failed, a fatal error), once per change",
-    ),
-}
+class CallbackConfig(TypedDict, total=False):
+    """The producer's and the consumer's statistics and error callbacks
+    (confluent-kafka's ``stats_cb``/``error_cb``), declared once for both."""
+
+    statistics_interval_ms: Annotated[
+        int, Option(0, non_negative_int, "how often stats_callback gets metrics() (0: never)")
+    ]
+    stats_callback: Annotated[
+        Callable[[dict[str, float]], Any] | None,
+        Option(
+            None,
+            callback_or_none,
+            "callable(metrics: dict[str, float]) every statistics_interval_ms (may be async def)",
+        ),
+    ]
+    error_callback: Annotated[
+        Callable[[BaseException], Any] | None,
+        Option(
+            None,
+            callback_or_none,
+            "callable(error) (may be async def): client-level problems (no broker reachable, "
+            "authentication failed, a fatal error), once per change",
+        ),
+    ]
+
+
+#: The options of :class:`CallbackConfig`.
+CALLBACK_OPTIONS: dict[str, Option] = option_table(CallbackConfig)
 
 
 def _from_string(check: Callable[[Any], Any], text: str) -> Any:
@@ -315,16 +348,17 @@ def _from_string(check: Callable[[Any], Any], text: str) -> Any:
     return check(number)
 
 
-def given_options(first: Any, config: dict[str, Any]) -> dict[str, Any]:
+def given_options(first: Any, config: Mapping[str, Any]) -> dict[str, Any]:
     """A client's keyword options with its first positional argument folded in:
     the bootstrap servers, or a whole configuration dict as confluent-kafka
     takes it (``kpax.Producer({"bootstrap.servers": ..., "acks": "all"})``;
     keyword options win)."""
     if isinstance(first, Mapping):
         return {**first, **config}
+    out = dict(config)
     if first is not None:
-        config["bootstrap_servers"] = first
-    return config
+        out["bootstrap_servers"] = first
+    return out
 
 
 def resolve(kind: str, options: Mapping[str, Option], given: Mapping[str, Any]) -> ClientConfig:

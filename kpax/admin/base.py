@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from kpax.broker.broker import Broker
-from kpax.broker.options import COMMON_OPTIONS
+from kpax.broker.options import ConnectionConfig
 from kpax.cluster.cluster import GROUP, Cluster
 from kpax.cluster.request_path import Deadline, RequestPath, RetryPolicy, ToLeader
-from kpax.config import Option, given_options, positive_int, resolve
+from kpax.config import Option, given_options, option_table, positive_int, resolve
 from kpax.metrics import ConnectionMetrics, Metrics, metrics_enabled
 from kpax.proto.error_codes import InvalidTopicError, NonEmptyGroupError
 from kpax.proto.error_families import COORDINATOR_ERRORS, UNKNOWN_TOPIC_ERRORS, code_in
@@ -33,13 +33,22 @@ from kpax.proto.messages import DeleteGroupsRequest
 from kpax.proto.topic_names import check_topic
 from kpax.structs import BatchResult, TopicPartition
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # (typing's from Python 3.11)
+
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
-ADMIN_OPTIONS: dict[str, Option] = {
-    **COMMON_OPTIONS,
-    "default_api_timeout_ms": Option(60000, positive_int),
-}
+
+class AdminConfig(ConnectionConfig, total=False):
+    """The options of ``kpax.Admin`` / ``kpax.aio.Admin`` (their ``**config``),
+    each declared once (:func:`kpax.config.option_table`)."""
+
+    default_api_timeout_ms: Annotated[int, Option(60000, positive_int)]
+
+
+#: The admin client's option table (from :class:`AdminConfig`).
+ADMIN_OPTIONS: dict[str, Option] = option_table(AdminConfig)
 
 #: How long a call on an existing topic (leader-routed, or describe, delete,
 #: create partitions) retries UNKNOWN_TOPIC_OR_PARTITION: a topic just created
@@ -64,10 +73,10 @@ class AdminBase:
     def __init__(
         self,
         bootstrap_servers: str | Sequence[str] | Mapping[str, Any] | None = None,
-        **config: Any,
+        /,
+        **config: Unpack[AdminConfig],
     ) -> None:
-        config = given_options(bootstrap_servers, config)
-        self.config = resolve("admin", ADMIN_OPTIONS, config)
+        self.config = resolve("admin", ADMIN_OPTIONS, given_options(bootstrap_servers, config))
         #: Counters behind :meth:`metrics` (kpax.metrics; None when switched off).
         self._metrics = Metrics() if metrics_enabled() else None
         self._conn_metrics = ConnectionMetrics(self._metrics) if self._metrics else None

@@ -34,10 +34,10 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kpax.admin.acls import AclAdmin
-from kpax.admin.base import ADMIN_OPTIONS, AdminBase
+from kpax.admin.base import ADMIN_OPTIONS, AdminBase, AdminConfig
 from kpax.admin.cluster import ClusterAdmin
 from kpax.admin.configs import ConfigAdmin
 from kpax.admin.groups import GroupAdmin
@@ -48,6 +48,9 @@ from kpax.admin.users import UserAdmin
 from kpax.forks import forked_error
 from kpax.forks import track as track_fork
 from kpax.peer_methods import ADMIN, PeerHints
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # (typing's from Python 3.11)
 
 __all__ = ["ADMIN_OPTIONS", "OFFSET_SPECS", "AsyncAdmin"]
 
@@ -75,7 +78,8 @@ class AsyncAdmin(
     def __init__(
         self,
         bootstrap_servers: str | Sequence[str] | Mapping[str, Any] | None = None,
-        **config: Any,
+        /,
+        **config: Unpack[AdminConfig],
     ) -> None:
         super().__init__(bootstrap_servers, **config)
         self.cluster.client_name = self._client_name

@@ -6,14 +6,16 @@ and waits (bounded by the call's timeout plus a margin). Safe to use from
 several threads at once; closing stops the thread; a call after close raises
 :class:`ClientClosedError`.
 
-Imports: kpax.admin.client, kpax.admin.types, kpax.sync_face, kpax.structs, kpax.peer_methods.
+Imports: kpax.admin.base, kpax.admin.client, kpax.admin.types, kpax.sync_face, kpax.structs,
+kpax.peer_methods.
 """
 
 from __future__ import annotations
 
 from collections.abc import Coroutine, Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from kpax.admin.base import AdminConfig
 from kpax.admin.client import AsyncAdmin
 from kpax.admin.types import (
     AclBinding,
@@ -41,6 +43,9 @@ from kpax.structs import (
 )
 from kpax.sync_face import SyncFace
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # (typing's from Python 3.11)
+
 
 class Admin(PeerHints, SyncFace):
     """``kpax.Admin("host:9092")``: create and delete topics, describe the
@@ -56,7 +61,8 @@ class Admin(PeerHints, SyncFace):
     def __init__(
         self,
         bootstrap_servers: str | Sequence[str] | Mapping[str, Any] | None = None,
-        **config: Any,
+        /,
+        **config: Unpack[AdminConfig],
     ) -> None:
         core = self._core = AsyncAdmin(bootstrap_servers, **config)  # validates options first
         margin = 5.0 + core.config["request_timeout_ms"] / 1000

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import os
 import ssl
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, TypedDict
 
 from kpax.broker.sasl import SUPPORTED_MECHANISMS, import_gssapi
 from kpax.broker.tls import build_ssl_context
@@ -26,6 +26,7 @@ from kpax.config import (
     hide,
     non_negative_int,
     one_of,
+    option_table,
     optional_str,
     positive_int,
 )
@@ -58,58 +59,81 @@ def _service_name(value: Any) -> str:
     return value
 
 
-#: Options every client accepts (merged into each client's own table).
-COMMON_OPTIONS: dict[str, Option] = {
-    "bootstrap_servers": Option("localhost:9092", bootstrap_list),
-    "client_id": Option("kpax", optional_str),
-    "request_timeout_ms": Option(30000, positive_int),
-    "socket_connection_setup_timeout_ms": Option(10000, positive_int),
-    "connections_max_idle_ms": Option(540000, positive_int),
-    "reconnect_backoff_ms": Option(50, non_negative_int),
-    "reconnect_backoff_max_ms": Option(1000, non_negative_int),
-    "retry_backoff_ms": Option(100, non_negative_int),
-    "retry_backoff_max_ms": Option(1000, non_negative_int),
-    "metadata_max_age_ms": Option(300000, positive_int),
-    "metadata_recovery_strategy": Option("rebootstrap", one_of("rebootstrap", "none")),
-    "security_protocol": Option("PLAINTEXT", one_of(*[p.lower() for p in SECURITY_PROTOCOLS])),
-    "ssl_context": Option(None),
-    "ssl_cafile": Option(None, optional_str),
-    "ssl_certfile": Option(None, optional_str),
-    "ssl_keyfile": Option(None, optional_str),
-    "ssl_password": Option(None, optional_str),
-    "ssl_check_hostname": Option(True, boolean),
-    "ssl_verify": Option(True, boolean),
-    "sasl_mechanism": Option("PLAIN", one_of(*[m.lower() for m in SUPPORTED_MECHANISMS])),
-    "sasl_plain_username": Option(None, optional_str),
-    "sasl_plain_password": Option(None, optional_str),
-    "sasl_oauth_token_provider": Option(None, token_provider),
-    "sasl_kerberos_service_name": Option(
-        "kafka",
-        _service_name,
-        "GSSAPI: the service part of the brokers' Kerberos principal "
-        "(`kafka` for `kafka/host@REALM`)",
-    ),
-    "sasl_kerberos_domain_name": Option(
-        None,
-        optional_str,
-        "GSSAPI: the host part of the brokers' principal; None: the host kpax connects to",
-    ),
-    "sasl_kerberos_principal": Option(
-        None,
-        optional_str,
-        "GSSAPI, kpax and librdkafka only: this client's principal (`app@REALM`); "
-        "None: the keytab's first one, or the default credentials' (`kinit`)",
-    ),
-    "sasl_kerberos_keytab": Option(
-        None,
-        optional_str,
-        "GSSAPI, kpax and librdkafka only: keytab file to get this client's tickets from "
-        "(kept in memory, renewed from it); None: the default credentials (`kinit`, "
-        "`KRB5CCNAME`, `KRB5_CLIENT_KTNAME`)",
-    ),
-    #: kpax-specific: cap on requests pipelined on one connection.
-    "connection_max_in_flight": Option(1024, positive_int),
-}
+class ConnectionConfig(TypedDict, total=False):
+    """The options every client accepts (each client's config TypedDict derives
+    from it): one declaration per option -- its name, its type for users' type
+    checkers, its default, check and doc (:func:`kpax.config.option_table`)."""
+
+    bootstrap_servers: Annotated[str | Sequence[str], Option("localhost:9092", bootstrap_list)]
+    client_id: Annotated[str | None, Option("kpax", optional_str)]
+    request_timeout_ms: Annotated[int, Option(30000, positive_int)]
+    socket_connection_setup_timeout_ms: Annotated[int, Option(10000, positive_int)]
+    connections_max_idle_ms: Annotated[int, Option(540000, positive_int)]
+    reconnect_backoff_ms: Annotated[int, Option(50, non_negative_int)]
+    reconnect_backoff_max_ms: Annotated[int, Option(1000, non_negative_int)]
+    retry_backoff_ms: Annotated[int, Option(100, non_negative_int)]
+    retry_backoff_max_ms: Annotated[int, Option(1000, non_negative_int)]
+    metadata_max_age_ms: Annotated[int, Option(300000, positive_int)]
+    metadata_recovery_strategy: Annotated[str, Option("rebootstrap", one_of("rebootstrap", "none"))]
+    security_protocol: Annotated[
+        str,
+        Option("PLAINTEXT", one_of(*[p.lower() for p in SECURITY_PROTOCOLS])),
+    ]
+    ssl_context: Annotated[ssl.SSLContext | None, Option(None)]
+    ssl_cafile: Annotated[str | None, Option(None, optional_str)]
+    ssl_certfile: Annotated[str | None, Option(None, optional_str)]
+    ssl_keyfile: Annotated[str | None, Option(None, optional_str)]
+    ssl_password: Annotated[str | None, Option(None, optional_str)]
+    ssl_check_hostname: Annotated[bool, Option(True, boolean)]
+    ssl_verify: Annotated[bool, Option(True, boolean)]
+    sasl_mechanism: Annotated[
+        str,
+        Option("PLAIN", one_of(*[m.lower() for m in SUPPORTED_MECHANISMS])),
+    ]
+    sasl_plain_username: Annotated[str | None, Option(None, optional_str)]
+    sasl_plain_password: Annotated[str | None, Option(None, optional_str)]
+    sasl_oauth_token_provider: Annotated[TokenProvider | None, Option(None, token_provider)]
+    sasl_kerberos_service_name: Annotated[
+        str,
+        Option(
+            "kafka",
+            _service_name,
+            "GSSAPI: the service part of the brokers' Kerberos principal "
+            "(`kafka` for `kafka/host@REALM`)",
+        ),
+    ]
+    sasl_kerberos_domain_name: Annotated[
+        str | None,
+        Option(
+            None,
+            optional_str,
+            "GSSAPI: the host part of the brokers' principal; None: the host kpax connects to",
+        ),
+    ]
+    sasl_kerberos_principal: Annotated[
+        str | None,
+        Option(
+            None,
+            optional_str,
+            "GSSAPI, kpax and librdkafka only: this client's principal (`app@REALM`); "
+            "None: the keytab's first one, or the default credentials' (`kinit`)",
+        ),
+    ]
+    sasl_kerberos_keytab: Annotated[
+        str | None,
+        Option(
+            None,
+            optional_str,
+            "GSSAPI, kpax and librdkafka only: keytab file to get this client's tickets from "
+            "(kept in memory, renewed from it); None: the default credentials (`kinit`, "
+            "`KRB5CCNAME`, `KRB5_CLIENT_KTNAME`)",
+        ),
+    ]
+    connection_max_in_flight: Annotated[int, Option(1024, positive_int)]
+
+
+#: The options every client accepts (merged into each client's own table).
+COMMON_OPTIONS: dict[str, Option] = option_table(ConnectionConfig)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ Positions: ``position(tp)`` is the next offset the application will get;
 the fetcher runs ahead of it. ``seek*`` drop whatever was fetched ahead.
 Explicit ``commit()`` sends the positions; automatic commits (the
 ``auto_commit_interval_ms`` timer, revocation, close after an exception) send
-only what the application has moved past (:meth:`AsyncConsumer._processed_offsets`:
+only what the application has moved past (kpax.consumer.member_side's ``_processed_offsets``:
 at-least-once, Java's rule), and a plain ``close()`` the positions.
 Without ``group_id`` commits are refused; with ``group_id`` and ``assign``
 commits go to the group without a generation (like Java).
@@ -23,6 +23,13 @@ A consumer belongs to the event loop that started it (a call from another
 loop is an IllegalStateError: kpax.event_loops), is unusable in a child of
 fork() (kpax.forks), and warns (ResourceWarning) when collected unclosed.
 
+Polling and iteration (the per-record path) live here; the rest is in one
+module per job, which this class calls: kpax.consumer.member_side (what the
+group code asks of the consumer: partitions given and taken, offsets to
+commit, listener calls), kpax.consumer.subscribing, kpax.consumer.closing,
+kpax.consumer.partition_args (the partitions a call is given),
+kpax.consumer.java_metrics (``metrics``).
+
 Imports: kpax.cluster, kpax.broker, kpax.config, kpax.metrics, kpax.proto, kpax.structs,
 kpax.consumer.*, kpax.forks, kpax.event_loops, kpax.user_callbacks, kpax.peer_methods.
 """
@@ -30,88 +37,50 @@ kpax.consumer.*, kpax.forks, kpax.event_loops, kpax.user_callbacks, kpax.peer_me
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import re
 import time
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kpax.cluster.cluster import Cluster
 from kpax.config import given_options, resolve
+from kpax.consumer import closing, subscribing
 from kpax.consumer.buffer import FetchBuffer
 from kpax.consumer.classic import ClassicGroup
 from kpax.consumer.errors import CommitFailedError
 from kpax.consumer.fetcher import Fetcher
-from kpax.consumer.group import GroupBase, call_maybe_async
+from kpax.consumer.group import GroupBase
+from kpax.consumer.java_metrics import consumer_metrics
 from kpax.consumer.kip848 import ConsumerGroup
+from kpax.consumer.member_side import MemberSide
 from kpax.consumer.offsets import EARLIEST, LATEST, list_offsets
-from kpax.consumer.options import CONSUMER_OPTIONS, ConsumerSettings
-from kpax.consumer.pattern import subscribe_args
+from kpax.consumer.options import CONSUMER_OPTIONS, ConsumerConfig, ConsumerSettings
+from kpax.consumer.partition_args import one_partition, partition_list
 from kpax.consumer.record import ConsumerRecord
 from kpax.consumer.state import PartitionState
 from kpax.event_loops import DONE, Done, check_loop
 from kpax.forks import forked_error
 from kpax.forks import track as track_fork
-from kpax.metrics import NAN, ConnectionMetrics, Metrics, metrics_enabled, report_stats, tagged
+from kpax.metrics import ConnectionMetrics, Metrics, metrics_enabled, report_stats
 from kpax.peer_methods import CONSUMER, PeerHints
 from kpax.proto.errors import ClientClosedError, IllegalStateError, KafkaTimeoutError
-from kpax.proto.topic_names import check_topic
 from kpax.structs import (
     ConsumerGroupMetadata,
     OffsetAndMetadata,
     OffsetAndTimestamp,
     TopicPartition,
 )
-from kpax.user_callbacks import call_user
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # (typing's from Python 3.11)
 
 log = logging.getLogger("kpax.consumer")
 
 __all__ = ["AsyncConsumer"]
 
 ListenerRunner = Callable[[Callable[[], Any]], "asyncio.Future[Any]"]
-
-
-def _tps(partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
-    """The partitions given: TopicPartitions, ``(topic, partition)`` pairs, or
-    collections of them (``pause(consumer.assignment())`` as well as
-    ``pause(tp1, tp2)``, as the peers' methods take a list)."""
-    out = []
-    for item in partitions:
-        if isinstance(item, TopicPartition):
-            tp = item
-        elif (
-            isinstance(item, tuple)
-            and len(item) == 2
-            and isinstance(item[0], str)
-            and isinstance(item[1], int)
-        ):
-            tp = TopicPartition(*item)
-        elif isinstance(item, Iterable) and not isinstance(item, (str, bytes)):
-            out.extend(_tps(item))
-            continue
-        else:
-            raise TypeError(
-                f"expected TopicPartition(topic, partition) or a collection of them, "
-                f"not {item!r} ({type(item).__name__})"
-            )
-        check_topic(tp.topic)  # InvalidTopicError naming a name Kafka would refuse
-        out.append(tp)
-    return out
-
-
-def one_partition(tp: Any, call: str) -> TopicPartition:
-    """The one partition of ``seek``/``position``; a clear TypeError for several."""
-    if isinstance(tp, TopicPartition):
-        return tp
-    if isinstance(tp, tuple) and len(tp) == 2 and isinstance(tp[0], str):
-        return TopicPartition(*tp)
-    raise TypeError(
-        f"{call}() takes one TopicPartition(topic, partition), not {tp!r} "
-        f"({type(tp).__name__}); for several: one call each "
-        f"({{tp: consumer.{call}(tp) for tp in partitions}})"
-    )
 
 
 class AsyncConsumer(PeerHints):
@@ -127,10 +96,11 @@ class AsyncConsumer(PeerHints):
     def __init__(
         self,
         bootstrap_servers: str | Sequence[str] | Mapping[str, Any] | None = None,
-        **config: Any,
+        /,
+        **config: Unpack[ConsumerConfig],
     ) -> None:
-        config = given_options(bootstrap_servers, config)
-        self.config = resolve("consumer", CONSUMER_OPTIONS, config)
+        given = given_options(bootstrap_servers, config)
+        self.config = resolve("consumer", CONSUMER_OPTIONS, given)
         #: The typed view of ``config`` the consumer's components read (built once).
         self.settings = settings = ConsumerSettings.from_config(self.config)
         #: Counters behind :meth:`metrics` (kpax.metrics; None when switched off).
@@ -176,6 +146,8 @@ class AsyncConsumer(PeerHints):
         #: The group identity (generation or member epoch, member id) in force
         #: when the records in hand were handed out: what group_metadata() gives.
         self._handout_identity: tuple[int, str] | None = None
+        #: What the group code calls (kpax.consumer.member_side).
+        self._member = MemberSide(self)
         track_fork(self)
 
     # ------------------------------------------------------------ lifecycle
@@ -190,7 +162,7 @@ class AsyncConsumer(PeerHints):
         settings = self.settings
         if settings.group_id is not None:
             cls = ConsumerGroup if settings.group_protocol == "consumer" else ClassicGroup
-            self.group = cls(self.cluster, settings, self)
+            self.group = cls(self.cluster, settings, self._member)
             self.buffer.on_handout = self._note_handout
         self.fetcher = fetcher = Fetcher(
             self.cluster,
@@ -262,145 +234,9 @@ class AsyncConsumer(PeerHints):
         Java consumer's close does: close after processing. ``commit_in_hand=False``
         commits only what the application moved past (what ``async with`` does when
         an exception leaves the block)."""
-        if self._forked:
-            raise forked_error(self, "close()")
-        if self._closed:
-            return
-        check_loop(self.cluster.loop, "close()", self._client_name)
-        self._closed = True
-        self._leaving = True
-        self._in_hand_processed = commit_in_hand
-        deadline = time.monotonic() + timeout
-        if self._stats_task is not None:
-            self._stats_task.cancel()
-        try:
-            if self.group is not None:
-                self._closing_group = True
-                try:
-                    with contextlib.suppress(Exception, asyncio.TimeoutError):
-                        await asyncio.wait_for(self._close_group(), max(timeout * 0.8, 0.1))
-                finally:
-                    self._closing_group = False
-                await self.group.stop_tasks()
-            if self.fetcher is not None:
-                with contextlib.suppress(Exception, asyncio.TimeoutError):
-                    await asyncio.wait_for(
-                        self.fetcher.close(), max(deadline - time.monotonic(), 0.1)
-                    )
-        finally:
-            self.buffer.close()
-            self.buffer.clear()
-            with contextlib.suppress(Exception, asyncio.TimeoutError):
-                await asyncio.wait_for(self.cluster.close(), max(deadline - time.monotonic(), 0.1))
+        await closing.close(self, timeout, commit_in_hand)
 
-    async def _close_group(self) -> None:
-        assert self.group is not None
-        if self._is_subscribed:
-            await self.group.leave()  # its revocation commits processed_offsets()
-        elif self.settings.enable_auto_commit and self.states:
-            await self.group.commit(self._processed_offsets())
-
-    # ------------------------------------------------------------ Membership (for the group)
-
-    def _assigned_partitions(self) -> set[TopicPartition]:
-        return set(self.states)
-
-    def _add_partitions(self, tps: set[TopicPartition]) -> None:
-        for tp in tps:
-            if tp not in self.states:
-                st = PartitionState(tp)
-                st.reset_to = "committed"
-                self.states[tp] = st
-        self._wake_fetcher()
-
-    def _remove_partitions(self, tps: set[TopicPartition]) -> None:
-        for tp in tps:
-            self._stored.pop(tp, None)
-            self._eof_at.pop(tp, None)
-            st = self.states.pop(tp, None)
-            if st is not None:
-                self.buffer.settle_reading(st)
-                st.assigned = False
-                st.gen += 1
-                if self.fetcher is not None:
-                    self.fetcher.forget(tp)
-        self._wake_fetcher()
-        if self.fetcher is not None:
-            self.fetcher.positions.notify()  # a position() waiting for one of them ends
-
-    def _freeze_partitions(self, tps: set[TopicPartition]) -> None:
-        self.buffer.freeze([self.states[tp] for tp in tps if tp in self.states])
-
-    def _consumed_offsets(
-        self, changed_only: bool = False
-    ) -> dict[TopicPartition, OffsetAndMetadata]:
-        """Each partition's position as the application has consumed it (during an
-        iteration: after the last record handed out). ``changed_only``: leave out
-        partitions whose position is the committed offset this member last knew
-        (what commits send: re-committing it could only write back a stale offset
-        after another member moved it on, e.g. around a coordinator failover)."""
-        out = {}
-        read = self.buffer.read_position
-        for tp, st in list(self.states.items()):
-            if st.position is not None and st.reset_to is None:
-                pos = read(st)
-                if pos is not None:
-                    om = OffsetAndMetadata(pos[0], "", pos[1])
-                else:
-                    om = OffsetAndMetadata(st.position, "", st.position_epoch)
-                if changed_only and om.offset == st.committed:
-                    continue
-                out[tp] = om
-        return out
-
-    def _processed_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
-        """What automatic commits send: each partition's offset before which the
-        application has processed every record (:meth:`FetchBuffer.processed_position`:
-        records handed out count once it asks for more; after a plain ``close()``
-        the positions), for partitions where that is past the committed offset
-        this member last knew. Never behind a commit this member made (an
-        explicit ``commit()`` while records are in hand says they are processed).
-
-        With ``enable_auto_offset_store=False``: what :meth:`store_offsets`
-        stored instead, where past the committed offset."""
-        if not self.settings.enable_auto_offset_store:
-            return self._stored_offsets(changed_only=True)
-        if self._in_hand_processed:
-            return self._consumed_offsets(changed_only=True)
-        out = {}
-        processed = self.buffer.processed_position
-        for tp, st in list(self.states.items()):
-            if st.reset_to is not None:
-                continue
-            mark = processed(st)
-            if mark is None:
-                continue
-            committed = st.committed
-            if committed is not None and mark[0] <= committed:
-                continue
-            out[tp] = OffsetAndMetadata(mark[0], "", mark[1])
-        return out
-
-    def _stored_offsets(
-        self, changed_only: bool = False
-    ) -> dict[TopicPartition, OffsetAndMetadata]:
-        """What :meth:`store_offsets` stored, per assigned partition (``changed_only``:
-        only where it is not the committed offset this member last knew)."""
-        out = {}
-        for tp, om in list(self._stored.items()):
-            st = self.states.get(tp)
-            if st is None or (changed_only and om.offset == st.committed):
-                continue
-            out[tp] = om
-        return out
-
-    def _commit_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
-        """What ``commit()`` without offsets sends: the positions (after every
-        record handed out), or with ``enable_auto_offset_store=False`` what
-        :meth:`store_offsets` stored."""
-        if not self.settings.enable_auto_offset_store:
-            return self._stored_offsets(changed_only=True)
-        return self._consumed_offsets(changed_only=True)
+    # ------------------------------------------------------------ offsets store, partition ends
 
     def store_offsets(
         self,
@@ -475,68 +311,6 @@ class AsyncConsumer(PeerHints):
             except Exception:
                 log.exception("on_partition_eof(%s, %d) failed", tp, offset)
 
-    async def _wait_processed(self, tps: set[TopicPartition], timeout: float) -> None:
-        """Wait, at most ``timeout`` seconds, until the application has moved past
-        the records of ``tps`` it holds (asked for more: the next ``poll()`` or
-        iteration step), so that a revocation commits them. Returns at once while
-        the consumer closes or unsubscribes (the application is not polling)."""
-        buffer = self.buffer
-        states = [st for tp, st in list(self.states.items()) if tp in tps]
-        deadline = time.monotonic() + timeout
-        while not self._leaving and any(buffer.holds(st) for st in states):
-            if time.monotonic() >= deadline:
-                log.info(
-                    "revoking %s while the application still holds records of them "
-                    "(no poll for %.1fs): committing only what it moved past",
-                    sorted(tps),
-                    timeout,
-                )
-                return
-            await asyncio.sleep(0.005)
-
-    def _on_committed(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
-        """The group accepted these offsets (the group code calls this)."""
-        for tp, om in offsets.items():
-            st = self.states.get(tp)
-            if st is not None:
-                st.committed = om.offset
-
-    def _forget_committed(self, tps: set[TopicPartition]) -> None:
-        """The next commit sends the positions of ``tps`` even if unchanged since
-        the committed offset this member last knew (the group code calls this for
-        partitions kept across a rebalance)."""
-        for tp in tps:
-            st = self.states.get(tp)
-            if st is not None:
-                st.committed = None
-
-    async def _call_listener(self, method: str, tps: set[TopicPartition]) -> None:
-        listener = self.listener
-        if listener is None:
-            return
-        fn = getattr(listener, method, None)
-        if fn is None and method == "on_partitions_lost":
-            fn = getattr(listener, "on_partitions_revoked", None)
-        if fn is None:
-            return
-        try:
-            if self.listener_runner is not None and not self._closed:
-                await self.listener_runner(lambda: fn(tps))
-            else:
-                await call_maybe_async(fn, tps)
-        except Exception:  # a failing listener must not stop group membership
-            log.exception("rebalance listener %s failed", method)
-
-    def _fail(self, exc: BaseException) -> None:
-        """A fatal error (the group code calls this): every poll raises it from
-        now on, and ``error_callback`` hears of it."""
-        first = self._fatal is None
-        self._fatal = exc
-        self.buffer.put((None, exc))
-        callback = self.settings.error_callback
-        if first and callback is not None:
-            call_user(callback, exc, "error_callback", log)
-
     def _wake_fetcher(self) -> None:
         if self.fetcher is not None:
             self.fetcher.wake()
@@ -548,11 +322,11 @@ class AsyncConsumer(PeerHints):
         self._check()
         if self._is_subscribed:
             raise IllegalStateError("assign() after subscribe(): call unsubscribe() first")
-        tps = set(_tps(partitions))
+        tps = set(partition_list(partitions))
         for tp in tps:
             await self.cluster.leader(tp.topic, tp.partition, timeout=self._api_timeout)
         self._manual = True
-        self._remove_partitions(set(self.states) - tps)
+        self._member._remove_partitions(set(self.states) - tps)
         new = tps - set(self.states)
         for tp in new:
             st = PartitionState(tp)
@@ -603,63 +377,7 @@ class AsyncConsumer(PeerHints):
             async for record in consumer:
                 ...
         """
-        names, regex = subscribe_args(topics, pattern)
-        self._check()
-        if self._manual:
-            raise IllegalStateError("subscribe() after assign(): call unsubscribe() first")
-        if self.group is None:
-            if regex is not None:
-                raise IllegalStateError(
-                    "subscribe(pattern=...) needs a group_id (without one, subscribe to "
-                    "topic names: every partition of them is read)"
-                )
-            assert names is not None
-            if not names:
-                return asyncio.ensure_future(self.unsubscribe())
-            return self._subscribe_unmanaged(names)
-        if regex is not None:
-            if self._subscribed:
-                raise IllegalStateError(
-                    "subscribe(pattern=...) after subscribing to topics: call unsubscribe() first"
-                )
-            self.group.subscribe_pattern(regex)  # a bad regex fails here
-            self.listener = listener
-            self._pattern = regex
-            return DONE
-        assert names is not None
-        if not names:
-            return asyncio.ensure_future(self.unsubscribe())
-        if self._pattern is not None:
-            raise IllegalStateError(
-                "subscribe(topics) after subscribe(pattern=...): call unsubscribe() first"
-            )
-        self.listener = listener
-        self._subscribed = names
-        self.group.subscribe(names)
-        return DONE
-
-    def _subscribe_unmanaged(self, names: list[str]) -> asyncio.Task[None]:
-        """``subscribe(topics)`` without a group: every partition of ``topics``,
-        looked up in a task (the result of ``subscribe``)."""
-        for name in names:
-            check_topic(name)
-        self._subscribed = list(names)
-        self.listener = None
-
-        async def assign_all() -> None:
-            wanted: set[TopicPartition] = set()
-            for name in names:
-                parts = await self.cluster.partitions(name, timeout=self._api_timeout)
-                wanted.update(TopicPartition(name, p) for p in parts)
-            if self._subscribed != names or self._closed:
-                return  # subscribed to something else meanwhile
-            self._remove_partitions(set(self.states) - wanted)
-            for tp in wanted - set(self.states):
-                self.states[tp] = PartitionState(tp)  # auto_offset_reset says where
-            log.info("reading every partition of %s without a group: %d", names, len(wanted))
-            self._wake_fetcher()
-
-        return asyncio.ensure_future(assign_all())
+        return subscribing.subscribe(self, topics, listener, pattern)
 
     def subscription(self) -> set[str]:
         """The topics subscribed to: the names given, or those the pattern
@@ -677,22 +395,7 @@ class AsyncConsumer(PeerHints):
         """Leave the group (its revocation commits what was processed, with auto-commit) and stop
         reading every partition, subscribed or assigned.
         """
-        self._check()
-        if self.group is not None and self._is_subscribed:
-            self._leaving = True
-            try:
-                await self.group.leave()
-            finally:
-                self._leaving = False
-            await self.group.stop_tasks()
-            cls = type(self.group)
-            self.group = cls(self.cluster, self.settings, self)
-            self._handout_identity = None
-        self.cluster.all_topics = False  # a pattern's metadata of every topic
-        self._subscribed = []
-        self._pattern = None
-        self._manual = False
-        self._remove_partitions(set(self.states))
+        await subscribing.unsubscribe(self)
 
     async def wait_for_assignment(self, timeout: float = 30.0) -> set[TopicPartition]:
         """Wait until the group has given this member its (possibly empty) assignment."""
@@ -751,7 +454,7 @@ class AsyncConsumer(PeerHints):
         return DONE
 
     def _seek_to(self, how: str, partitions: Sequence[TopicPartition]) -> None:
-        tps = _tps(partitions) if partitions else list(self.states)
+        tps = partition_list(partitions) if partitions else list(self.states)
         for tp in tps:
             st = self._state(tp)
             self.buffer.settle_reading(st)
@@ -833,7 +536,7 @@ class AsyncConsumer(PeerHints):
         self._check()
         if self.group is None:
             raise IllegalStateError("committed() needs a group_id")
-        return await self.group.fetch_committed(_tps(partitions))
+        return await self.group.fetch_committed(partition_list(partitions))
 
     async def _list(self, specs: Mapping[TopicPartition, int]) -> dict[TopicPartition, Any]:
         self._check()
@@ -849,12 +552,12 @@ class AsyncConsumer(PeerHints):
         self, partitions: Iterable[TopicPartition]
     ) -> dict[TopicPartition, int]:
         """The first offset of each partition (the log start offset)."""
-        found = await self._list(dict.fromkeys(_tps(partitions), EARLIEST))
+        found = await self._list(dict.fromkeys(partition_list(partitions), EARLIEST))
         return {tp: v[0] for tp, v in found.items()}
 
     async def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """The high watermark (read_uncommitted) or last stable offset (read_committed)."""
-        found = await self._list(dict.fromkeys(_tps(partitions), LATEST))
+        found = await self._list(dict.fromkeys(partition_list(partitions), LATEST))
         return {tp: v[0] for tp, v in found.items()}
 
     async def offsets_for_times(
@@ -893,7 +596,7 @@ class AsyncConsumer(PeerHints):
         :meth:`resume`; what was fetched ahead is kept for then. A paused
         partition stays assigned (a group keeps it; heartbeats go on).
         IllegalStateError for a partition not assigned."""
-        for tp in _tps(partitions):
+        for tp in partition_list(partitions):
             st = self._state(tp)
             if not st.paused:
                 self.buffer.settle_reading(st)
@@ -904,7 +607,7 @@ class AsyncConsumer(PeerHints):
     def resume(self, *partitions: TopicPartition) -> None:
         """Return and fetch records of paused ``partitions`` again."""
         resumed = []
-        for tp in _tps(partitions):
+        for tp in partition_list(partitions):
             st = self._state(tp)
             if st.paused:
                 st.paused = False
@@ -923,41 +626,9 @@ class AsyncConsumer(PeerHints):
         docs/observability.md): ``records-consumed-total``, ``fetch-rate``,
         ``records-lag-max``, ``commit-latency-avg``..., and per-partition
         ``records-lag{topic=t,partition=0}``. Safe to call from any thread."""
-        out: dict[str, float] = {}
-        read_committed = self.settings.read_committed
-        lags: list[int] = []
-        for tp, st in list(self.states.items()):
-            end = st.last_stable_offset if read_committed else st.high_watermark
-            if st.position is None or end < 0 or not st.assigned:
-                continue
-            lag = max(end - st.position, 0)
-            out[tagged("records-lag", topic=tp.topic, partition=tp.partition)] = lag
-            lags.append(lag)
-        out["records-lag-max"] = max(lags) if lags else NAN
-        out["assigned-partitions"] = sum(1 for st in list(self.states.values()) if st.assigned)
-        m, conn = self.metrics_registry, self._conn_metrics
-        if m is None or conn is None:
-            return out
-        now = m.clock()
-        consumed = m.sensor("records-consumed")
-        out["records-consumed-total"] = consumed.total
-        out["records-consumed-rate"] = consumed.rate(now)
-        out["records-per-poll-avg"] = consumed.avg(now)
-        fetch_latency, fetch_size = m.sensor("fetch-latency"), m.sensor("fetch-size")
-        out["fetch-total"] = fetch_latency.count
-        out["fetch-rate"] = fetch_latency.count_rate(now)
-        out["fetch-latency-avg"] = fetch_latency.avg(now)
-        out["fetch-latency-max"] = fetch_latency.max(now)
-        out["fetch-size-avg"] = fetch_size.avg(now)
-        out["fetch-size-max"] = fetch_size.max(now)
-        out["bytes-fetched-total"] = fetch_size.total
-        commit = m.sensor("commit-latency")
-        out["commit-total"] = commit.count
-        out["commit-rate"] = commit.count_rate(now)
-        out["commit-latency-avg"] = commit.avg(now)
-        out["commit-latency-max"] = commit.max(now)
-        conn.snapshot(out, now)
-        return out
+        return consumer_metrics(
+            self.states, self.settings, self.metrics_registry, self._conn_metrics
+        )
 
     # ------------------------------------------------------------ poll
 
@@ -1078,12 +749,12 @@ class AsyncConsumer(PeerHints):
         """Commit ``offsets`` (next offsets to read), or the current positions --
         after every record ``poll()`` returned, or after the record the iteration is
         on: call it after processing them. (Auto-commit sends only what the
-        application has moved past: :meth:`_processed_offsets`.)"""
+        application has moved past: kpax.consumer.member_side.)"""
         self._check()
         if self.group is None:
             raise IllegalStateError("commit() needs a group_id")
         if offsets is None:
-            final = self._commit_offsets()
+            final = self._member._commit_offsets()
         else:
             final = {
                 TopicPartition(*tp): (
@@ -1128,7 +799,7 @@ class AsyncConsumer(PeerHints):
     ) -> asyncio.Task[None]:
         """Start a commit; ``callback(offsets, exception_or_None)`` runs when it ends."""
         self._check()
-        snapshot = self._commit_offsets() if offsets is None else offsets
+        snapshot = self._member._commit_offsets() if offsets is None else offsets
 
         async def run() -> None:
             exc: BaseException | None = None

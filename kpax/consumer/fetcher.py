@@ -11,19 +11,11 @@ sessions (KIP-227, :mod:`kpax.consumer.fetch_session`, one per broker). Fetch
 v13+ names topics by id (from the metadata); when a topic's id is unknown the
 request is capped at v12.
 
-Responses are framed and CRC-checked, one
-:class:`~kpax.consumer.buffer.Chunk` per partition. The
-:class:`~kpax.consumer.record.ConsumerRecord` objects of a v2 batch are
-built by the record loop in C (``batch.rows``) here, or -- with
-``defer_build``, which the sync face sets -- the batch is decompressed and
-every record checked here (``RecordBatchV2.checked_rows``, no object built)
-and the records are built later by the thread that takes the chunk (see
-:class:`~kpax.consumer.buffer.Chunk`): the I/O thread stays free to read the
-next response, and the records are made just before the application reads
-them. With a deserializer, or a legacy (v0/v1) batch, the records are built
-here (``zip``/``map`` in C).
-``read_committed`` drops batches of aborted transactions (the response's
-aborted list) and control batches are never shown.
+Responses are framed and CRC-checked here, one
+:class:`~kpax.consumer.buffer.Chunk` per partition, which
+:class:`~kpax.consumer.chunk_decoder.ChunkDecoder` decodes into the buffer
+(records built here or by the taking thread, aborted transactions dropped,
+bad records stopping their partition where they start).
 
 Partition errors: OFFSET_OUT_OF_RANGE resets per ``auto_offset_reset``
 ("none": an error naming the partition and offsets); leader errors refresh
@@ -32,14 +24,9 @@ position with OffsetForLeaderEpoch; a diverging epoch in the response
 (Fetch v12+) is log truncation (KIP-320). Resets, validations and
 truncations are handled by :class:`~kpax.consumer.positions.Positions`.
 
-Bad records (a batch failing its CRC or any other check, one decompressing to
-more than ``max_decompressed_batch_bytes``, a failing deserializer) stop their
-partition where they start: the records before them are delivered, then the
-error (the same class, naming the partition, the offset and where the batch
-ends), which the buffer raises again at every poll until the application
-seeks (as the Java client does). Each partition's records and error reach the
-buffer in the order of the Fetch response, so the records of partitions
-before it are never held back by it.
+Each partition's records and error reach the buffer in the order of the
+Fetch response, so the records of partitions before it are never held back by
+it.
 
 Positions still unknown (new assignment, reset) are found by
 :class:`~kpax.consumer.positions.Positions` too (the fetcher starts it on
@@ -52,19 +39,17 @@ Imports: kpax.cluster, kpax.proto, kpax.structs, kpax.metrics, kpax.consumer.*.
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
-import gc
 import logging
 import time
 import uuid
 from collections.abc import Awaitable
 from functools import partial
-from itertools import repeat
 from typing import Any
 
 from kpax.cluster.cluster import Cluster
-from kpax.consumer.buffer import Chunk, FetchBuffer
+from kpax.consumer.buffer import FetchBuffer
+from kpax.consumer.chunk_decoder import ChunkDecoder
 from kpax.consumer.fetch_session import FetchSession, Wanted
 from kpax.consumer.options import ConsumerSettings
 from kpax.consumer.positions import CommittedLookup, Positions
@@ -79,15 +64,11 @@ from kpax.proto.error_families import (
     code_in,
 )
 from kpax.proto.errors import (
-    CorruptRecordError,
-    DecompressionLimitError,
     KafkaError,
-    SerializationError,
     error_for_code,
 )
 from kpax.proto.messages import FetchRequest
 from kpax.proto.records import decode_batches
-from kpax.proto.records.control import ControlRecord
 from kpax.structs import TopicPartition
 
 log = logging.getLogger("kpax.consumer")
@@ -107,12 +88,6 @@ EARLY_DISPATCH = True
 
 
 class Fetcher:
-    #: Build a v2 batch's records on the thread that takes them (Chunk sources) rather
-    #: than here: the sync face sets it (its I/O thread then only checks batches and
-    #: its caller's thread builds what it reads); the asyncio face, one thread for
-    #: both, builds here and spares the check (scan_records) a deferred build needs.
-    defer_build = False
-
     def __init__(
         self,
         cluster: Cluster,
@@ -130,18 +105,17 @@ class Fetcher:
         self.states = states
         self.buffer = buffer
         self.settings = settings
-        self.read_committed = settings.read_committed
         self.isolation = settings.isolation
         self.reset_policy = settings.auto_offset_reset
         self.max_chunks = settings.fetch_buffer_chunks
-        self.key_deserializer = settings.key_deserializer
-        self.value_deserializer = settings.value_deserializer
         self.check_crcs = settings.check_crcs
         self.max_decompressed = settings.max_decompressed_batch_bytes
         #: Resets, validations and truncations of positions; ``fail`` for errors.
         self.positions = Positions(
             cluster, states, buffer, settings, committed_lookup=committed_lookup
         )
+        #: Decodes each partition's batches into the buffer (``defer_build``: the sync face's).
+        self.decoder = ChunkDecoder(settings, buffer, self.positions)
         self._backoff = settings.retry_backoff
         self._timeout = settings.request_timeout
         self._inflight: dict[int, asyncio.Task[None]] = {}
@@ -431,8 +405,9 @@ class Fetcher:
                 del self._inflight[node]
             self._dispatch()
             await asyncio.sleep(0)  # lets the new request reach the socket
+        decode = self.decoder.decode
         for item in pending:
-            self._decode(*item)
+            decode(*item)
 
     def _handle_response(
         self,
@@ -490,9 +465,9 @@ class Fetcher:
                     )
                 except KafkaError as exc:
                     # Bad bytes after `batches`: stop fetching the partition now; the
-                    # error follows its records (see _decode), in response order.
+                    # error follows its records (see ChunkDecoder.decode), in response order.
                     at = max(offset, batches[-1].next_offset) if batches else offset
-                    err = st.error = self._record_error(st, exc, at)
+                    err = st.error = self.decoder.record_error(st, exc, at)
                 if not batches:
                     if err is not None:
                         pending.append(
@@ -505,7 +480,7 @@ class Fetcher:
                     continue
                 st.fetch_position = nxt
                 st.fetch_epoch = last.partition_leader_epoch if last.magic >= 2 else -1
-                st.puts += 1  # the slot of the chunk _decode will put
+                st.puts += 1  # the slot of the chunk ChunkDecoder.decode will put
                 pending.append(
                     (st, gen, name, p.partition_index, batches, offset, p.aborted_transactions, err)
                 )
@@ -570,232 +545,3 @@ class Fetcher:
             refresh.add(st.tp.topic)
             return
         self.positions.fail(st, err(f"fetching partition {st.tp} from {where}"))
-
-    def _decode(  # noqa: PLR0917 - hot path
-        self,
-        st: PartitionState,
-        gen: int,
-        topic: str,
-        partition: int,
-        batches: list[Any],
-        fetch_offset: int,
-        aborted_list: Any,
-        error: KafkaError | None = None,
-    ) -> None:
-        """Decode framed batches into one chunk (its buffer slot is reserved when there
-        are batches); ``error`` (bad bytes after these batches) follows their records.
-        A batch that fails to decode, or a record whose deserializer fails, ends the
-        chunk there with an error at its offset. Once the batches decoded hold more
-        than ``max_decompressed_batch_bytes`` decompressed, the chunk ends and the rest
-        is fetched again later: a fetch full of small decompression bombs costs about
-        one cap, not one per batch."""
-        out: list[ConsumerRecord] = []
-        #: What the chunk's records are built from (see Chunk): record lists, batches.
-        sources: collections.deque[tuple[int, Any]] = collections.deque()
-        pending = 0
-        budget = self.max_decompressed
-        decompressed = 0
-        previous: Any = None
-        next_offset = fetch_offset
-        next_epoch = st.fetch_epoch
-        read_committed = self.read_committed
-        aborted: list[tuple[int, int]] = []
-        aborted_pids: set[int] = set()
-        if read_committed and aborted_list:
-            aborted = sorted((a.first_offset, a.producer_id) for a in aborted_list)
-            aborted.reverse()
-        kd = self.key_deserializer
-        vd = self.value_deserializer
-        defer = self.defer_build
-        # Only tuples of ints/bytes/str are made here, never a cycle: the cyclic GC's
-        # passes over them (triggered by the allocations) would cost more than decoding.
-        paused = gc.isenabled()
-        if paused:
-            gc.disable()
-        try:
-            for batch in batches:
-                nxt = batch.next_offset
-                if nxt <= fetch_offset:
-                    continue
-                if previous is not None:
-                    decompressed += previous.decompressed_size
-                    if decompressed > budget:  # enough for one chunk: fetch the rest again
-                        if st.gen == gen:
-                            st.fetch_position, st.fetch_epoch = next_offset, next_epoch
-                            if error is not None and st.error is error:
-                                st.error = None  # found again if still there
-                        error = None
-                        break
-                previous = batch
-                if batch.magic < 2:  # legacy message set: no epochs, transactions or control
-                    epoch = -1
-                else:
-                    epoch = batch.partition_leader_epoch
-                    if read_committed:
-                        last = batch.last_offset
-                        while aborted and aborted[-1][0] <= last:
-                            aborted_pids.add(aborted.pop()[1])
-                        if batch.is_control:
-                            pid = batch.producer_id
-                            if pid in aborted_pids:
-                                for rec in batch:
-                                    if isinstance(rec, ControlRecord) and rec.type == 0:  # ABORT
-                                        aborted_pids.discard(pid)
-                            next_offset, next_epoch = nxt, epoch
-                            continue
-                        if batch.is_transactional and batch.producer_id in aborted_pids:
-                            next_offset, next_epoch = nxt, epoch
-                            continue
-                    elif batch.is_control:
-                        next_offset, next_epoch = nxt, epoch
-                        continue
-                if kd is None and vd is None and batch.magic == 2:
-                    # the record loop builds the ConsumerRecords itself (C when built)
-                    template = ConsumerRecord(
-                        topic, partition, 0, 0, batch.timestamp_type, None, None, (), epoch
-                    )
-                    if not defer:
-                        out.extend(batch.rows(template, _ROW_SLOTS, fetch_offset))
-                        next_offset, next_epoch = nxt, epoch
-                        continue
-                    # Checked here, built by the taking thread (see Chunk).
-                    n, args = batch.checked_rows(template, _ROW_SLOTS, fetch_offset)
-                    if n:
-                        if out:
-                            sources.append((len(out), out))
-                            pending += len(out)
-                            out = []
-                        sources.append((n, args))
-                        pending += n
-                    next_offset, next_epoch = nxt, epoch
-                    continue
-                rows = batch.tuples()
-                if not rows:
-                    next_offset, next_epoch = nxt, epoch
-                    continue
-                if rows[0][0] < fetch_offset:
-                    rows = [r for r in rows if r[0] >= fetch_offset]
-                offsets, timestamps, keys, values, headers = zip(*rows, strict=True)
-                failed: tuple[int, SerializationError] | None = None
-                if kd is not None or vd is not None:
-                    keys, values, failed = self._deserialize(
-                        topic, partition, offsets, keys, values
-                    )
-                    if failed is not None:  # the records before the failing one only
-                        offsets = offsets[: failed[0]]
-                out.extend(
-                    map(
-                        _make,
-                        zip(
-                            repeat(topic),
-                            repeat(partition),
-                            offsets,
-                            timestamps,
-                            repeat(batch.timestamp_type),
-                            keys,
-                            values,
-                            headers,
-                            repeat(epoch),
-                        ),
-                    )
-                )
-                if failed is not None:
-                    index, serr = failed
-                    next_offset, next_epoch = rows[index][0], epoch
-                    error = self._record_error(st, serr, next_offset, next_offset + 1)
-                    break
-                next_offset, next_epoch = nxt, epoch
-        except KafkaError as exc:
-            # `batch` failed to decode: the chunk ends before it
-            error = self._record_error(st, exc, next_offset)
-        finally:
-            if paused:
-                gc.enable()
-        # Deliver what decoded; an error comes when the position reaches it.
-        if batches:
-            if sources:
-                if out:
-                    sources.append((len(out), out))
-                    pending += len(out)
-                chunk = Chunk(st, [], next_offset, next_epoch, gen, sources, pending)
-            else:
-                chunk = Chunk(st, out, next_offset, next_epoch, gen)
-            self.buffer.put(chunk)
-        if error is not None:
-            if st.gen == gen and st.assigned:
-                st.fetch_position = -1  # drop whatever the next fetch brings
-                self.positions.fail(st, error)
-            elif st.error is error:  # paused meanwhile: found again when fetched again
-                st.error = None
-
-    def _deserialize(
-        self, topic: str, partition: int, offsets: Any, keys: Any, values: Any
-    ) -> tuple[Any, Any, tuple[int, SerializationError] | None]:
-        """Deserialized keys and values; on a failure, those of the records before the
-        first failing one, with its index and the error naming its offset."""
-        kd = self.key_deserializer
-        vd = self.value_deserializer
-        try:
-            if kd is not None:
-                keys = [None if k is None else kd(k) for k in keys]
-            if vd is not None:
-                values = [None if v is None else vd(v) for v in values]
-        except Exception:  # find the first failing record, in offset order, below
-            pass
-        else:
-            return keys, values, None
-        out_keys: list[Any] = []
-        out_values: list[Any] = []
-        for i, (k, v) in enumerate(zip(keys, values, strict=True)):
-            which = "key"
-            try:
-                dk = k if kd is None or k is None else kd(k)
-                which = "value"
-                dv = v if vd is None or v is None else vd(v)
-            except Exception as exc:  # any deserializer failure
-                err = SerializationError(
-                    f"{which} deserializer failed on {topic}-{partition} at offset "
-                    f"{offsets[i]}: {exc!r}"
-                )
-                err.__cause__ = exc
-                return out_keys, out_values, (i, err)
-            out_keys.append(dk)
-            out_values.append(dv)
-        return out_keys, out_values, None  # it failed once only: take this pass's results
-
-    def _record_error(
-        self, st: PartitionState, exc: KafkaError, offset: int, next_offset: int | None = None
-    ) -> KafkaError:
-        """``exc`` as the application gets it: bad data at ``offset`` (where the
-        partition's position stops), naming the partition, the offset and how to
-        skip it. ``next_offset`` (the end of the bad batch from its header) is
-        used when it is plausible, else the record at ``offset`` is what is skipped."""
-        if not isinstance(exc, (CorruptRecordError, SerializationError)):
-            return exc
-        tp = st.tp
-        hw = st.high_watermark
-        nxt = next_offset if next_offset is not None else exc.next_offset
-        if nxt is None or nxt <= offset or (hw >= 0 and nxt > hw):
-            nxt = offset + 1
-        detail = exc.message
-        if isinstance(exc, DecompressionLimitError):
-            detail += (
-                f"; this consumer's max_decompressed_batch_bytes is {self.max_decompressed}: "
-                "raise it to read a batch this large"
-            )
-        skips = (
-            f"the record at offset {offset}"
-            if nxt == offset + 1
-            else f"offsets {offset} to {nxt - 1} (the rest of the batch)"
-        )
-        if not isinstance(exc, SerializationError):  # which names them already
-            detail = f"partition {tp}, offset {offset}: {detail}"
-        err = type(exc)(
-            f"{detail}. poll() raises this until the partition's position moves: "
-            f"seek(TopicPartition({tp.topic!r}, {tp.partition}), {nxt}) skips {skips}"
-        )
-        err.topic_partition = tp
-        err.offset = offset
-        err.next_offset = nxt
-        err.__cause__ = exc.__cause__  # a deserializer's own exception
-        return err

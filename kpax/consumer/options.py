@@ -19,19 +19,20 @@ Imports: kpax.broker.options, kpax.config, kpax.proto (compression, errors), kpa
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Annotated, Any
 
-from kpax.broker.options import COMMON_OPTIONS
+from kpax.broker.options import ConnectionConfig
 from kpax.config import (
-    CALLBACK_OPTIONS,
+    CallbackConfig,
     Option,
     Timeouts,
     boolean,
     callback_or_none,
     non_negative_int,
     one_of,
+    option_table,
     optional_str,
     positive_int,
 )
@@ -39,7 +40,12 @@ from kpax.proto.compression import DEFAULT_MAX_DECOMPRESSED_SIZE
 from kpax.proto.errors import ConfigError
 from kpax.structs import TopicPartition
 
-__all__ = ["CONSUMER_OPTIONS", "ConsumerSettings", "max_decompressed_batch_bytes"]
+__all__ = [
+    "CONSUMER_OPTIONS",
+    "ConsumerConfig",
+    "ConsumerSettings",
+    "max_decompressed_batch_bytes",
+]
 
 
 def _str_deserializer(data: bytes | None) -> str | None:
@@ -83,56 +89,86 @@ def _assignors(value: Any) -> Any:
     raise ValueError("must be an assignor name, a comma-separated list, or a list of assignors")
 
 
-CONSUMER_OPTIONS: dict[str, Option] = {
-    **COMMON_OPTIONS,
-    "group_id": Option(None, optional_str),
-    "group_instance_id": Option(None, optional_str),
-    "group_protocol": Option("classic", one_of("classic", "consumer")),
-    "group_remote_assignor": Option(None, optional_str),
-    "client_rack": Option(None, optional_str),
-    "auto_offset_reset": Option("latest", one_of("earliest", "latest", "none")),
-    "enable_auto_commit": Option(True, boolean),
-    "auto_commit_interval_ms": Option(5000, positive_int),
-    "isolation_level": Option("read_uncommitted", one_of("read_uncommitted", "read_committed")),
-    "fetch_min_bytes": Option(1, positive_int),
-    "fetch_max_wait_ms": Option(500, non_negative_int),
-    "fetch_max_bytes": Option(52428800, positive_int),
-    "max_partition_fetch_bytes": Option(1048576, positive_int),
-    "max_poll_records": Option(500, positive_int),
-    "max_poll_interval_ms": Option(300000, positive_int),
-    "session_timeout_ms": Option(45000, positive_int),
-    "heartbeat_interval_ms": Option(3000, positive_int),
-    "partition_assignment_strategy": Option(["range", "cooperative-sticky"], _assignors),
-    "check_crcs": Option(True, boolean),
-    "default_api_timeout_ms": Option(60000, positive_int),
-    "exclude_internal_topics": Option(True, boolean),
-    "allow_auto_create_topics": Option(False, boolean),
-    "key_deserializer": Option(None, deserializer_option),
-    "value_deserializer": Option(None, deserializer_option),
-    "enable_auto_offset_store": Option(
-        True,
-        boolean,
-        "False: automatic commits (and commit() without offsets) send only what "
-        "store_offsets() stored (confluent-kafka's offset store)",
-    ),
-    "enable_partition_eof": Option(
-        False, boolean, "call on_partition_eof when a partition's records are all read"
-    ),
-    "on_partition_eof": Option(
-        None,
-        callback_or_none,
-        "callable(topic_partition, offset): a partition's records are all read "
-        "(its position reached its end); called on the polling thread",
-    ),
-    **CALLBACK_OPTIONS,
-    "fetch_buffer_chunks": Option(2, positive_int, "fetch responses buffered per partition"),
-    "max_decompressed_batch_bytes": Option(
-        None,
-        positive_int,
-        "most bytes one compressed batch may decompress to (None: max(2 * fetch_max_bytes, "
-        "64 MiB))",
-    ),
-}
+class ConsumerConfig(ConnectionConfig, CallbackConfig, total=False):
+    """The options of ``kpax.Consumer`` / ``kpax.aio.Consumer`` (their
+    ``**config``), each declared once: its name, its type for users' type
+    checkers, its default, check and doc (:func:`kpax.config.option_table`)."""
+
+    group_id: Annotated[str | None, Option(None, optional_str)]
+    group_instance_id: Annotated[str | None, Option(None, optional_str)]
+    group_protocol: Annotated[str, Option("classic", one_of("classic", "consumer"))]
+    group_remote_assignor: Annotated[str | None, Option(None, optional_str)]
+    client_rack: Annotated[str | None, Option(None, optional_str)]
+    auto_offset_reset: Annotated[str, Option("latest", one_of("earliest", "latest", "none"))]
+    enable_auto_commit: Annotated[bool, Option(True, boolean)]
+    auto_commit_interval_ms: Annotated[int, Option(5000, positive_int)]
+    isolation_level: Annotated[
+        str,
+        Option("read_uncommitted", one_of("read_uncommitted", "read_committed")),
+    ]
+    fetch_min_bytes: Annotated[int, Option(1, positive_int)]
+    fetch_max_wait_ms: Annotated[int, Option(500, non_negative_int)]
+    fetch_max_bytes: Annotated[int, Option(52428800, positive_int)]
+    max_partition_fetch_bytes: Annotated[int, Option(1048576, positive_int)]
+    max_poll_records: Annotated[int, Option(500, positive_int)]
+    max_poll_interval_ms: Annotated[int, Option(300000, positive_int)]
+    session_timeout_ms: Annotated[int, Option(45000, positive_int)]
+    heartbeat_interval_ms: Annotated[int, Option(3000, positive_int)]
+    partition_assignment_strategy: Annotated[
+        str | Sequence[Any],
+        Option(["range", "cooperative-sticky"], _assignors),
+    ]
+    check_crcs: Annotated[bool, Option(True, boolean)]
+    default_api_timeout_ms: Annotated[int, Option(60000, positive_int)]
+    exclude_internal_topics: Annotated[bool, Option(True, boolean)]
+    allow_auto_create_topics: Annotated[bool, Option(False, boolean)]
+    key_deserializer: Annotated[
+        Callable[[bytes], Any] | str | None,
+        Option(None, deserializer_option),
+    ]
+    value_deserializer: Annotated[
+        Callable[[bytes], Any] | str | None,
+        Option(None, deserializer_option),
+    ]
+    enable_auto_offset_store: Annotated[
+        bool,
+        Option(
+            True,
+            boolean,
+            "False: automatic commits (and commit() without offsets) send only what "
+            "store_offsets() stored (confluent-kafka's offset store)",
+        ),
+    ]
+    enable_partition_eof: Annotated[
+        bool,
+        Option(False, boolean, "call on_partition_eof when a partition's records are all read"),
+    ]
+    on_partition_eof: Annotated[
+        Callable[[TopicPartition, int], Any] | None,
+        Option(
+            None,
+            callback_or_none,
+            "callable(topic_partition, offset): a partition's records are all read "
+            "(its position reached its end); called on the polling thread",
+        ),
+    ]
+    fetch_buffer_chunks: Annotated[
+        int,
+        Option(2, positive_int, "fetch responses buffered per partition"),
+    ]
+    max_decompressed_batch_bytes: Annotated[
+        int | None,
+        Option(
+            None,
+            positive_int,
+            "most bytes one compressed batch may decompress to (None: max(2 * fetch_max_bytes, "
+            "64 MiB))",
+        ),
+    ]
+
+
+#: The consumer's option table (from :class:`ConsumerConfig`).
+CONSUMER_OPTIONS: dict[str, Option] = option_table(ConsumerConfig)
 
 
 def max_decompressed_batch_bytes(config: Mapping[str, Any]) -> int:

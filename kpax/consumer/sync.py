@@ -22,12 +22,14 @@ import concurrent.futures
 import logging
 import re
 import time
-from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
 from itertools import chain
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from kpax.consumer.client import AsyncConsumer, one_partition
+from kpax.consumer.client import AsyncConsumer
+from kpax.consumer.options import ConsumerConfig
+from kpax.consumer.partition_args import one_partition
 from kpax.consumer.pattern import subscribe_args
 from kpax.consumer.record import ConsumerRecord
 from kpax.consumer.state import PartitionState
@@ -41,6 +43,9 @@ from kpax.structs import (
     TopicPartition,
 )
 from kpax.sync_face import SyncFace
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # (typing's from Python 3.11)
 
 log = logging.getLogger("kpax.consumer")
 
@@ -65,16 +70,17 @@ class Consumer(PeerHints, SyncFace):
     def __init__(
         self,
         *topics: str,
-        bootstrap_servers: str | Sequence[str] | None = None,
         consumer_timeout_ms: float | None = None,
-        **config: Any,
+        **config: Unpack[ConsumerConfig],
     ) -> None:
         # kpax.Consumer("host:9092", ...) as the README shows; a first positional
         # argument containing ":" is the bootstrap list, the rest are topics.
         names: list[Any] = list(topics)
+        options: dict[str, Any] = dict(config)
+        bootstrap_servers = options.pop("bootstrap_servers", None)  # (given as a keyword)
         if names and isinstance(names[0], Mapping):
             # confluent-kafka's Consumer({"bootstrap.servers": ..., "group.id": ...})
-            config = {**names.pop(0), **config}
+            options = {**names.pop(0), **options}
         if bootstrap_servers is None and names and (":" in names[0] or "," in names[0]):
             bootstrap_servers = names.pop(0)
         # Every argument is checked before the I/O thread starts: a refused one
@@ -92,7 +98,7 @@ class Consumer(PeerHints, SyncFace):
                 f"consumer option consumer_timeout_ms={consumer_timeout_ms!r}: must be a "
                 "number >= 0 (or None)"
             )
-        core = self._core = AsyncConsumer(bootstrap_servers, **config)  # validates options first
+        core = self._core = AsyncConsumer(bootstrap_servers, **options)  # validates options first
         self._consumer_timeout = consumer_timeout_ms / 1000 if consumer_timeout_ms else None
         settings = core.settings
         margin = 5.0 + settings.request_timeout
@@ -111,8 +117,8 @@ class Consumer(PeerHints, SyncFace):
 
         self._buffer.on_drained = drained
         # Records are built on this (the caller's) thread, as it reads them: the I/O
-        # thread only checks the batches (see Fetcher.defer_build).
-        fetcher.defer_build = True
+        # thread only checks the batches (see ChunkDecoder.defer_build).
+        fetcher.decoder.defer_build = True
         self._core.listener_runner = self._buffer.call_in_app
         if names:
             try:
@@ -469,7 +475,7 @@ class Consumer(PeerHints, SyncFace):
         after every record ``poll()`` returned, or after the record the iteration is
         on: call it after processing them; blocks. (Auto-commit sends only what the
         application has moved past: see docs/consumer.md.)"""
-        snapshot = self._core._commit_offsets() if offsets is None else dict(offsets)
+        snapshot = self._core._member._commit_offsets() if offsets is None else dict(offsets)
         self._run(self._core.commit(snapshot))
 
     def commit_async(
@@ -479,7 +485,7 @@ class Consumer(PeerHints, SyncFace):
         | None = None,
     ) -> concurrent.futures.Future[None]:
         """Start a commit and return at once; ``callback(offsets, exc)`` runs on the I/O thread."""
-        snapshot = self._core._commit_offsets() if offsets is None else dict(offsets)
+        snapshot = self._core._member._commit_offsets() if offsets is None else dict(offsets)
         if self._closed:
             raise self._closed_error("commit_async")
 

@@ -28,17 +28,18 @@ Imports: kpax.config, kpax.broker.options, kpax.proto (compression, errors).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Annotated, Any
 
-from kpax.broker.options import COMMON_OPTIONS
+from kpax.broker.options import ConnectionConfig
 from kpax.config import (
-    CALLBACK_OPTIONS,
+    CallbackConfig,
     Option,
     boolean,
     non_negative_int,
     one_of,
+    option_table,
     optional_str,
     positive_int,
     resolve,
@@ -66,28 +67,35 @@ def _optional_bool(value: Any) -> bool | None:
     return None if value is None else boolean(value)
 
 
-PRODUCER_OPTIONS: dict[str, Option] = {
-    **COMMON_OPTIONS,
-    "acks": Option(-1, _acks),
-    "linger_ms": Option(5, non_negative_int),
-    "batch_size": Option(1_000_000, positive_int),
-    "buffer_memory": Option(32 * 1024 * 1024, positive_int),
-    "max_block_ms": Option(60000, non_negative_int),
-    "max_request_size": Option(1024 * 1024, positive_int),
-    "compression_type": Option("none", one_of(*COMPRESSION_TYPES)),
-    "retries": Option(2147483647, non_negative_int),
-    "delivery_timeout_ms": Option(120000, positive_int),
-    "max_in_flight_requests_per_connection": Option(5, positive_int),
-    "enable_idempotence": Option(None, _optional_bool),
-    "transactional_id": Option(None, optional_str),
-    "transaction_timeout_ms": Option(60000, positive_int),
-    "allow_auto_create_topics": Option(True, boolean),
-    "metadata_max_idle_ms": Option(300000, positive_int),
-    "partitioner": Option(None),
-    "key_serializer": Option(None),
-    "value_serializer": Option(None),
-    **CALLBACK_OPTIONS,
-}
+class ProducerConfig(ConnectionConfig, CallbackConfig, total=False):
+    """The options of ``kpax.Producer`` / ``kpax.aio.Producer`` (their
+    ``**config``), each declared once: its name, its type for users' type
+    checkers, its default, check and doc (:func:`kpax.config.option_table`).
+    ``partitioner``: a :class:`~kpax.producer.partitioner.Partitioner` or
+    ``f(topic, key, value, num_partitions) -> int``."""
+
+    acks: Annotated[int | str, Option(-1, _acks)]
+    linger_ms: Annotated[int, Option(5, non_negative_int)]
+    batch_size: Annotated[int, Option(1_000_000, positive_int)]
+    buffer_memory: Annotated[int, Option(32 * 1024 * 1024, positive_int)]
+    max_block_ms: Annotated[int, Option(60000, non_negative_int)]
+    max_request_size: Annotated[int, Option(1024 * 1024, positive_int)]
+    compression_type: Annotated[str | None, Option("none", one_of(*COMPRESSION_TYPES))]
+    retries: Annotated[int, Option(2147483647, non_negative_int)]
+    delivery_timeout_ms: Annotated[int, Option(120000, positive_int)]
+    max_in_flight_requests_per_connection: Annotated[int, Option(5, positive_int)]
+    enable_idempotence: Annotated[bool | None, Option(None, _optional_bool)]
+    transactional_id: Annotated[str | None, Option(None, optional_str)]
+    transaction_timeout_ms: Annotated[int, Option(60000, positive_int)]
+    allow_auto_create_topics: Annotated[bool, Option(True, boolean)]
+    metadata_max_idle_ms: Annotated[int, Option(300000, positive_int)]
+    partitioner: Annotated[Any, Option(None)]
+    key_serializer: Annotated[Callable[..., Any] | str | None, Option(None)]
+    value_serializer: Annotated[Callable[..., Any] | str | None, Option(None)]
+
+
+#: The producer's option table (from :class:`ProducerConfig`).
+PRODUCER_OPTIONS: dict[str, Option] = option_table(ProducerConfig)
 
 
 def resolve_producer_config(given: Mapping[str, Any]) -> dict[str, Any]:

@@ -32,8 +32,8 @@ warns (ResourceWarning) and closes in the background (kpax.sync_face). The
 C appender reaches this face's ``send`` through a weak reference: the I/O
 thread holds the core, and must not keep the face alive.
 
-Imports: kpax.producer.{client,batch,exit_flush,planning}, kpax.sync_face, kpax.proto.errors,
-kpax.structs, kpax.peer_methods.
+Imports: kpax.producer.{client,batch,deferred,exit_flush,options,planning}, kpax.sync_face,
+kpax.proto.errors, kpax.structs, kpax.peer_methods.
 """
 
 from __future__ import annotations
@@ -44,16 +44,20 @@ import logging
 import weakref
 from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from functools import partial
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kpax.peer_methods import PRODUCER, PeerHints
-from kpax.producer import exit_flush
+from kpax.producer import deferred, exit_flush
 from kpax.producer.batch import BulkFuture, Callback, RecordFuture, bad_callback
 from kpax.producer.client import AsyncProducer
+from kpax.producer.options import ProducerConfig
 from kpax.producer.planning import PartitionNotInMetadata
 from kpax.proto.errors import KafkaError, KafkaTimeoutError
 from kpax.structs import ConsumerGroupMetadata, OffsetAndMetadata
 from kpax.sync_face import SyncFace
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # (typing's from Python 3.11)
 
 __all__ = ["Producer"]
 
@@ -83,7 +87,8 @@ class Producer(PeerHints, SyncFace):
     def __init__(
         self,
         bootstrap_servers: str | Sequence[str] | Mapping[str, Any] | None = None,
-        **config: Any,
+        /,
+        **config: Unpack[ProducerConfig],
     ) -> None:
         core = self._core = AsyncProducer(bootstrap_servers, **config)  # validates options first
         self.config = core.config
@@ -182,7 +187,7 @@ class Producer(PeerHints, SyncFace):
             if self._closed:
                 raise self._closed_error("send_many()")
             fut = self._run(
-                core._wait_and_fill(topic, values, keys, partition, timestamp, headers),
+                deferred.wait_and_fill(core, topic, values, keys, partition, timestamp, headers),
                 None,
                 what=f"send_many to {topic!r}",
             )
@@ -208,11 +213,11 @@ class Producer(PeerHints, SyncFace):
     ) -> RecordFuture:
         """A record whose topic (or partition) is not in the metadata yet: it
         waits on the I/O loop, in call order with the topic's other waiting
-        sends (:meth:`AsyncProducer._wait_and_append`)."""
+        sends (:func:`kpax.producer.deferred.wait_and_append`)."""
         if self._closed:
             raise self._closed_error("send()")
         return self._run(
-            self._core._wait_and_append(topic, value, key, partition, timestamp, headers),
+            deferred.wait_and_append(self._core, topic, value, key, partition, timestamp, headers),
             None,
             what=f"send to {topic!r}",
         )
@@ -227,12 +232,12 @@ class Producer(PeerHints, SyncFace):
         delivery for ``max_block_ms`` per send."""
         core = self._core
         if self._thread.in_loop_thread:
-            raise core._memory_full_error(topic, plan, in_callback=True)
+            raise deferred.memory_full_error(core, topic, plan, in_callback=True)
         return self._wait_until(
             partial(attempt, *args),
             core.accumulator.wait_for_memory,
             self._max_block,
-            partial(core._memory_full_error, topic, plan),
+            partial(deferred.memory_full_error, core, topic, plan),
         )
 
     def __len__(self) -> int:

@@ -111,6 +111,6 @@ def test_the_producer_wires_its_parts_at_construction() -> None:
     acc, sender = p.accumulator, p.sender
     assert acc.seal == sender.sealer.seal  # one sealer for both
     assert sender.txn is p.txn and p.txn is not None
-    assert p._on_metadata in p.cluster._listeners  # every metadata update: counts follow
+    assert p._topics.on_metadata in p.cluster._listeners  # every metadata update: counts follow
     acc.wake()  # before start: nothing to wake, no error
     assert sender.acks == p.settings.acks == -1

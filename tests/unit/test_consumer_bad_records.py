@@ -20,6 +20,7 @@ from kpax.broker.options import connection_options
 from kpax.cluster.cluster import Cluster
 from kpax.config import resolve
 from kpax.consumer.buffer import Chunk, FetchBuffer
+from kpax.consumer.chunk_decoder import ChunkDecoder
 from kpax.consumer.fetcher import Fetcher
 from kpax.consumer.options import CONSUMER_OPTIONS, ConsumerSettings, max_decompressed_batch_bytes
 from kpax.consumer.record import ConsumerRecord
@@ -35,7 +36,7 @@ def defer_build(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
     """Every fetcher test twice: records built by the fetcher (the asyncio face) and
     batches checked by it, built by the taking thread (the sync face)."""
     defer = request.param == "built when taken"
-    monkeypatch.setattr(Fetcher, "defer_build", defer)
+    monkeypatch.setattr(ChunkDecoder, "defer_build", defer)
     return defer
 
 
@@ -73,7 +74,7 @@ def _feed(fetcher: Fetcher, parts: dict[PartitionState, tuple[bytes, int]]) -> N
     )
     sent = {st.tp: (st, st.gen, offset) for st, (_, offset) in parts.items()}
     for item in fetcher._handle_response(resp, sent, {}, "broker 1"):
-        fetcher._decode(*item)
+        fetcher.decoder.decode(*item)
 
 
 def _state(partition: int = 0, offset: int = 0) -> PartitionState:
@@ -153,7 +154,7 @@ def test_implausible_batch_end_falls_back_to_skipping_one_record() -> None:
         ]
     )
     for item in f._handle_response(resp, {st.tp: (st, st.gen, 3)}, {}, "b"):
-        f._decode(*item)
+        f.decoder.decode(*item)
     with pytest.raises(kpax.CorruptRecordError) as info:
         buf.take(10)
     assert info.value.next_offset == 4  # beyond the high watermark: not trusted
@@ -198,7 +199,7 @@ def test_error_found_while_decoding_is_dropped_after_a_pause_meanwhile() -> None
     st.paused = True
     st.rewind_fetch()  # what pause() does while the response is being decoded
     for item in pending:
-        f._decode(*item)
+        f.decoder.decode(*item)
     assert buf.take(10) == [] and st.error is None  # fetched (and found) again on resume
 
 
@@ -217,7 +218,7 @@ def test_framing_error_is_dropped_after_a_pause_meanwhile() -> None:
     st.paused = True
     st.rewind_fetch()
     for item in pending:
-        f._decode(*item)
+        f.decoder.decode(*item)
     assert buf.take(10) == [] and st.error is None
 
 

@@ -235,19 +235,19 @@ def test_processed_offsets_lag_the_positions_by_what_is_in_hand():
     c = _consumer(a, b)
     c.buffer.put(_chunk(a, 0, 10))
     c.buffer.take(4)
-    assert c._consumed_offsets(changed_only=True) == {
+    assert c._member._consumed_offsets(changed_only=True) == {
         a.tp: OffsetAndMetadata(4, "", 0),
         b.tp: OffsetAndMetadata(7, "", -1),
     }
     # a: 0..3 in hand; b: nothing in hand, its position is processed
-    assert c._processed_offsets() == {
+    assert c._member._processed_offsets() == {
         a.tp: OffsetAndMetadata(0, "", -1),
         b.tp: OffsetAndMetadata(7, "", -1),
     }
-    c._on_committed(c._processed_offsets())
-    assert c._processed_offsets() == {}  # nothing new
+    c._member._on_committed(c._member._processed_offsets())
+    assert c._member._processed_offsets() == {}  # nothing new
     c.buffer.take(4)
-    assert c._processed_offsets() == {a.tp: OffsetAndMetadata(4, "", 0)}
+    assert c._member._processed_offsets() == {a.tp: OffsetAndMetadata(4, "", 0)}
 
 
 def test_processed_offsets_never_go_behind_a_commit_of_this_member():
@@ -255,9 +255,10 @@ def test_processed_offsets_never_go_behind_a_commit_of_this_member():
     c = _consumer(a)
     c.buffer.put(_chunk(a, 0, 10))
     c.buffer.take(10)
-    c._on_committed(c._consumed_offsets(changed_only=True))  # commit() with records in hand
+    # commit() with records in hand:
+    c._member._on_committed(c._member._consumed_offsets(changed_only=True))
     assert a.committed == 10
-    assert c._processed_offsets() == {}  # not 0: the application said 0..9 are done
+    assert c._member._processed_offsets() == {}  # not 0: the application said 0..9 are done
 
 
 def test_a_seek_back_is_committed_again():
@@ -267,10 +268,10 @@ def test_a_seek_back_is_committed_again():
     c.buffer.put(_chunk(a, 0, 10))
     c.buffer.take(10)
     c.buffer.take(10)
-    c._on_committed(c._processed_offsets())
+    c._member._on_committed(c._member._processed_offsets())
     assert a.committed == 10
     c.seek(a.tp, 3)  # a plain method (its result may be awaited)
-    assert c._processed_offsets() == {a.tp: OffsetAndMetadata(3, "", -1)}
+    assert c._member._processed_offsets() == {a.tp: OffsetAndMetadata(3, "", -1)}
 
 
 def test_a_plain_close_counts_the_records_in_hand_as_processed():
@@ -278,9 +279,9 @@ def test_a_plain_close_counts_the_records_in_hand_as_processed():
     c = _consumer(a)
     c.buffer.put(_chunk(a, 0, 10))
     c.buffer.take(4)
-    assert c._processed_offsets() == {a.tp: OffsetAndMetadata(0, "", -1)}
+    assert c._member._processed_offsets() == {a.tp: OffsetAndMetadata(0, "", -1)}
     c._in_hand_processed = True  # what close() sets (commit_in_hand=True, the default)
-    assert c._processed_offsets() == {a.tp: OffsetAndMetadata(4, "", 0)}
+    assert c._member._processed_offsets() == {a.tp: OffsetAndMetadata(4, "", 0)}
 
 
 async def test_wait_processed_waits_for_the_application_to_ask_for_more():
@@ -290,10 +291,10 @@ async def test_wait_processed_waits_for_the_application_to_ask_for_more():
     c.buffer.take(5)
     # nothing of b in hand: no wait
     t0 = time.monotonic()
-    await c._wait_processed({b.tp}, 5.0)
+    await c._member._wait_processed({b.tp}, 5.0)
     assert time.monotonic() - t0 < 1.0
 
-    c._freeze_partitions({a.tp})  # a revocation: no more records of a reach the application
+    c._member._freeze_partitions({a.tp})  # a revocation: no more records of a reach the application
 
     async def app() -> None:
         await asyncio.sleep(0.1)
@@ -301,11 +302,11 @@ async def test_wait_processed_waits_for_the_application_to_ask_for_more():
 
     task = asyncio.ensure_future(app())
     t0 = time.monotonic()
-    await c._wait_processed({a.tp}, 5.0)
+    await c._member._wait_processed({a.tp}, 5.0)
     waited = time.monotonic() - t0
     await task
     assert 0.05 < waited < 2.0
-    assert c._processed_offsets()[a.tp].offset == 5
+    assert c._member._processed_offsets()[a.tp].offset == 5
 
 
 async def test_wait_processed_is_bounded_and_skipped_while_leaving():
@@ -314,12 +315,12 @@ async def test_wait_processed_is_bounded_and_skipped_while_leaving():
     c.buffer.put(_chunk(a, 0, 10))
     c.buffer.take(5)
     t0 = time.monotonic()
-    await c._wait_processed({a.tp}, 0.2)
+    await c._member._wait_processed({a.tp}, 0.2)
     assert 0.15 < time.monotonic() - t0 < 2.0
-    assert c._processed_offsets()[a.tp].offset == 0  # still in hand
+    assert c._member._processed_offsets()[a.tp].offset == 0  # still in hand
     c._leaving = True  # close() / unsubscribe(): the application is not polling
     t0 = time.monotonic()
-    await c._wait_processed({a.tp}, 5.0)
+    await c._member._wait_processed({a.tp}, 5.0)
     assert time.monotonic() - t0 < 0.1
 
 

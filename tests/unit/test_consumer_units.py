@@ -16,6 +16,7 @@ from kpax.broker.options import connection_options
 from kpax.cluster.cluster import Cluster
 from kpax.config import resolve
 from kpax.consumer.buffer import Chunk, FetchBuffer
+from kpax.consumer.chunk_decoder import ChunkDecoder
 from kpax.consumer.fetcher import Fetcher
 from kpax.consumer.options import CONSUMER_OPTIONS, ConsumerSettings
 from kpax.consumer.record import ConsumerRecord
@@ -164,7 +165,7 @@ def defer_build(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
     """Every fetcher test twice: records built by the fetcher (the asyncio face) and
     batches checked by it, built by the taking thread (the sync face)."""
     defer = request.param == "built when taken"
-    monkeypatch.setattr(Fetcher, "defer_build", defer)
+    monkeypatch.setattr(ChunkDecoder, "defer_build", defer)
     return defer
 
 
@@ -195,7 +196,7 @@ def _feed(fetcher, st, data, fetch_offset=0, aborted=()):
     """What Fetcher._fetch does with a response: frame, then decode."""
     sent = {st.tp: (st, st.gen, fetch_offset)}
     for item in fetcher._handle_response(_response(data, fetch_offset, aborted), sent, {}, "b"):
-        fetcher._decode(*item)
+        fetcher.decoder.decode(*item)
 
 
 def _decode(fetcher, buf, data, fetch_offset=0, aborted=()):

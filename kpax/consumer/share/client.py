@@ -51,7 +51,7 @@ import operator
 import warnings
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kpax.cluster.cluster import Cluster
 from kpax.config import given_options, resolve
@@ -59,7 +59,11 @@ from kpax.consumer.record import ShareConsumerRecord
 from kpax.consumer.share.acks import AcknowledgeType, HandOut, parse_ack_type
 from kpax.consumer.share.fetcher import AckResults, Chunk, ShareBuffer, ShareFetcher
 from kpax.consumer.share.membership import ShareMembership
-from kpax.consumer.share.options import SHARE_CONSUMER_OPTIONS, ShareSettings
+from kpax.consumer.share.options import (
+    SHARE_CONSUMER_OPTIONS,
+    ShareConsumerConfig,
+    ShareSettings,
+)
 from kpax.event_loops import DONE, Done, check_loop
 from kpax.forks import forked_error
 from kpax.forks import track as track_fork
@@ -71,6 +75,9 @@ from kpax.proto.errors import (
 )
 from kpax.proto.topic_names import check_topic
 from kpax.structs import TopicPartition
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # (typing's from Python 3.11)
 
 log = logging.getLogger("kpax.share")
 
@@ -112,10 +119,12 @@ class AsyncShareConsumer:
     def __init__(
         self,
         bootstrap_servers: str | Sequence[str] | Mapping[str, Any] | None = None,
-        **config: Any,
+        /,
+        **config: Unpack[ShareConsumerConfig],
     ) -> None:
-        config = given_options(bootstrap_servers, config)
-        self.config = resolve("share consumer", SHARE_CONSUMER_OPTIONS, config)
+        self.config = resolve(
+            "share consumer", SHARE_CONSUMER_OPTIONS, given_options(bootstrap_servers, config)
+        )
         self.settings = settings = ShareSettings.from_config(self.config)
         self.cluster = Cluster.from_config(self.config, allow_auto_topic_creation=False)
         self.cluster.client_name = self._client_name

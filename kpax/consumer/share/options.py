@@ -13,15 +13,23 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Annotated, Any
 
-from kpax.broker.options import COMMON_OPTIONS
-from kpax.config import Option, Timeouts, boolean, one_of, optional_str, positive_int
+from kpax.broker.options import ConnectionConfig
+from kpax.config import (
+    Option,
+    Timeouts,
+    boolean,
+    one_of,
+    option_table,
+    optional_str,
+    positive_int,
+)
 from kpax.consumer.options import deserializer_option
 from kpax.proto.compression import DEFAULT_MAX_DECOMPRESSED_SIZE
 from kpax.proto.errors import ConfigError
 
-__all__ = ["ACQUIRE_MODES", "SHARE_CONSUMER_OPTIONS", "ShareSettings"]
+__all__ = ["ACQUIRE_MODES", "SHARE_CONSUMER_OPTIONS", "ShareConsumerConfig", "ShareSettings"]
 
 #: ``share_acquire_mode`` names and their ShareFetch ids.
 ACQUIRE_MODES = {"batch_optimized": 0, "record_limit": 1}
@@ -33,39 +41,59 @@ def _required_str(value: Any) -> str:
     return value
 
 
-SHARE_CONSUMER_OPTIONS: dict[str, Option] = {
-    **COMMON_OPTIONS,
-    "group_id": Option(None, _required_str, "the share group to join (required)"),
-    "client_rack": Option(None, optional_str),
-    "share_acknowledgement_mode": Option(
-        "implicit",
-        one_of("implicit", "explicit"),
-        '`"implicit"`: the next poll or commit accepts what a poll returned (close '
-        "accepts only what a `for` loop moved past and releases the rest); "
-        '`"explicit"`: `acknowledge` every record before the next poll',
-    ),
-    "share_acquire_mode": Option(
-        "batch_optimized",
-        one_of(*ACQUIRE_MODES),
-        '`"batch_optimized"`: a fetch acquires as many records as the broker allows, '
-        "whole batches (each poll returns at most `max_poll_records` of them); "
-        '`"record_limit"`: a fetch acquires at most `max_poll_records` (Kafka 4.2+)',
-    ),
-    "max_poll_records": Option(500, positive_int),
-    "fetch_min_bytes": Option(1, positive_int),
-    "fetch_max_wait_ms": Option(500, positive_int),
-    "fetch_max_bytes": Option(52428800, positive_int),
-    "check_crcs": Option(True, boolean),
-    "default_api_timeout_ms": Option(60000, positive_int),
-    "key_deserializer": Option(None, deserializer_option),
-    "value_deserializer": Option(None, deserializer_option),
-    "max_decompressed_batch_bytes": Option(
-        None,
-        positive_int,
-        "most bytes one compressed batch may decompress to (None: max(2 * fetch_max_bytes, "
-        "64 MiB))",
-    ),
-}
+class ShareConsumerConfig(ConnectionConfig, total=False):
+    """The options of ``kpax.ShareConsumer`` / ``kpax.aio.ShareConsumer`` (their
+    ``**config``), each declared once (:func:`kpax.config.option_table`)."""
+
+    group_id: Annotated[str, Option(None, _required_str, "the share group to join (required)")]
+    client_rack: Annotated[str | None, Option(None, optional_str)]
+    share_acknowledgement_mode: Annotated[
+        str,
+        Option(
+            "implicit",
+            one_of("implicit", "explicit"),
+            '`"implicit"`: the next poll or commit accepts what a poll returned (close '
+            "accepts only what a `for` loop moved past and releases the rest); "
+            '`"explicit"`: `acknowledge` every record before the next poll',
+        ),
+    ]
+    share_acquire_mode: Annotated[
+        str,
+        Option(
+            "batch_optimized",
+            one_of(*ACQUIRE_MODES),
+            '`"batch_optimized"`: a fetch acquires as many records as the broker allows, '
+            "whole batches (each poll returns at most `max_poll_records` of them); "
+            '`"record_limit"`: a fetch acquires at most `max_poll_records` (Kafka 4.2+)',
+        ),
+    ]
+    max_poll_records: Annotated[int, Option(500, positive_int)]
+    fetch_min_bytes: Annotated[int, Option(1, positive_int)]
+    fetch_max_wait_ms: Annotated[int, Option(500, positive_int)]
+    fetch_max_bytes: Annotated[int, Option(52428800, positive_int)]
+    check_crcs: Annotated[bool, Option(True, boolean)]
+    default_api_timeout_ms: Annotated[int, Option(60000, positive_int)]
+    key_deserializer: Annotated[
+        Callable[[bytes], Any] | str | None,
+        Option(None, deserializer_option),
+    ]
+    value_deserializer: Annotated[
+        Callable[[bytes], Any] | str | None,
+        Option(None, deserializer_option),
+    ]
+    max_decompressed_batch_bytes: Annotated[
+        int | None,
+        Option(
+            None,
+            positive_int,
+            "most bytes one compressed batch may decompress to (None: max(2 * fetch_max_bytes, "
+            "64 MiB))",
+        ),
+    ]
+
+
+#: The share consumer's option table (from :class:`ShareConsumerConfig`).
+SHARE_CONSUMER_OPTIONS: dict[str, Option] = option_table(ShareConsumerConfig)
 
 
 @dataclass(frozen=True)

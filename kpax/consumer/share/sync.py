@@ -28,15 +28,19 @@ from __future__ import annotations
 import logging
 import operator
 from collections import deque
-from collections.abc import Coroutine, Iterable, Iterator, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Coroutine, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kpax.consumer.record import ShareConsumerRecord
 from kpax.consumer.share.acks import AcknowledgeType
 from kpax.consumer.share.client import AckCallback, AsyncShareConsumer
+from kpax.consumer.share.options import ShareConsumerConfig
 from kpax.proto.errors import IllegalStateError, KafkaError
 from kpax.structs import TopicPartition
 from kpax.sync_face import SyncFace
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # (typing's from Python 3.11)
 
 log = logging.getLogger("kpax.share")
 
@@ -58,15 +62,16 @@ class ShareConsumer(SyncFace):
     def __init__(
         self,
         *topics: str,
-        bootstrap_servers: str | Sequence[str] | None = None,
-        **config: Any,
+        **config: Unpack[ShareConsumerConfig],
     ) -> None:
         names: list[Any] = list(topics)
+        options: dict[str, Any] = dict(config)
+        bootstrap_servers = options.pop("bootstrap_servers", None)  # (given as a keyword)
         if names and isinstance(names[0], Mapping):
-            config = {**names.pop(0), **config}  # confluent-kafka's Consumer(conf) shape
+            options = {**names.pop(0), **options}  # confluent-kafka's Consumer(conf) shape
         if bootstrap_servers is None and names and (":" in names[0] or "," in names[0]):
             bootstrap_servers = names.pop(0)
-        core = self._core = AsyncShareConsumer(bootstrap_servers, **config)
+        core = self._core = AsyncShareConsumer(bootstrap_servers, **options)
         settings = core.settings
         margin = 5.0 + settings.request_timeout
         super().__init__("kpax-share-consumer", settings.api_timeout, margin)

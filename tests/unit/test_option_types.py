@@ -1,0 +1,135 @@
+"""Options are declared once, and users' type checkers see them.
+
+Each option is one key of its client's config TypedDict (``ProducerConfig``,
+``ConsumerConfig``, ``ShareConsumerConfig``, ``AdminConfig``), annotated with its
+``Option``: the option tables the clients check against, and the docs' tables,
+are read from those keys, and the constructors take ``**config: Unpack[...]``,
+so a misspelt option name is a mypy error (and an IDE's).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import get_type_hints
+
+import pytest
+
+import kpax
+from kpax.admin.base import ADMIN_OPTIONS, AdminConfig
+from kpax.broker.options import COMMON_OPTIONS, ConnectionConfig
+from kpax.config import CALLBACK_OPTIONS, CallbackConfig, Option
+from kpax.consumer.options import CONSUMER_OPTIONS, ConsumerConfig, ConsumerSettings
+from kpax.consumer.share.options import (
+    SHARE_CONSUMER_OPTIONS,
+    ShareConsumerConfig,
+    ShareSettings,
+)
+from kpax.producer.options import PRODUCER_OPTIONS, ProducerConfig, ProducerSettings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+TABLES = [
+    (ConnectionConfig, COMMON_OPTIONS),
+    (CallbackConfig, CALLBACK_OPTIONS),
+    (ProducerConfig, PRODUCER_OPTIONS),
+    (ConsumerConfig, CONSUMER_OPTIONS),
+    (ShareConsumerConfig, SHARE_CONSUMER_OPTIONS),
+    (AdminConfig, ADMIN_OPTIONS),
+]
+
+
+@pytest.mark.parametrize(("typed", "table"), TABLES, ids=lambda t: getattr(t, "__name__", ""))
+def test_the_typed_dict_and_the_option_table_name_the_same_options(typed, table) -> None:
+    hints = get_type_hints(typed, include_extras=True)
+    assert list(hints) == list(table)
+    assert typed.__total__ is False  # every option may be left out
+    for name, hint in hints.items():
+        (option,) = [m for m in hint.__metadata__ if isinstance(m, Option)]
+        assert table[name] is not None
+        assert option.default == table[name].default or table[name].default is None
+
+
+def test_the_public_names_are_the_declarations() -> None:
+    assert kpax.ProducerConfig is ProducerConfig
+    assert kpax.ConsumerConfig is ConsumerConfig
+    assert kpax.ShareConsumerConfig is ShareConsumerConfig
+    assert kpax.AdminConfig is AdminConfig
+
+
+# Settings fields that are not an option of the same name: what they are made from.
+DERIVED = {
+    ProducerSettings: {"max_in_flight": "max_in_flight_requests_per_connection"},
+    ConsumerSettings: {},
+    ShareSettings: {},
+}
+
+
+@pytest.mark.parametrize(
+    ("settings", "table"),
+    [
+        (ProducerSettings, PRODUCER_OPTIONS),
+        (ConsumerSettings, CONSUMER_OPTIONS),
+        (ShareSettings, SHARE_CONSUMER_OPTIONS),
+    ],
+    ids=lambda t: getattr(t, "__name__", ""),
+)
+def test_every_settings_field_is_a_declared_option(settings, table) -> None:
+    """The typed settings the components read are a view of the declared options:
+    a field is an option's (same name) or derived from a named one."""
+    derived = DERIVED[settings]
+    for field in dataclasses.fields(settings):
+        source = derived.get(field.name, field.name)
+        assert source in table, f"{settings.__name__}.{field.name}: no option {source!r}"
+
+
+SNIPPET = """
+import asyncio
+import kpax
+import kpax.aio
+
+kpax.Producer("h:9092", linger_ms=5, acks="all")
+kpax.Producer("h:9092", linger_mss=5)  # E "linger_mss" ... did you mean "linger_ms"
+kpax.Consumer("t", group_id="g", auto_offset_rest="earliest")  # E "auto_offset_rest"
+kpax.Admin("h:9092", default_api_timeout=5)  # E "default_api_timeout"
+kpax.ShareConsumer("t", group_id="g", share_acknowledgment_mode="explicit")  # E "share_ackn
+kpax.Producer("h:9092", linger_ms="5")  # E "linger_ms" ... "str"
+kpax.Producer({"bootstrap.servers": "h:9092", "linger.ms": "5"})  # a dict: not checked
+kpax.Producer(bootstrap_servers="h:9092", compression_type="lz4")
+
+
+async def main() -> None:
+    kpax.aio.Producer("h:9092", lingerms=5)  # E "lingerms"
+    kpax.aio.Consumer("h:9092", group_idd="g")  # E "group_idd"
+    config: kpax.ConsumerConfig = {"group_id": "g", "enable_auto_comit": False}  # E "enable_a
+"""
+
+
+def test_a_misspelt_option_fails_in_mypy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """mypy (as a user runs it) reports each misspelt option name, and a value of
+    the wrong type, on its line; the correct calls and a peer-style dict pass."""
+    api = pytest.importorskip("mypy.api")
+    source = tmp_path / "snippet.py"
+    source.write_text(SNIPPET.lstrip("\n"), encoding="utf-8")
+    expected = {
+        number: line.split("# E ", 1)[1].split(" ... ")
+        for number, line in enumerate(source.read_text().splitlines(), 1)
+        if "# E " in line
+    }
+    monkeypatch.setenv("MYPYPATH", str(ROOT))  # this checkout's kpax
+    monkeypatch.chdir(ROOT)
+    out, err, _ = api.run(
+        [
+            "--strict",
+            "--follow-imports=silent",
+            "--no-incremental",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            str(source),
+        ]
+    )
+    errors = {int(line.split(":")[1]): line for line in out.splitlines() if ": error:" in line}
+    assert sorted(errors) == sorted(expected), out + err
+    for number, words in expected.items():
+        for word in words:
+            assert word.strip() in errors[number], errors[number]

@@ -26,7 +26,8 @@ fork() (kpax.forks), and warns (ResourceWarning) when collected unclosed.
 Polling and iteration (the per-record path) live here; the rest is in one
 module per job, which this class calls: kpax.consumer.member_side (what the
 group code asks of the consumer: partitions given and taken, offsets to
-commit, listener calls), kpax.consumer.subscribing, kpax.consumer.closing,
+commit, listener calls), kpax.consumer.committing (commits and the group
+identity they carry), kpax.consumer.subscribing, kpax.consumer.closing,
 kpax.consumer.partition_args (the partitions a call is given),
 kpax.consumer.java_metrics (``metrics``).
 
@@ -46,10 +47,9 @@ from typing import TYPE_CHECKING, Any
 
 from kpax.cluster.cluster import Cluster
 from kpax.config import given_options, resolve
-from kpax.consumer import closing, subscribing
+from kpax.consumer import closing, committing, subscribing
 from kpax.consumer.buffer import FetchBuffer
 from kpax.consumer.classic import ClassicGroup
-from kpax.consumer.errors import CommitFailedError
 from kpax.consumer.fetcher import Fetcher
 from kpax.consumer.group import GroupBase
 from kpax.consumer.java_metrics import consumer_metrics
@@ -489,35 +489,14 @@ class AsyncConsumer(PeerHints):
         return read[0] if read is not None else st.position
 
     def group_metadata(self) -> ConsumerGroupMetadata:
-        """This member's group id, generation and member id, for
-        ``producer.send_offsets_to_transaction`` (consume-transform-produce): those
-        in force when the last poll (or iteration step) handed records out, as the
-        Java consumer's ``groupMetadata()`` changes only in ``poll()``. The group
-        rebalances in the background here, so the generation may have moved on
-        while the application worked on those records; committing their offsets
-        with the newer one would pass the broker's fencing check for partitions
-        another member now owns (offsets moving back, records written twice). With
-        the generation they were handed out under, such a commit is refused
-        (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID or STALE_MEMBER_EPOCH) and the
-        transaction aborts."""
-        group = self.group
-        if group is None:
-            raise IllegalStateError("group_metadata() needs a consumer with a group_id")
-        identity = self._handout_identity
-        if identity is None:
-            identity = group.commit_identity()  # nothing handed out yet
-        generation, member_id = identity  # a member epoch under KIP-848
-        return ConsumerGroupMetadata(group.group_id, generation, member_id, group.instance_id)
+        """This member's group id, generation (KIP-848: member epoch) and member id
+        for ``producer.send_offsets_to_transaction``: those in force when the last
+        poll or iteration step handed records out (kpax.consumer.committing)."""
+        return committing.group_metadata(self)
 
     def _note_handout(self) -> None:
-        """The buffer handed records out (on the taking thread): note the identity
-        they go out under (a member out of its generation keeps the last one, which
-        the broker then refuses)."""
-        group = self.group
-        if group is not None:
-            identity = group.commit_identity()
-            if identity[0] >= 0:
-                self._handout_identity = identity
+        """The buffer handed records out (on the taking thread)."""
+        committing.note_handout(self)
 
     async def _committed_lookup(
         self, tps: list[TopicPartition]
@@ -750,46 +729,7 @@ class AsyncConsumer(PeerHints):
         after every record ``poll()`` returned, or after the record the iteration is
         on: call it after processing them. (Auto-commit sends only what the
         application has moved past: kpax.consumer.member_side.)"""
-        self._check()
-        if self.group is None:
-            raise IllegalStateError("commit() needs a group_id")
-        if offsets is None:
-            final = self._member._commit_offsets()
-        else:
-            final = {
-                TopicPartition(*tp): (
-                    om if isinstance(om, OffsetAndMetadata) else OffsetAndMetadata(om)
-                )
-                for tp, om in offsets.items()
-            }
-            for tp, om in final.items():
-                if not isinstance(om.offset, int) or isinstance(om.offset, bool) or om.offset < 0:
-                    # (as the Java consumer: a negative offset would reset the group's
-                    # position to "no committed offset" on the broker)
-                    raise ValueError(
-                        f"cannot commit offset {om.offset!r} for {tp}: an offset is an int >= 0"
-                    )
-        if self._is_subscribed:
-            if not self.group.in_group():
-                raise CommitFailedError(
-                    f"cannot commit for group {self.group.group_id!r}: this member is not in the "
-                    "group now (a rebalance is in progress, or it was evicted for exceeding "
-                    "max_poll_interval_ms); its partitions may belong to another member"
-                )
-            # The group rebalances in the background: a partition given to another
-            # member while the application worked on its records must not get their
-            # offsets (the broker would take them with this member's new generation,
-            # moving the new owner's committed offset back).
-            lost = sorted(tp for tp in final if tp not in self.states)
-            if lost:
-                raise CommitFailedError(
-                    f"cannot commit for group {self.group.group_id!r}: "
-                    f"{', '.join(f'{tp.topic}-{tp.partition}' for tp in lost)} no longer "
-                    "assigned to this member (the group rebalanced after their records were "
-                    "handed out; another member reads them from the committed offset); "
-                    "nothing committed: poll again and commit what it returns"
-                )
-        await self.group.commit(final)  # with the identity in force now (GroupBase.commit)
+        await committing.commit(self, offsets)
 
     def commit_async(
         self,

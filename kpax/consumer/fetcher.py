@@ -33,7 +33,7 @@ Positions still unknown (new assignment, reset) are found by
 them): from the committed offsets (``committed_lookup``: the group's, passed
 at construction) or by ListOffsets.
 
-Imports: kpax.cluster, kpax.proto, kpax.structs, kpax.metrics, kpax.consumer.*.
+Imports: kpax.cluster, kpax.proto, kpax.structs, kpax.metrics, kpax.tasks, kpax.consumer.*.
 """
 
 from __future__ import annotations
@@ -70,6 +70,7 @@ from kpax.proto.errors import (
 from kpax.proto.messages import FetchRequest
 from kpax.proto.records import decode_batches
 from kpax.structs import TopicPartition
+from kpax.tasks import cancel_and_wait
 
 log = logging.getLogger("kpax.consumer")
 
@@ -167,18 +168,14 @@ class Fetcher:
             for t in (self._task, *self._inflight.values(), *self._side.values(), *self._aux)
             if t is not None
         ]
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            with contextlib.suppress(BaseException):
-                await t
+        await cancel_and_wait(tasks)
         await self._close_sessions()
 
     async def _close_sessions(self) -> None:
         """Tell brokers to drop our fetch sessions (epoch -1), best effort."""
         for node, s in list(self._sessions.items()):
             if s.id:
-                with contextlib.suppress(BaseException):
+                with contextlib.suppress(Exception):  # (best effort; a cancellation ends it)
                     broker = self.cluster.fetch_broker(node)
                     req = s.close_request()
                     await broker.request(req, timeout=1.0, expect_response=False)

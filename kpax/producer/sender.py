@@ -1,10 +1,11 @@
 """The sender: drains ready batches and produces them to partition leaders.
 
-Role: the producer's I/O engine on the producer's loop. Each round closes
-lingered batches (:meth:`Accumulator.drain_open`), then takes at most one
-batch per partition per request, groups them by leader and sends Produce
-requests -- up to ``max_in_flight_requests_per_connection`` per broker,
-pipelined on the broker's one connection. A round is a plain callback: it runs
+Role: the producer's I/O engine on the producer's loop. Each round hands
+itself the lingered batches (:meth:`Accumulator.drain_open`; they stay open,
+taking records, until taken), then takes at most one batch per partition
+per request, groups them by leader and sends Produce requests -- up to
+``max_in_flight_requests_per_connection`` per broker, pipelined on the
+broker's one connection. A round is a plain callback: it runs
 when woken (a full batch, a batch whose linger ends before the timer, a
 response, flush, close: one ``call_soon`` however many wake-ups come before
 it) or when the timer of the next linger/retry deadline fires (kept while it
@@ -134,6 +135,9 @@ class Sender:
     ) -> None:
         self.cluster = cluster
         self.acc = accumulator
+        # (a transaction's batches close at their linger, not when taken: kept
+        # as they were, the transaction's ordering with offsets and markers untested otherwise)
+        accumulator.keep_open = txn is None
         self.identity = identity
         #: Encodes closing batches (shared with the accumulator).
         self.sealer = sealer
@@ -390,10 +394,14 @@ class Sender:
             idle: list[PartitionQueue] = []  # nothing ready, or must wait for a request
             for pq in queues:
                 ready = pq.ready
-                if not ready:
-                    idle.append(pq)
-                    continue
-                b = ready[0]
+                if ready:
+                    b = ready[0]
+                else:  # its open batch, once lingered: it takes records until taken
+                    open_b = acc.open_due(pq, now)
+                    if open_b is None:
+                        idle.append(pq)
+                        continue
+                    b = open_b
                 if b.retry_at > now:
                     if retry_at is None or b.retry_at < retry_at:
                         retry_at = b.retry_at
@@ -411,7 +419,7 @@ class Sender:
                     failure = self.txn.blocking_error
                     if failure is not None:  # the transaction failed: so do its batches
                         with acc.lock:
-                            ready.popleft()
+                            acc.take_open(pq, b)
                         self.complete(b, -1, -1, failure)
                         progress = True
                     continue  # added to the transaction first; the manager wakes us
@@ -438,7 +446,7 @@ class Sender:
                 with acc.lock:
                     ready_queues = acc.ready_queues
                     for pq in idle:
-                        if not pq.ready or pq.in_flight:
+                        if pq.in_flight or not (pq.ready or acc.open_due(pq, now)):
                             ready_queues.pop(pq, None)
             for leader, group in taken.items():
                 size = 0
@@ -501,14 +509,19 @@ class Sender:
                 elif due < nxt:
                     nxt = due
             ready = pq.ready
-            while ready:
-                b = ready[0]
+            while True:
+                # its waiting batches, then its open one (it stays open, taking
+                # records, until the sender can take it)
+                head = ready[0] if ready else pq.open
+                if head is None:
+                    break
+                b = head
                 due = b.created + limit
                 if due > now:
                     nxt = min(nxt, due)
                     break
                 with acc.lock:
-                    ready.popleft()
+                    acc.take_open(pq, b)
                 self.complete(
                     b,
                     -1,
@@ -539,7 +552,7 @@ class Sender:
         sequence). False if it could not be encoded (it is then failed)."""
         b.resequenced = False  # (this attempt carries its current numbers)
         with self.acc.lock:
-            pq.ready.popleft()
+            self.acc.take_open(pq, b)
             if b.data is None:
                 if not self.sealer.seal(pq, b):
                     raise AssertionError("sealing a batch without a producer id")
@@ -727,7 +740,7 @@ class Sender:
         acc = self.acc
         with acc.lock:
             for pq, _ in batches:
-                if pq.ready:
+                if pq.ready or pq.open is not None:  # (an open one not due leaves again)
                     acc.ready_queues[pq] = None
         self.wake()
 

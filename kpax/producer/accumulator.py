@@ -16,7 +16,15 @@ not fit, ``append`` returns :data:`FULL` and the caller waits (sync:
 :meth:`wait_for_memory` blocks up to ``max_block_ms``; asyncio: awaits the
 ``memory_freed`` hook).
 
-Closing a batch (full, lingered, flushed) encodes it at once, under the lock,
+A batch whose linger is over stays open -- it takes records -- until the
+sender takes it for a request (:meth:`Accumulator.drain_open` hands its
+queue to the sender, :meth:`Accumulator.take_open` closes it), as the Java
+client's and librdkafka's do: while a broker has its requests in flight, a
+partition's records gather in one batch instead of one batch each. (A
+transactional producer's batches, and every batch at a flush, close at
+their linger as before.)
+
+Closing a batch (full, flushed, taken) encodes it at once, under the lock,
 with its producer id, epoch and sequence numbers (``seal``: the producer's
 :class:`~kpax.producer.sealer.Sealer`, given at construction): a full batch
 is thus encoded in the thread that filled it, which keeps the I/O thread's
@@ -222,6 +230,14 @@ class Accumulator:
         #: longer its queue's open one was closed full and is skipped):
         #: :meth:`drain_open` closes the lingered ones from its head.
         self.lingering: deque[tuple[PartitionQueue, ProducerBatch]] = deque()
+        #: Whether a lingered batch stays open until the sender takes it (set
+        #: by the sender: not for a transactional producer, whose batches
+        #: close at their linger as they always did).
+        self.keep_open = True
+        #: Open batches whose linger is over, handed to the sender and still
+        #: open (taking records) until it takes them, in that order (an entry
+        #: whose batch is no longer open is skipped): a flush closes them.
+        self.due_open: deque[tuple[PartitionQueue, ProducerBatch]] = deque()
         #: Queues with batches ready to send (insertion-ordered; the sender
         #: reads only these, and takes out a queue that has nothing to send or
         #: may send nothing more until one of its requests ends).
@@ -627,17 +643,40 @@ class Accumulator:
             self.memory_freed()
 
     def drain_open(self, now: float) -> float | None:
-        """Close open batches whose linger expired (or all, when flushing or
-        closing), mark the sender as about to sleep, and return the earliest
-        linger deadline of the batches left open (None if there is none): the
-        lingered batches are the head of :attr:`lingering`, so a round costs
-        nothing per partition that has no batch due."""
+        """Hand the sender the open batches whose linger expired (or all, when
+        flushing or closing): each one's queue joins :attr:`ready_queues`,
+        the batch itself stays open -- it takes records until the sender takes
+        it (:meth:`take_open`), as the Java client's and librdkafka's do. Marks
+        the sender as about to sleep, and returns the earliest linger deadline
+        of the batches still lingering (None if there is none): the lingered
+        batches are the head of :attr:`lingering`, so a round costs nothing
+        per partition that has no batch due.
+
+        (Closing a lingered batch here, when its partition or broker could
+        not send it yet, left it at the few records it had: with keyed
+        records to 1,000 partitions and 5 requests in flight, every request
+        carried ~1,000 batches of one record each, which the broker appends
+        one by one -- ~0.3 ms each -- so requests took seconds and the producer
+        ~10,000 records/s.)"""
         deadline: float | None = None
         linger = self.linger
         with self.lock:
             self.sleeping = True
             force = self.flushing > 0 or self.closing
             fifo = self.lingering
+            ready_queues = self.ready_queues
+            due_open = self.due_open
+            if force:
+                for pq, b in due_open:
+                    if pq.open is b:
+                        pq.open = None
+                        self._close(pq, b)
+                due_open.clear()
+            else:
+                while due_open and due_open[0][0].open is not due_open[0][1]:
+                    due_open.popleft()  # (taken since)
+                if len(due_open) > 2 * len(ready_queues) + 64:
+                    self.due_open = due_open = deque(e for e in due_open if e[0].open is e[1])
             while fifo:
                 pq, b = fifo[0]
                 if pq.open is not b:  # closed full (or aborted) since
@@ -648,10 +687,37 @@ class Accumulator:
                     deadline = due
                     break
                 fifo.popleft()
-                pq.open = None
-                self._close(pq, b)
+                if force or not self.keep_open:  # (a flush: what was sent before it)
+                    pq.open = None
+                    self._close(pq, b)
+                else:
+                    ready_queues[pq] = None  # its open batch may go
+                    due_open.append((pq, b))
             self.wake_at = deadline if deadline is not None else float("inf")
         return deadline
+
+    def open_due(self, pq: PartitionQueue, now: float) -> ProducerBatch | None:
+        """``pq``'s open batch if the sender may take it (its linger is over,
+        or the producer is flushing or closing), else None. Read without the
+        lock: :meth:`take_open` checks it is still open."""
+        b = pq.open
+        if b is None:
+            return None
+        if b.created + self.linger <= now:
+            return b
+        return None
+
+    def take_open(self, pq: PartitionQueue, b: ProducerBatch) -> None:
+        """The sender takes ``b`` to send it: closed if it is still ``pq``'s
+        open batch, else (closed full meanwhile) taken off ``pq.ready``. Lock held."""
+        if pq.open is b:
+            pq.open = None
+            return
+        ready = pq.ready
+        if ready and ready[0] is b:
+            ready.popleft()
+        else:
+            ready.remove(b)
 
     def all_queues(self) -> list[PartitionQueue]:
         """Every partition queue (a list kept until a queue is added: the sender
@@ -691,6 +757,7 @@ class Accumulator:
                     out.extend(pq.ready)
                     pq.ready.clear()
             self.lingering.clear()
+            self.due_open.clear()
             self.ready_queues.clear()
         return out
 

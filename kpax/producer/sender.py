@@ -1,10 +1,11 @@
 """The sender: drains ready batches and produces them to partition leaders.
 
-Role: the producer's I/O engine on the producer's loop. Each round closes
-lingered batches (:meth:`Accumulator.drain_open`), then takes at most one
-batch per partition per request, groups them by leader and sends Produce
-requests -- up to ``max_in_flight_requests_per_connection`` per broker,
-pipelined on the broker's one connection. A round is a plain callback: it runs
+Role: the producer's I/O engine on the producer's loop. Each round hands
+itself the lingered batches (:meth:`Accumulator.drain_open`; they stay open,
+taking records, until taken), then takes at most one batch per partition
+per request, groups them by leader and sends Produce requests -- up to
+``max_in_flight_requests_per_connection`` per broker, pipelined on the
+broker's one connection. A round is a plain callback: it runs
 when woken (a full batch, a batch whose linger ends before the timer, a
 response, flush, close: one ``call_soon`` however many wake-ups come before
 it) or when the timer of the next linger/retry deadline fires (kept while it
@@ -22,15 +23,8 @@ deadlines are read across every queue only when the earliest of them has come
 ~100 ns each, and a round ran per batch opened: at 1,000 partitions with keyed
 records, ~200 us per record.)
 
-Outcomes: a success completes the batch's futures with the base offset; a
-retriable error (leader moved, broken connection, request timeout, ...) puts
-the batch back in its partition's queue ahead of newer ones, after
-``retry_backoff_ms`` (exponential up to ``retry_backoff_max_ms``), until
-``retries`` or ``delivery_timeout_ms`` run out; anything else fails the batch.
-A batch refused as too large (MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE) with
-several records is split in two and its parts resent first
-(:mod:`kpax.producer.split`); a single record too large fails with an error
-naming its size and the limits.
+Outcomes -- completed, retried, split, renumbered -- are read per batch by
+:class:`~kpax.producer.outcomes.BatchOutcomes`, the sender's base class.
 
 ``delivery_timeout_ms`` is kept to the letter: batches that outlive it --
 waiting, waiting for a retry, or in flight (their request's late answer is
@@ -43,17 +37,11 @@ Idempotence (on by default): a batch gets its partition's next sequence
 number when it is first sent, and a retry resends the very same bytes, so the
 broker drops duplicates. At most 5 batches per partition are in flight, and a
 retried batch goes out only when no batch of its partition is in flight, so
-retries never reorder a partition. OUT_OF_ORDER_SEQUENCE_NUMBER /
-UNKNOWN_PRODUCER_ID / INVALID_PRODUCER_EPOCH on a batch with an earlier
-batch still unacknowledged is a consequence of that earlier failure: the batch
-is simply retried. On the first unacknowledged batch it means the broker lost
-the producer's state: once nothing is in flight, the epoch is bumped
+retries never reorder a partition. When the broker lost the producer's
+state (a sequence error on a partition's first unacknowledged batch), once
+nothing is in flight the epoch is bumped
 (:class:`~kpax.producer.idempotence.ProducerIdentity`) and every unsent batch is
-re-sequenced from 0 with ``rewrite_producer_state`` (KIP-360). A batch the
-broker refuses for good without writing it (INVALID_TIMESTAMP, INVALID_RECORD,
-a record too large...) fails alone and gives its sequence numbers back: the
-partition's later batches are renumbered and the partition goes on with the
-same epoch (:meth:`Sender._give_back`). Limitation: a
+re-sequenced from 0 with ``rewrite_producer_state`` (KIP-360). Limitation: a
 batch whose previous attempt had an unknown outcome (connection cut after
 sending) and that is re-sequenced by such a bump could be written twice; the
 common cases (broker restart, connection cut, leader change) are retried with
@@ -66,11 +54,10 @@ handed to the open connection with ``submit`` -- no task, no message objects;
 its outcome arrives in :meth:`Sender._on_response` (only a request that must
 wait for a connection goes through a task first).
 
-Metrics (kpax.metrics): counted once per completed batch in :meth:`complete`
-(records sent or failed, batch bytes, per topic), per retry and per request;
-never per record.
+Metrics (kpax.metrics): per request here (records per request), per
+completed batch and per retry in :mod:`kpax.producer.outcomes`; never per record.
 
-Imports: kpax.producer.{accumulator,batch,idempotence,options,sealer,split,transactions},
+Imports: kpax.producer.{accumulator,batch,idempotence,options,outcomes,sealer,transactions},
 kpax.cluster (cluster, request_path), kpax.metrics, kpax.broker, kpax.proto,
 kpax.structs, the standard library.
 """
@@ -78,7 +65,6 @@ kpax.structs, the standard library.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import time
@@ -94,19 +80,14 @@ from kpax.producer.accumulator import Accumulator, PartitionQueue
 from kpax.producer.batch import ProducerBatch, delivery_error
 from kpax.producer.idempotence import ProducerIdentity
 from kpax.producer.options import ProducerSettings
+from kpax.producer.outcomes import BatchOutcomes
 from kpax.producer.sealer import MAX_SEQUENCE, Sealer
-from kpax.producer.split import TOO_LARGE_ERRORS, split_batch, too_large_error
 from kpax.producer.transactions import TransactionManager
-from kpax.proto.error_codes import (
-    DuplicateSequenceNumberError,
-    UnknownServerError,
-    UnknownTopicIdError,
-)
-from kpax.proto.error_families import LEADER_OR_TOPIC_ERRORS, SEQUENCE_ERRORS
-from kpax.proto.errors import KafkaConnectionError, KafkaError, error_for_code
+from kpax.proto.error_codes import UnknownTopicIdError
+from kpax.proto.errors import KafkaConnectionError, KafkaError
 from kpax.proto.messages import ProduceRequest
 from kpax.proto.produce_wire import MAX_VERSION as PRODUCE_MAX_VERSION
-from kpax.proto.produce_wire import PartitionResult, decode_produce_response, encode_produce
+from kpax.proto.produce_wire import decode_produce_response, encode_produce
 from kpax.proto.records import rewrite_producer_state
 from kpax.structs import TopicPartition
 
@@ -118,7 +99,7 @@ __all__ = ["Sender"]
 MIN_REQUEST_TIMEOUT = 0.2
 
 
-class Sender:
+class Sender(BatchOutcomes):
     """See the module docstring. ``run()`` is the task; ``wake()`` nudges it."""
 
     def __init__(
@@ -134,6 +115,9 @@ class Sender:
     ) -> None:
         self.cluster = cluster
         self.acc = accumulator
+        # (a transaction's batches close at their linger, not when taken: kept
+        # as they were, the transaction's ordering with offsets and markers untested otherwise)
+        accumulator.keep_open = txn is None
         self.identity = identity
         #: Encodes closing batches (shared with the accumulator).
         self.sealer = sealer
@@ -390,10 +374,14 @@ class Sender:
             idle: list[PartitionQueue] = []  # nothing ready, or must wait for a request
             for pq in queues:
                 ready = pq.ready
-                if not ready:
-                    idle.append(pq)
-                    continue
-                b = ready[0]
+                if ready:
+                    b = ready[0]
+                else:  # its open batch, once lingered: it takes records until taken
+                    open_b = acc.open_due(pq, now)
+                    if open_b is None:
+                        idle.append(pq)
+                        continue
+                    b = open_b
                 if b.retry_at > now:
                     if retry_at is None or b.retry_at < retry_at:
                         retry_at = b.retry_at
@@ -411,7 +399,7 @@ class Sender:
                     failure = self.txn.blocking_error
                     if failure is not None:  # the transaction failed: so do its batches
                         with acc.lock:
-                            ready.popleft()
+                            acc.take_open(pq, b)
                         self.complete(b, -1, -1, failure)
                         progress = True
                     continue  # added to the transaction first; the manager wakes us
@@ -438,7 +426,7 @@ class Sender:
                 with acc.lock:
                     ready_queues = acc.ready_queues
                     for pq in idle:
-                        if not pq.ready or pq.in_flight:
+                        if pq.in_flight or not (pq.ready or acc.open_due(pq, now)):
                             ready_queues.pop(pq, None)
             for leader, group in taken.items():
                 size = 0
@@ -501,14 +489,19 @@ class Sender:
                 elif due < nxt:
                     nxt = due
             ready = pq.ready
-            while ready:
-                b = ready[0]
+            while True:
+                # its waiting batches, then its open one (it stays open, taking
+                # records, until the sender can take it)
+                head = ready[0] if ready else pq.open
+                if head is None:
+                    break
+                b = head
                 due = b.created + limit
                 if due > now:
                     nxt = min(nxt, due)
                     break
                 with acc.lock:
-                    ready.popleft()
+                    acc.take_open(pq, b)
                 self.complete(
                     b,
                     -1,
@@ -539,7 +532,7 @@ class Sender:
         sequence). False if it could not be encoded (it is then failed)."""
         b.resequenced = False  # (this attempt carries its current numbers)
         with self.acc.lock:
-            pq.ready.popleft()
+            self.acc.take_open(pq, b)
             if b.data is None:
                 if not self.sealer.seal(pq, b):
                     raise AssertionError("sealing a batch without a producer id")
@@ -727,299 +720,9 @@ class Sender:
         acc = self.acc
         with acc.lock:
             for pq, _ in batches:
-                if pq.ready:
+                if pq.ready or pq.open is not None:  # (an open one not due leaves again)
                     acc.ready_queues[pq] = None
         self.wake()
-
-    def _handle_response(
-        self,
-        results: list[PartitionResult],
-        batches: list[tuple[PartitionQueue, ProducerBatch]],
-        ids: dict[bytes, str],
-        conn: BrokerConnection,
-    ) -> None:
-        by_partition: dict[tuple[str | bytes, int], PartitionResult] = {}
-        for r in results:
-            topic = r[0]
-            if ids and isinstance(topic, bytes):
-                topic = ids.get(topic, "")
-            by_partition[(topic, r[1])] = r
-        refresh = False
-        for pq, b in batches:
-            found = by_partition.get((pq.topic, pq.partition))
-            if found is None:
-                self._failed(
-                    pq,
-                    b,
-                    UnknownServerError(
-                        f"no response for {pq.topic}-{pq.partition} from {conn.describe()}"
-                    ),
-                    unknown=True,
-                    describe=conn.describe(),
-                )
-                continue
-            _, _, code, base_offset, log_append_time, message = found
-            if code == 0:
-                pq.acked = True
-                self._finish(pq, b, base_offset, log_append_time, None)
-                continue
-            error = error_for_code(code)
-            if issubclass(error, DuplicateSequenceNumberError):
-                self._finish(pq, b, -1, -1, None)  # written before: a retry's duplicate
-                continue
-            err = error(
-                f"producing {b.count} record(s) to {pq.topic}-{pq.partition} on {conn.describe()}",
-                error_message=message,
-            )
-            if isinstance(err, TOO_LARGE_ERRORS) and not b.done:
-                if b.count > 1 and self._split(pq, b, err):
-                    continue
-                if b.count == 1:
-                    err = too_large_error(b, err, conn.describe())
-            if isinstance(err, LEADER_OR_TOPIC_ERRORS):
-                self.cluster.leader_is_down(pq.topic, pq.partition)
-                refresh = True
-            if self.identity is not None and isinstance(err, SEQUENCE_ERRORS):
-                if self.txn is not None and not (b.resequenced or self._earlier_unacked(pq, b)):
-                    # A transactional producer never bumps its own epoch: the batch
-                    # fails, fencing is fatal and anything else aborts the transaction.
-                    with contextlib.suppress(ValueError):
-                        pq.in_flight.remove(b)
-                    self.txn.fail(err)
-                    self.complete(b, -1, -1, self.txn.blocking_error or err)
-                    continue
-                self._sequence_error(pq, b, err)
-                continue
-            if (
-                not err.retriable
-                and self.identity is not None
-                and not isinstance(err, UnknownServerError)  # (may have failed after the write)
-            ):
-                self._give_back(pq, b)
-            self._failed(pq, b, err, unknown=False, describe=conn.describe())
-        if refresh:
-            self.refresh_metadata()
-
-    def _give_back(self, pq: PartitionQueue, b: ProducerBatch) -> None:
-        """The broker refused ``b`` for good without writing it (INVALID_TIMESTAMP,
-        INVALID_RECORD, a record too large, not authorized...): ``b`` fails, and
-        its sequence numbers go back to the partition -- every later batch of
-        ``pq`` in flight or waiting is renumbered ``b.count`` lower, and so is
-        the next batch sealed -- as Java's producer does for a failed batch
-        (``adjustSequencesDueToFailedBatch``), so the partition goes on with the
-        same producer id and epoch instead of an epoch bump (which restarts
-        every partition's sequences). The later batches in flight carry the old
-        numbers: refused as out of order, they are resent with the new ones
-        (``resequenced``). Not done -- the bump stays the way out -- for
-        UNKNOWN_SERVER_ERROR (the broker may have failed after the write), nor
-        when ``b`` may have been written by an earlier attempt (unknown outcome), was
-        sealed under another epoch, a bump is due anyway, or a later batch in
-        flight has expired (its outcome unknown)."""
-        identity = self.identity
-        assert identity is not None
-        base, count = b.base_sequence, b.count
-        pid, epoch = identity.producer_id, identity.producer_epoch
-        if (
-            b.done
-            or b.maybe_written
-            or base < 0
-            or count <= 0
-            or identity.bump_needed
-            or b.producer_id != pid
-            or b.producer_epoch != epoch
-        ):
-            return
-
-        def later(o: ProducerBatch) -> bool:
-            d = (o.base_sequence - base) & MAX_SEQUENCE
-            return o is not b and o.data is not None and o.base_sequence >= 0 and 0 < d < 1 << 30
-
-        flying = [o for o in pq.in_flight if later(o)]
-        if any(o.done or o.producer_epoch != epoch for o in flying):
-            return
-        with self.acc.lock:  # no batch may be sealed meanwhile
-            waiting = [o for o in pq.ready if later(o)]
-            for o in (*flying, *waiting):
-                seq = (o.base_sequence - count) & MAX_SEQUENCE
-                assert o.data is not None
-                o.data = rewrite_producer_state(o.data, pid, epoch, seq)
-                o.base_sequence = seq
-            for o in flying:
-                o.resequenced = True
-            pq.next_sequence = (pq.next_sequence - count) & MAX_SEQUENCE
-        pq.acked = False  # one batch at a time until the partition answers again
-        log.info(
-            "%s-%d: a batch of %d record(s) failed unwritten; %d later batch(es) renumbered "
-            "from sequence %d (no epoch bump)",
-            pq.topic,
-            pq.partition,
-            count,
-            len(flying) + len(waiting),
-            base,
-        )
-
-    @staticmethod
-    def _earlier_unacked(pq: PartitionQueue, b: ProducerBatch) -> bool:
-        """Whether a batch of ``pq`` before ``b`` (in sequence) is unacknowledged
-        (in flight, or back in the queue: retried or split): a sequence error on
-        ``b`` is then that batch's consequence."""
-        return any(o is not b and o.base_sequence < b.base_sequence for o in pq.in_flight) or any(
-            o.data is not None and o.base_sequence < b.base_sequence for o in pq.ready
-        )
-
-    def _split(self, pq: PartitionQueue, b: ProducerBatch, err: KafkaError) -> bool:
-        """The broker refused ``b`` (several records) as too large: put two parts
-        of it (kpax.producer.split) at the head of its queue, in order. Nothing
-        of ``b`` was written, so its parts reuse its sequence range and the
-        batches after it theirs (refused as out of order meanwhile, they are
-        retried behind the parts). False if it cannot be split (then it fails)."""
-        with contextlib.suppress(ValueError):
-            pq.in_flight.remove(b)
-        try:
-            parts = split_batch(
-                b,
-                codec=self.sealer.codec,
-                transactional=self.sealer.transactional,
-                last_error=err,
-            )
-        except Exception:
-            log.exception("producer: cannot split a batch for %s-%d", pq.topic, pq.partition)
-            return False
-        log.info(
-            "%s-%d: a batch of %d record(s) (%d bytes) is too large for the broker; "
-            "resending it as %d and %d record(s)",
-            pq.topic,
-            pq.partition,
-            b.count,
-            len(b.data or b""),
-            parts[0].count,
-            parts[1].count,
-        )
-        self.split_batches += 1
-        pq.acked = False  # one batch at a time again until the partition answers
-        with self.acc.lock:
-            for part in reversed(parts):  # same serial: each goes before the one after it
-                self.acc.requeue(pq, part)
-        return True
-
-    def _sequence_error(self, pq: PartitionQueue, b: ProducerBatch, err: KafkaError) -> None:
-        with contextlib.suppress(ValueError):
-            pq.in_flight.remove(b)
-        if b.resequenced:
-            # sent before an earlier batch gave its numbers back (_give_back): expected;
-            # resent with its new numbers
-            b.resequenced = False
-            self._retry(pq, b, err, unknown=False, count=False)
-            return
-        earlier = self._earlier_unacked(pq, b)
-        if not earlier:
-            assert self.identity is not None
-            log.warning("%s: resetting sequences with a new producer epoch", err.message)
-            self.identity.bump_needed = True
-        self._retry(pq, b, err, unknown=False, count=not earlier)
-
-    # ------------------------------------------------------------ outcomes
-
-    def _finish(
-        self,
-        pq: PartitionQueue,
-        b: ProducerBatch,
-        offset: int,
-        log_append: int,
-        err: BaseException | None,
-    ) -> None:
-        with contextlib.suppress(ValueError):
-            pq.in_flight.remove(b)
-        self.complete(b, offset, log_append, err)
-
-    def complete(
-        self, b: ProducerBatch, offset: int, log_append: int, err: BaseException | None
-    ) -> None:
-        if self.metrics is not None and not b.done and b.parts is None:
-            self._count(b, err)  # a split batch is counted by its parts
-        b.complete(offset, log_append, err)
-        self.acc.release(b)
-        if err is not None and self.txn is not None and isinstance(err, KafkaError):
-            self.txn.fail(err)
-        parent = b.parent
-        while parent is not None and parent.parts is not None and not parent.done:
-            if not all(p.done for _, p in parent.parts):
-                break
-            # every part of a split batch is done: so is it (records: their part's outcome)
-            first = next((p.error for _, p in parent.parts if p.error is not None), None)
-            parent.complete(-1, -1, first)
-            self.acc.release(parent)
-            parent = parent.parent
-
-    def _count(self, b: ProducerBatch, err: BaseException | None) -> None:
-        """Count a batch's outcome (once per batch: the per-record path is untouched)."""
-        n = b.count or len(b.values)
-        nbytes = len(b.data) if b.data is not None else 0
-        counts = self.topic_counts.get(b.topic)
-        if counts is None:
-            counts = self.topic_counts[b.topic] = [0, 0, 0]
-        if err is None:
-            self.m_sent.record(n)
-            self.m_batch.record(nbytes)
-            counts[0] += n
-            counts[2] += nbytes
-        else:
-            self.m_error.record(n)
-            counts[1] += n
-
-    def _failed(
-        self, pq: PartitionQueue, b: ProducerBatch, err: KafkaError, *, unknown: bool, describe: str
-    ) -> None:
-        with contextlib.suppress(ValueError):
-            pq.in_flight.remove(b)
-        if not err.retriable or self.stopped:
-            self.complete(b, -1, -1, err)
-            return
-        self._retry(pq, b, err, unknown=unknown)
-
-    def _retry(
-        self,
-        pq: PartitionQueue,
-        b: ProducerBatch,
-        err: KafkaError,
-        *,
-        unknown: bool,
-        count: bool = True,
-    ) -> None:
-        pq.acked = False  # one batch at a time again until the partition answers
-        if b.done:  # expired in flight (delivery_timeout_ms): never retried
-            return
-        b.last_error = err
-        b.unknown_outcome = unknown
-        if unknown:
-            b.maybe_written = True
-        if count:
-            b.attempts += 1
-        else:
-            b.attempts = max(b.attempts, 1)
-        if b.attempts > self.retries:
-            self.complete(b, -1, -1, err)
-            return
-        delay = self.retry_policy.delay(b.attempts)
-        now = time.monotonic()
-        # (a retry due after the delivery time fails when that time comes, in the queue)
-        if now - b.created >= self.delivery_timeout:
-            self.complete(
-                b,
-                -1,
-                -1,
-                delivery_error(
-                    b,
-                    f"not delivered within delivery_timeout_ms={int(self.delivery_timeout * 1000)}",
-                ),
-            )
-            return
-        b.retry_at = now + delay
-        self.retried_batches += 1
-        if self.metrics is not None:
-            self.m_retry.record(b.count)
-        with self.acc.lock:
-            self.acc.requeue(pq, b)
 
     # ------------------------------------------------------------ metadata
 

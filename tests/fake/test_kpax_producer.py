@@ -5,6 +5,7 @@ fake's own store, batch by batch."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -133,3 +134,29 @@ def test_kafka_python_callback_shapes(fake_kafka):
         p.flush(10)
         fut.result(10)
     assert seen == [("ok", 0)]
+
+
+def test_records_gather_in_one_batch_while_the_broker_is_busy(fake_kafka):
+    # A batch whose linger is over stays open until a request can take it
+    # (Java's and librdkafka's rule): while the broker's one request in flight
+    # waits, a partition's records go into one batch. (Closed at its linger,
+    # each record here made a batch of its own: with keyed records to 1,000
+    # partitions, requests of ~1,000 one-record batches the broker took seconds
+    # to answer.)
+    fake_kafka.create_topic("t", 2)
+    with kpax.Producer(
+        fake_kafka.bootstrap, linger_ms=5, max_in_flight_requests_per_connection=1
+    ) as p:
+        p.send("t", b"warm", partition=0).result(10)
+        fault = fake_kafka.inject("Produce", delay_ms=3000)
+        first = p.send("t", b"first", partition=0)
+        eventually(lambda: fault.hits == 1, timeout=5)  # in flight, answered in 3 s
+        futures = []
+        for i in range(10):
+            futures.append(p.send("t", b"v%d" % i, partition=1))
+            time.sleep(0.01)  # (pacing: each record comes after the last one's linger)
+        p.flush(10)
+        assert first.result(10).offset == 1
+        assert [f.result(10).offset for f in futures] == list(range(10))
+    (batch,) = _batches(fake_kafka, "t", 1)
+    assert [r.value for r in batch] == [b"v%d" % i for i in range(10)]

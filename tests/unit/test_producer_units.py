@@ -205,11 +205,41 @@ def test_a_batch_opened_behind_the_sender_timer_wakes_nobody():
     for p in range(1, 100):
         _append(acc, b"x", partition=p, n=100)
     assert wakes == [1]
-    # the round the timer starts closes every batch due, from the oldest on
+    # the round the timer starts hands the sender every batch due, from the
+    # oldest on (they stay open until it takes them)
     assert acc.drain_open(float("inf")) is None
-    assert sum(len(pq.ready) for pq in acc.queues["t"].values()) == 100
+    queues = list(acc.queues["t"].values())
+    assert all(acc.open_due(pq, float("inf")) is pq.open is not None for pq in queues)
     assert acc.wake_at == float("inf") and not acc.lingering
     assert len(acc.ready_queues) == 100
+
+
+def test_a_lingered_batch_takes_records_until_the_sender_takes_it():
+    # Java's and librdkafka's rule: a batch whose linger is over stays open
+    # until a request takes it, so while the broker's requests are in flight a
+    # partition's records gather in one batch (closed at its linger, keyed
+    # records to 1,000 partitions went one record per batch, ~1,000 batches
+    # per request, and the broker took seconds to answer each)
+    acc = _acc(linger_ms=5)
+    _append(acc, b"a")
+    pq = acc.queues["t"][0]
+    b = pq.open
+    assert b is not None
+    acc.drain_open(b.created + 1)  # lingered: handed to the sender
+    assert pq in acc.ready_queues and acc.open_due(pq, b.created + 1) is b
+    _append(acc, b"b")  # the sender could not send it yet: the batch takes it
+    assert pq.open is b and b.values == [b"a", b"b"] and not pq.ready
+    with acc.lock:
+        acc.take_open(pq, b)  # the sender takes it: closed, the next record opens a batch
+    assert pq.open is None
+    _append(acc, b"c")
+    assert pq.open is not b and pq.open is not None and pq.open.values == [b"c"]
+    # a flush closes the lingered batches handed over and not taken yet
+    c = pq.open
+    acc.drain_open(c.created + 1)
+    acc.flushing += 1
+    acc.drain_open(c.created + 1)
+    assert pq.open is None and list(pq.ready) == [c]
 
 
 def test_a_new_batch_reserves_a_chunk_and_grows_to_batch_size():

@@ -227,8 +227,12 @@ class RequestPath:
             self.cluster.coordinator_is_down(route.key, route.key_type)
 
     async def _refresh(self, routes: Iterable[Route], deadline: Deadline) -> None:
+        """Before a retry: the metadata of leader-routed topics, or (a route to
+        the controller or a node) the cluster's, which names where they are now."""
+        routes = list(routes)
         topics = sorted({r.topic for r in routes if isinstance(r, ToLeader)})
-        if not topics or deadline.expired:
+        whole = any(isinstance(r, (_Controller, ToNode)) for r in routes)
+        if (not topics and not whole) or deadline.expired:
             return
         try:
             await asyncio.wait_for(self.cluster.refresh(topics), max(deadline.left(), 0.001))
@@ -472,17 +476,25 @@ class RequestPath:
         (``sent_to``: each key's broker, noted before its request goes)."""
         out: dict[K, Any] = {}
         groups: dict[int, tuple[Broker, list[K]]] = {}
+        resolved: dict[Route, Broker | KafkaError] = {}  # each route once a round
         for key in pending:
-            limit = (
-                deadline
-                if resolve_timeout is None
-                else Deadline(min(resolve_timeout, deadline.left()))
-            )
-            try:
-                broker = await self.resolve(route(key), limit)
-            except KafkaError as exc:
-                out[key] = exc
+            r = route(key)
+            found = resolved.get(r)
+            if found is None:
+                limit = (
+                    deadline
+                    if resolve_timeout is None
+                    else Deadline(min(resolve_timeout, deadline.left()))
+                )
+                try:
+                    found = await self.resolve(r, limit)
+                except KafkaError as exc:
+                    found = exc
+                resolved[r] = found
+            if isinstance(found, KafkaError):
+                out[key] = found
                 continue
+            broker = found
             node = broker.node_id if broker.node_id is not None else -1
             groups.setdefault(node, (broker, []))[1].append(key)
             sent_to[key] = broker

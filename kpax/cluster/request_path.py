@@ -191,6 +191,8 @@ class RequestPath:
         when it is not known (cut at the deadline: a retriable KafkaTimeoutError
         naming the route). Its failure is the attempt's: the caller's loop
         retries."""
+        if not isinstance(route, (ToLeader, ToCoordinator)):  # nothing to look up
+            return await self._resolve(route)
         try:
             return await asyncio.wait_for(self._resolve(route), max(deadline.left(), 0.001))
         except asyncio.TimeoutError:

@@ -3,7 +3,9 @@
 Role: the mixin of :class:`~kpax.admin.client.AsyncAdmin` for ACLs, asked of
 any broker; per-ACL (or per-filter) results.
 
-Imports: kpax.admin.base, kpax.admin.types, kpax.proto, kpax.structs, the standard library.
+Imports: kpax.admin.base, kpax.cluster.request_path,
+kpax.admin.types, kpax.broker.broker, kpax.proto, kpax.structs,
+the standard library.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from kpax.admin.types import (
     PatternType,
     ResourceType,
 )
+from kpax.broker.broker import Broker
+from kpax.cluster.request_path import ANY_BROKER, Route
 from kpax.proto.messages import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest
 from kpax.structs import BatchResult
 
@@ -33,8 +37,7 @@ class AclAdmin(AdminBase):
         """ACLs matching the filter (all ACLs by default)."""
         f = acl_filter or AclBindingFilter()
 
-        async def call() -> list[AclBinding]:
-            broker = self.cluster.least_loaded_broker()
+        async def call(broker: Broker) -> list[AclBinding]:
             resp = await broker.request(DescribeAclsRequest(**_filter_fields(f)))
             if resp.error_code:
                 raise broker_error(
@@ -46,15 +49,14 @@ class AclAdmin(AdminBase):
                 for a in r.acls
             ]
 
-        return await self._once("describe ACLs", call, timeout)
+        return await self._on_route("describe ACLs", ANY_BROKER, call, timeout)
 
     async def create_acls(
         self, acls: Iterable[AclBinding], *, timeout: float | None = None
     ) -> BatchResult[AclBinding, None]:
         """Create ACLs (per-ACL results)."""
 
-        async def attempt(items: list[AclBinding]) -> Outcome[AclBinding]:
-            broker = self.cluster.least_loaded_broker()
+        async def send(broker: Broker, items: list[AclBinding]) -> Outcome[AclBinding]:
             resp = await broker.request(
                 CreateAclsRequest(
                     creations=[
@@ -80,15 +82,14 @@ class AclAdmin(AdminBase):
                 for a, r in zip(items, resp.results, strict=True)
             }
 
-        return await self._per_item("create ACL", acls, attempt, timeout)
+        return await self._routed("create ACL", acls, _any_broker, send, timeout)
 
     async def delete_acls(
         self, filters: Iterable[AclBindingFilter], *, timeout: float | None = None
     ) -> BatchResult[AclBindingFilter, list[AclBinding]]:
         """Delete the ACLs matching each filter; each result lists what was deleted."""
 
-        async def attempt(items: list[AclBindingFilter]) -> Outcome[AclBindingFilter]:
-            broker = self.cluster.least_loaded_broker()
+        async def send(broker: Broker, items: list[AclBindingFilter]) -> Outcome[AclBindingFilter]:
             resp = await broker.request(
                 DeleteAclsRequest(
                     filters=[DeleteAclsRequest.DeleteAclsFilter(**_filter_fields(f)) for f in items]
@@ -108,7 +109,7 @@ class AclAdmin(AdminBase):
                 ]
             return out
 
-        return await self._per_item("delete ACLs", filters, attempt, timeout)
+        return await self._routed("delete ACLs", filters, _any_broker, send, timeout)
 
 
 def _filter_fields(f: AclBindingFilter) -> dict[str, Any]:
@@ -135,3 +136,8 @@ def _binding(resource_type: int, resource_name: str, pattern_type: int, acl: Any
         host=acl.host,
         pattern_type=PatternType(pattern_type),
     )
+
+
+def _any_broker(_item: object) -> Route:
+    """ACL calls go to any broker (the request path's ANY_BROKER route)."""
+    return ANY_BROKER

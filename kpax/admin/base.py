@@ -23,11 +23,18 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 from kpax.broker.broker import Broker
 from kpax.broker.options import ConnectionConfig
 from kpax.cluster.cluster import GROUP, Cluster
-from kpax.cluster.request_path import Deadline, RequestPath, RetryPolicy, ToLeader
+from kpax.cluster.request_path import (
+    Deadline,
+    RequestPath,
+    RetryPolicy,
+    Route,
+    ToCoordinator,
+    ToLeader,
+)
 from kpax.config import Option, given_options, option_table, positive_int, resolve
 from kpax.metrics import ConnectionMetrics, Metrics, metrics_enabled
 from kpax.proto.error_codes import InvalidTopicError, NonEmptyGroupError
-from kpax.proto.error_families import COORDINATOR_ERRORS, UNKNOWN_TOPIC_ERRORS, code_in
+from kpax.proto.error_families import UNKNOWN_TOPIC_ERRORS, code_in
 from kpax.proto.errors import KafkaError, error_for_code
 from kpax.proto.messages import DeleteGroupsRequest
 from kpax.proto.topic_names import check_topic
@@ -138,6 +145,51 @@ class AdminBase:
         )
         return _with_invalid(result, invalid)
 
+    async def _routed(
+        self,
+        what: str,
+        items: Iterable[K],
+        route_of: Callable[[K], Route],
+        send: Callable[[Broker, list[K]], Awaitable[Outcome[K]]],
+        timeout: float | None,
+        *,
+        unknown_topic_grace: float = 0.0,
+        topic_of: Callable[[K], str | None] | None = None,
+    ) -> BatchResult[K, Any]:
+        """Items routed by what they are (``route_of``: the controller, a node, a
+        group's coordinator, any broker) through the one request path: one
+        ``send(broker, items)`` per broker, all brokers at once; an item that
+        failed retriably is routed again (its stale route forgotten, the
+        metadata refreshed for the controller or a node) and retried until the
+        deadline. Unknown topics and invalid names as in :meth:`_per_item`."""
+        items, invalid = _split_invalid(items, topic_of)
+        await self.cluster.start()
+
+        def retry(err: KafkaError, deadline: Deadline) -> bool:
+            if isinstance(err, UNKNOWN_TOPIC_ERRORS):
+                return deadline.elapsed() < unknown_topic_grace
+            return err.retriable
+
+        result = await self.requests.fan_out(
+            what,
+            items,
+            route_of,
+            send,
+            timeout=self._timeout if timeout is None else timeout,
+            retry=retry,
+            resolve_timeout=None,
+        )
+        return _with_invalid(result, invalid)
+
+    async def _on_route(
+        self, what: str, route: Route, call: Callable[[Broker], Awaitable[V]], timeout: float | None
+    ) -> V:
+        """One call with one result on ``route`` (the request path's :meth:`call`)."""
+        await self.cluster.start()
+        return await self.requests.call(
+            what, route, call, timeout=self._timeout if timeout is None else timeout
+        )
+
     async def _refresh(self) -> None:
         await self.cluster.refresh()
 
@@ -188,26 +240,24 @@ class AdminBase:
         one: Callable[[Broker, str], Awaitable[Any]],
         timeout: float | None,
     ) -> BatchResult[str, Any]:
-        """Run ``one`` on each group's coordinator, all at once, per item (a
-        coordinator that moved or failed is forgotten, for the retry to find);
+        """Run ``one`` on each group's coordinator (route ``ToCoordinator``), all
+        at once, per item: a coordinator that moved or failed is forgotten (the
+        one table of kpax.proto.error_families) and found again for the retry;
         the group calls of kpax.admin.groups and .share_groups stand on it."""
 
-        async def attempt(ids: list[str]) -> Outcome[str]:
+        async def send(broker: Broker, ids: list[str]) -> Outcome[str]:
             out: Outcome[str] = {}
 
             async def run(group: str) -> None:
                 try:
-                    broker = await self.cluster.coordinator(group, GROUP)
                     out[group] = await one(broker, group)
                 except KafkaError as exc:
-                    if isinstance(exc, COORDINATOR_ERRORS) or not exc.code:
-                        self.cluster.coordinator_is_down(group, GROUP)
                     out[group] = exc
 
             await asyncio.gather(*(run(g) for g in ids))
             return out
 
-        return await self._per_item(what, groups, attempt, timeout)
+        return await self._routed(what, groups, lambda g: ToCoordinator(g, GROUP), send, timeout)
 
     async def _delete_groups(
         self, kind: str, group_ids: Iterable[str], timeout: float | None

@@ -4,12 +4,14 @@ Role: the mixin of :class:`~kpax.admin.client.AsyncAdmin` for cluster-wide
 calls asked of any broker (cluster id, controller, brokers); cluster-level
 features, log dirs or quotas belong here too.
 
-Imports: kpax.admin.base, kpax.proto, kpax.structs.
+Imports: kpax.admin.base, kpax.cluster.request_path, kpax.broker.broker, kpax.proto, kpax.structs.
 """
 
 from __future__ import annotations
 
 from kpax.admin.base import AdminBase, broker_error
+from kpax.broker.broker import Broker
+from kpax.cluster.request_path import ANY_BROKER
 from kpax.proto.messages import DescribeClusterRequest
 from kpax.structs import BrokerDescription, ClusterDescription
 
@@ -20,8 +22,7 @@ class ClusterAdmin(AdminBase):
     async def describe_cluster(self, *, timeout: float | None = None) -> ClusterDescription:
         """Cluster id, controller, brokers."""
 
-        async def call() -> ClusterDescription:
-            broker = self.cluster.least_loaded_broker()
+        async def call(broker: Broker) -> ClusterDescription:
             resp = await broker.request(DescribeClusterRequest())
             if resp.error_code:
                 raise broker_error(
@@ -36,4 +37,4 @@ class ClusterAdmin(AdminBase):
                 ),
             )
 
-        return await self._once("describe_cluster", call, timeout)
+        return await self._on_route("describe_cluster", ANY_BROKER, call, timeout)

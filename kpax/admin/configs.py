@@ -5,7 +5,8 @@ and group configuration: a broker's own resources go to that broker, the rest
 (topics, groups, client metrics...) to any broker, one request per broker;
 per-resource results.
 
-Imports: kpax.admin.base, kpax.admin.types, kpax.broker, kpax.proto, kpax.structs,
+Imports: kpax.admin.base, kpax.cluster.request_path,
+kpax.admin.types, kpax.broker, kpax.proto, kpax.structs,
 the standard library.
 """
 
@@ -24,19 +25,13 @@ from kpax.admin.types import (
     alter_config_ops,
 )
 from kpax.broker.broker import Broker
+from kpax.cluster.request_path import ANY_BROKER, Route, ToNode
 from kpax.proto.messages import DescribeConfigsRequest, IncrementalAlterConfigsRequest
 from kpax.structs import BatchResult
 
 
 class ConfigAdmin(AdminBase):
     """Config calls: describe_configs, incremental_alter_configs."""
-
-    def _config_broker(self, resource: ConfigResource) -> Broker:
-        if resource.type in (ConfigResourceType.BROKER, ConfigResourceType.BROKER_LOGGER) and (
-            resource.name.isdigit()
-        ):
-            return self.cluster.broker(int(resource.name))
-        return self.cluster.least_loaded_broker()
 
     async def describe_configs(
         self,
@@ -54,51 +49,46 @@ class ConfigAdmin(AdminBase):
         ``share.delivery.count.limit`` and ``share.isolation.level``."""
         key_list = list(keys) if keys is not None else None
 
-        async def attempt(items: list[ConfigResource]) -> Outcome[ConfigResource]:
-            by_broker: dict[int, tuple[Broker, list[ConfigResource]]] = {}
-            for r in items:
-                b = self._config_broker(r)
-                by_broker.setdefault(id(b), (b, []))[1].append(r)
+        async def send(broker: Broker, group: list[ConfigResource]) -> Outcome[ConfigResource]:
             out: Outcome[ConfigResource] = {}
-            for broker, group in by_broker.values():
-                req = DescribeConfigsRequest(
-                    resources=[
-                        DescribeConfigsRequest.DescribeConfigsResource(
-                            resource_type=int(r.type),
-                            resource_name=r.name,
-                            configuration_keys=key_list,
-                        )
-                        for r in group
-                    ],
-                    include_synonyms=include_synonyms,
-                    include_documentation=include_documentation,
-                )
-                resp = await broker.request(req)
-                for res in resp.results:
-                    key = ConfigResource(ConfigResourceType(res.resource_type), res.resource_name)
-                    if res.error_code:
-                        out[key] = broker_error(
-                            res.error_code, f"describe configs of {key}", res.error_message
-                        )
-                        continue
-                    out[key] = {
-                        c.name: ConfigEntry(
-                            name=c.name,
-                            value=c.value,
-                            read_only=c.read_only,
-                            source=_config_source(c.config_source),
-                            is_sensitive=c.is_sensitive,
-                            synonyms=tuple(
-                                (s.name, s.value, s.source) for s in getattr(c, "synonyms", [])
-                            ),
-                            documentation=getattr(c, "documentation", None),
-                        )
-                        for c in res.configs
-                    }
+            req = DescribeConfigsRequest(
+                resources=[
+                    DescribeConfigsRequest.DescribeConfigsResource(
+                        resource_type=int(r.type),
+                        resource_name=r.name,
+                        configuration_keys=key_list,
+                    )
+                    for r in group
+                ],
+                include_synonyms=include_synonyms,
+                include_documentation=include_documentation,
+            )
+            resp = await broker.request(req)
+            for res in resp.results:
+                key = ConfigResource(ConfigResourceType(res.resource_type), res.resource_name)
+                if res.error_code:
+                    out[key] = broker_error(
+                        res.error_code, f"describe configs of {key}", res.error_message
+                    )
+                    continue
+                out[key] = {
+                    c.name: ConfigEntry(
+                        name=c.name,
+                        value=c.value,
+                        read_only=c.read_only,
+                        source=_config_source(c.config_source),
+                        is_sensitive=c.is_sensitive,
+                        synonyms=tuple(
+                            (s.name, s.value, s.source) for s in getattr(c, "synonyms", [])
+                        ),
+                        documentation=getattr(c, "documentation", None),
+                    )
+                    for c in res.configs
+                }
             return out
 
-        return await self._per_item(
-            "describe configs", resources, attempt, timeout, topic_of=_topic_of
+        return await self._routed(
+            "describe configs", resources, _config_route, send, timeout, topic_of=_topic_of
         )
 
     async def incremental_alter_configs(
@@ -125,40 +115,48 @@ class ConfigAdmin(AdminBase):
         """
         ops = {r: alter_config_ops(r, c) for r, c in changes.items()}
 
-        async def attempt(items: list[ConfigResource]) -> Outcome[ConfigResource]:
+        async def send(broker: Broker, group: list[ConfigResource]) -> Outcome[ConfigResource]:
             out: Outcome[ConfigResource] = {}
-            by_broker: dict[int, tuple[Broker, list[ConfigResource]]] = {}
-            for r in items:
-                b = self._config_broker(r)
-                by_broker.setdefault(id(b), (b, []))[1].append(r)
-            for broker, group in by_broker.values():
-                req = IncrementalAlterConfigsRequest(
-                    resources=[
-                        IncrementalAlterConfigsRequest.AlterConfigsResource(
-                            resource_type=int(r.type),
-                            resource_name=r.name,
-                            configs=[
-                                IncrementalAlterConfigsRequest.AlterableConfig(
-                                    name=op.name, config_operation=int(op.op), value=op.value
-                                )
-                                for op in ops[r]
-                            ],
-                        )
-                        for r in group
-                    ],
-                    validate_only=validate_only,
-                )
-                resp = await broker.request(req)
-                for res in resp.responses:
-                    key = ConfigResource(ConfigResourceType(res.resource_type), res.resource_name)
-                    out[key] = (
-                        broker_error(res.error_code, f"alter configs of {key}", res.error_message)
-                        if res.error_code
-                        else None
+            req = IncrementalAlterConfigsRequest(
+                resources=[
+                    IncrementalAlterConfigsRequest.AlterConfigsResource(
+                        resource_type=int(r.type),
+                        resource_name=r.name,
+                        configs=[
+                            IncrementalAlterConfigsRequest.AlterableConfig(
+                                name=op.name, config_operation=int(op.op), value=op.value
+                            )
+                            for op in ops[r]
+                        ],
                     )
+                    for r in group
+                ],
+                validate_only=validate_only,
+            )
+            resp = await broker.request(req)
+            for res in resp.responses:
+                key = ConfigResource(ConfigResourceType(res.resource_type), res.resource_name)
+                out[key] = (
+                    broker_error(res.error_code, f"alter configs of {key}", res.error_message)
+                    if res.error_code
+                    else None
+                )
             return out
 
-        return await self._per_item("alter configs", ops, attempt, timeout, topic_of=_topic_of)
+        return await self._routed(
+            "alter configs", ops, _config_route, send, timeout, topic_of=_topic_of
+        )
+
+
+def _config_route(resource: ConfigResource) -> Route:
+    """A broker's (or broker logger's) configs are that broker's to answer
+    (``ToNode``); topic and group configs any broker's. Resources of different
+    brokers go to them at once (the request path's fan-out)."""
+    if resource.type in (ConfigResourceType.BROKER, ConfigResourceType.BROKER_LOGGER) and (
+        resource.name.isdigit()
+    ):
+        return ToNode(int(resource.name))
+    return ANY_BROKER
 
 
 def _config_source(value: int) -> ConfigSource:

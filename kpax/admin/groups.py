@@ -29,12 +29,12 @@ from kpax.admin.base import (
 from kpax.admin.types import CLASSIC, CONSUMER, GroupDescription, GroupListing, MemberDescription
 from kpax.broker.broker import Broker
 from kpax.cluster.cluster import GROUP
+from kpax.cluster.request_path import ToCoordinator
 from kpax.proto.error_codes import (
     GroupIdNotFoundError,
     UnknownMemberIdError,
     UnsupportedVersionError,
 )
-from kpax.proto.error_families import COORDINATOR_ERRORS, code_in
 from kpax.proto.errors import KafkaError, UnsupportedApiError
 from kpax.proto.messages import (
     ConsumerGroupDescribeRequest,
@@ -259,43 +259,35 @@ class GroupAdmin(AdminBase):
             for tp, o in offsets.items()
         }
 
-        async def attempt(items: list[TopicPartition]) -> Outcome[TopicPartition]:
-            try:
-                broker = await self.cluster.coordinator(group_id, GROUP)
-                by_topic: dict[str, list[TopicPartition]] = defaultdict(list)
-                for tp in items:
-                    by_topic[tp.topic].append(tp)
-                req = OffsetCommitRequest(
-                    group_id=group_id,
-                    generation_id_or_member_epoch=-1,
-                    member_id="",
-                    topics=[
-                        OffsetCommitRequest.OffsetCommitRequestTopic(
-                            name=t,
-                            partitions=[
-                                OffsetCommitRequest.OffsetCommitRequestPartition(
-                                    partition_index=tp.partition,
-                                    committed_offset=wanted[tp].offset,
-                                    committed_leader_epoch=wanted[tp].leader_epoch,
-                                    committed_metadata=wanted[tp].metadata,
-                                )
-                                for tp in parts
-                            ],
-                        )
-                        for t, parts in by_topic.items()
-                    ],
-                )
-                resp = await broker.request(req, max_version=9)
-            except KafkaError as exc:
-                if isinstance(exc, COORDINATOR_ERRORS) or not exc.code:
-                    self.cluster.coordinator_is_down(group_id, GROUP)
-                raise
+        async def send(broker: Broker, items: list[TopicPartition]) -> Outcome[TopicPartition]:
+            by_topic: dict[str, list[TopicPartition]] = defaultdict(list)
+            for tp in items:
+                by_topic[tp.topic].append(tp)
+            req = OffsetCommitRequest(
+                group_id=group_id,
+                generation_id_or_member_epoch=-1,
+                member_id="",
+                topics=[
+                    OffsetCommitRequest.OffsetCommitRequestTopic(
+                        name=t,
+                        partitions=[
+                            OffsetCommitRequest.OffsetCommitRequestPartition(
+                                partition_index=tp.partition,
+                                committed_offset=wanted[tp].offset,
+                                committed_leader_epoch=wanted[tp].leader_epoch,
+                                committed_metadata=wanted[tp].metadata,
+                            )
+                            for tp in parts
+                        ],
+                    )
+                    for t, parts in by_topic.items()
+                ],
+            )
+            resp = await broker.request(req, max_version=9)
             out: Outcome[TopicPartition] = {}
             for t in resp.topics:
                 for p in t.partitions:
                     tp = TopicPartition(t.name, p.partition_index)
-                    if code_in(p.error_code, COORDINATOR_ERRORS):
-                        self.cluster.coordinator_is_down(group_id, GROUP)
                     if not p.error_code:
                         out[tp] = None
                         continue
@@ -315,10 +307,11 @@ class GroupAdmin(AdminBase):
             return out
 
         # (a topic created a moment ago may not be known to the coordinator yet)
-        return await self._per_item(
+        return await self._routed(
             "alter group offsets",
             wanted,
-            attempt,
+            lambda _: ToCoordinator(group_id, GROUP),
+            send,
             timeout,
             unknown_topic_grace=NEW_TOPIC_GRACE,
             topic_of=topic_of_partition,
@@ -334,8 +327,7 @@ class GroupAdmin(AdminBase):
         """Forget the group's committed offsets of ``partitions`` (not subscribed ones)."""
         tps = [TopicPartition(*tp) for tp in partitions]
 
-        async def attempt(items: list[TopicPartition]) -> Outcome[TopicPartition]:
-            broker = await self.cluster.coordinator(group_id, GROUP)
+        async def send(broker: Broker, items: list[TopicPartition]) -> Outcome[TopicPartition]:
             by_topic: dict[str, list[TopicPartition]] = defaultdict(list)
             for tp in items:
                 by_topic[tp.topic].append(tp)
@@ -356,8 +348,6 @@ class GroupAdmin(AdminBase):
             )
             resp = await broker.request(req)
             if resp.error_code:
-                if code_in(resp.error_code, COORDINATOR_ERRORS):
-                    self.cluster.coordinator_is_down(group_id, GROUP)
                 err = broker_error(resp.error_code, f"delete offsets of group {group_id!r}")
                 return dict.fromkeys(items, err)
             out: Outcome[TopicPartition] = {}
@@ -371,8 +361,13 @@ class GroupAdmin(AdminBase):
                     )
             return out
 
-        return await self._per_item(
-            "delete group offsets", tps, attempt, timeout, topic_of=topic_of_partition
+        return await self._routed(
+            "delete group offsets",
+            tps,
+            lambda _: ToCoordinator(group_id, GROUP),
+            send,
+            timeout,
+            topic_of=topic_of_partition,
         )
 
 

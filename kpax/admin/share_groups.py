@@ -30,8 +30,9 @@ from kpax.admin.base import (
 from kpax.admin.types import ShareGroupDescription, ShareMemberDescription, SharePartitionOffset
 from kpax.broker.broker import Broker
 from kpax.cluster.cluster import GROUP
+from kpax.cluster.request_path import ToCoordinator
 from kpax.proto.error_codes import NonEmptyGroupError, UnknownTopicOrPartitionError
-from kpax.proto.error_families import COORDINATOR_ERRORS, UNKNOWN_TOPIC_ERRORS, code_in
+from kpax.proto.error_families import UNKNOWN_TOPIC_ERRORS, code_in
 from kpax.proto.errors import KafkaError, UnsupportedApiError
 from kpax.proto.messages import (
     AlterShareGroupOffsetsRequest,
@@ -214,7 +215,7 @@ class ShareGroupAdmin(AdminBase):
         wanted = {TopicPartition(*tp): int(o) for tp, o in offsets.items()}
         what = f"alter offsets of share group {group_id!r}"
 
-        async def attempt(items: list[TopicPartition]) -> Outcome[TopicPartition]:
+        async def send(broker: Broker, items: list[TopicPartition]) -> Outcome[TopicPartition]:
             req = AlterShareGroupOffsetsRequest(
                 group_id=group_id,
                 topics=[
@@ -231,7 +232,7 @@ class ShareGroupAdmin(AdminBase):
                     for t in dict.fromkeys(tp.topic for tp in items)
                 ],
             )
-            broker, resp = await self._share_group_request(group_id, req, what)
+            resp = await _share_request(broker, req, what)
             if resp.error_code:
                 return dict.fromkeys(items, _share_group_error(resp, what, broker))
             out: Outcome[TopicPartition] = {}
@@ -246,10 +247,11 @@ class ShareGroupAdmin(AdminBase):
             return out
 
         # (a topic created a moment ago may not be known to the coordinator yet)
-        return await self._per_item(
+        return await self._routed(
             what,
             wanted,
-            attempt,
+            lambda _: ToCoordinator(group_id, GROUP),
+            send,
             timeout,
             unknown_topic_grace=NEW_TOPIC_GRACE,
             topic_of=topic_of_partition,
@@ -268,7 +270,7 @@ class ShareGroupAdmin(AdminBase):
         names = list(dict.fromkeys(topics))
         what = f"delete offsets of share group {group_id!r}"
 
-        async def attempt(items: list[str]) -> Outcome[str]:
+        async def send(broker: Broker, items: list[str]) -> Outcome[str]:
             req = DeleteShareGroupOffsetsRequest(
                 group_id=group_id,
                 topics=[
@@ -276,7 +278,7 @@ class ShareGroupAdmin(AdminBase):
                     for t in items
                 ],
             )
-            broker, resp = await self._share_group_request(group_id, req, what)
+            resp = await _share_request(broker, req, what)
             if resp.error_code:
                 return dict.fromkeys(items, _share_group_error(resp, what, broker))
             return {
@@ -290,30 +292,15 @@ class ShareGroupAdmin(AdminBase):
                 for t in resp.responses
             }
 
-        return await self._per_item(
+        return await self._routed(
             what,
             names,
-            attempt,
+            lambda _: ToCoordinator(group_id, GROUP),
+            send,
             timeout,
             unknown_topic_grace=NEW_TOPIC_GRACE,
             topic_of=topic_of_name,
         )
-
-    async def _share_group_request(
-        self, group_id: str, request: Any, what: str
-    ) -> tuple[Broker, Any]:
-        """``request`` to the group's coordinator: the broker and its answer (a
-        coordinator that moved or failed is forgotten, for the retry to find)."""
-        try:
-            broker = await self.cluster.coordinator(group_id, GROUP)
-            resp = await _share_request(broker, request, what)
-        except KafkaError as exc:
-            if isinstance(exc, COORDINATOR_ERRORS) or not exc.code:
-                self.cluster.coordinator_is_down(group_id, GROUP)
-            raise
-        if code_in(resp.error_code, COORDINATOR_ERRORS):
-            self.cluster.coordinator_is_down(group_id, GROUP)
-        return broker, resp
 
 
 async def _share_request(broker: Broker, request: Any, what: str) -> Any:

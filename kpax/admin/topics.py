@@ -7,7 +7,8 @@ an existing topic retry UNKNOWN_TOPIC_OR_PARTITION for ``NEW_TOPIC_GRACE``
 (a topic just created may not be known everywhere yet), then report it. A name
 Kafka would refuse fails for that topic alone with InvalidTopicError, unsent.
 
-Imports: kpax.admin.base, kpax.proto, kpax.structs, the standard library.
+Imports: kpax.admin.base, kpax.cluster.request_path,
+kpax.broker.broker, kpax.proto, kpax.structs, the standard library.
 """
 
 from __future__ import annotations
@@ -15,13 +16,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kpax.admin.base import (
-    NEW_TOPIC_GRACE,
-    AdminBase,
-    Outcome,
-    broker_error,
-    topic_of_name,
-)
+from kpax.admin.base import NEW_TOPIC_GRACE, AdminBase, Outcome, broker_error, topic_of_name
+from kpax.broker.broker import Broker
+from kpax.cluster.request_path import CONTROLLER, Route
 from kpax.proto.error_codes import LeaderNotAvailableError, UnknownTopicOrPartitionError
 from kpax.proto.error_families import code_in
 from kpax.proto.errors import error_for_code
@@ -100,13 +97,12 @@ class TopicAdmin(AdminBase):
         specs = {n: (t if isinstance(t, NewTopic) else NewTopic(n)) for n, t in wanted.items()}
         api_timeout = int((self._timeout if timeout is None else timeout) * 1000)
 
-        async def attempt(names: list[str]) -> Outcome[str]:
+        async def send(broker: Broker, names: list[str]) -> Outcome[str]:
             req = CreateTopicsRequest(
                 topics=[_creatable(specs[n]) for n in names],
                 timeout_ms=api_timeout,
                 validate_only=validate_only,
             )
-            broker = self.cluster.controller()
             resp = await broker.request(req)
             out: Outcome[str] = {}
             for t in resp.topics:
@@ -120,8 +116,8 @@ class TopicAdmin(AdminBase):
                     out[t.name] = None
             return out
 
-        return await self._per_item(
-            "create topic", specs, attempt, timeout, on_retry=self._refresh, topic_of=topic_of_name
+        return await self._routed(
+            "create topic", specs, _controller, send, timeout, topic_of=topic_of_name
         )
 
     async def delete_topics(
@@ -130,8 +126,7 @@ class TopicAdmin(AdminBase):
         """Delete topics by name (per-topic results)."""
         api_timeout = int((self._timeout if timeout is None else timeout) * 1000)
 
-        async def attempt(names: list[str]) -> Outcome[str]:
-            broker = self.cluster.controller()
+        async def send(broker: Broker, names: list[str]) -> Outcome[str]:
             version = await broker.api_version(DeleteTopicsRequest)
             if version >= 6:
                 req = DeleteTopicsRequest(
@@ -154,12 +149,12 @@ class TopicAdmin(AdminBase):
                 for r in resp.responses
             }
 
-        return await self._per_item(
+        return await self._routed(
             "delete topic",
             topics,
-            attempt,
+            _controller,
+            send,
             timeout,
-            on_retry=self._refresh,
             unknown_topic_grace=NEW_TOPIC_GRACE,
             topic_of=topic_of_name,
         )
@@ -174,7 +169,7 @@ class TopicAdmin(AdminBase):
         """Grow topics to ``new_totals[topic]`` partitions."""
         api_timeout = int((self._timeout if timeout is None else timeout) * 1000)
 
-        async def attempt(names: list[str]) -> Outcome[str]:
+        async def send(broker: Broker, names: list[str]) -> Outcome[str]:
             req = CreatePartitionsRequest(
                 topics=[
                     CreatePartitionsRequest.CreatePartitionsTopic(
@@ -185,7 +180,6 @@ class TopicAdmin(AdminBase):
                 timeout_ms=api_timeout,
                 validate_only=validate_only,
             )
-            broker = self.cluster.controller()
             resp = await broker.request(req)
             return {
                 r.name: (
@@ -196,15 +190,20 @@ class TopicAdmin(AdminBase):
                 for r in resp.results
             }
 
-        return await self._per_item(
+        return await self._routed(
             "create partitions",
             new_totals,
-            attempt,
+            _controller,
+            send,
             timeout,
-            on_retry=self._refresh,
             unknown_topic_grace=NEW_TOPIC_GRACE,
             topic_of=topic_of_name,
         )
+
+
+def _controller(_item: object) -> Route:
+    """Topic changes go to the controller (the request path's CONTROLLER route)."""
+    return CONTROLLER
 
 
 def _creatable(t: NewTopic) -> Any:

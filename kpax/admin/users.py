@@ -4,7 +4,9 @@ Role: the mixin of :class:`~kpax.admin.client.AsyncAdmin` for SCRAM
 credentials: describing asks any broker, altering goes to the controller; the
 password is salted and hashed here, only the salted password travels.
 
-Imports: kpax.admin.base, kpax.admin.types, kpax.proto, kpax.structs, the standard library.
+Imports: kpax.admin.base, kpax.cluster.request_path,
+kpax.admin.types, kpax.broker.broker, kpax.proto, kpax.structs,
+the standard library.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from kpax.admin.types import (
     UserScramCredentials,
     UserScramCredentialUpsertion,
 )
+from kpax.broker.broker import Broker
+from kpax.cluster.request_path import ANY_BROKER, CONTROLLER, Route
 from kpax.proto.errors import KafkaError
 from kpax.proto.messages import AlterUserScramCredentialsRequest as AlterScramRequest
 from kpax.proto.messages import DescribeUserScramCredentialsRequest
@@ -37,8 +41,7 @@ class UserAdmin(AdminBase):
         """The SCRAM mechanisms and iteration counts of each user (all users by default)."""
         names = list(users) if users is not None else None
 
-        async def call() -> BatchResult[str, UserScramCredentials]:
-            broker = self.cluster.least_loaded_broker()
+        async def call(broker: Broker) -> BatchResult[str, UserScramCredentials]:
             resp = await broker.request(
                 DescribeUserScramCredentialsRequest(
                     users=None
@@ -67,7 +70,7 @@ class UserAdmin(AdminBase):
                     )
             return BatchResult(values, errors)
 
-        return await self._once("describe SCRAM credentials", call, timeout)
+        return await self._on_route("describe SCRAM credentials", ANY_BROKER, call, timeout)
 
     async def alter_user_scram_credentials(
         self,
@@ -79,7 +82,7 @@ class UserAdmin(AdminBase):
         hashed here; only the salted password travels)."""
         items = list(alterations)
 
-        async def attempt(users: list[str]) -> Outcome[str]:
+        async def send(broker: Broker, users: list[str]) -> Outcome[str]:
             mine = [a for a in items if a.user in users]
             upserts = []
             for a in mine:
@@ -103,7 +106,6 @@ class UserAdmin(AdminBase):
                 for a in mine
                 if isinstance(a, UserScramCredentialDeletion)
             ]
-            broker = self.cluster.controller()
             resp = await broker.request(AlterScramRequest(deletions=deletions, upsertions=upserts))
             return {
                 r.user: (
@@ -116,6 +118,11 @@ class UserAdmin(AdminBase):
                 for r in resp.results
             }
 
-        return await self._per_item(
-            "alter SCRAM credentials", [a.user for a in items], attempt, timeout
+        return await self._routed(
+            "alter SCRAM credentials", [a.user for a in items], _controller, send, timeout
         )
+
+
+def _controller(_user: str) -> Route:
+    """SCRAM changes go to the controller (the request path's CONTROLLER route)."""
+    return CONTROLLER

@@ -16,7 +16,8 @@ not one per request.
 
 On open: TCP (+TLS), ApiVersions (the highest version first, with client
 software name and version; falling back when the broker answers
-UNSUPPORTED_VERSION), then SASL if configured. Each request then uses the
+UNSUPPORTED_VERSION), then SASL if configured (both in
+:mod:`kpax.broker.handshake`). Each request then uses the
 highest version both sides support, or fails with :class:`UnsupportedApiError`
 naming the API and both ranges.
 
@@ -45,55 +46,34 @@ a wrong correlation id or a connection cut in the middle of a response is
 named in the error that every request in flight fails with, and in the error
 of any later request on the closed connection.
 
-Imports: kpax.proto, kpax.broker.*, kpax.config, kpax._version, the standard library.
+Imports: kpax.proto, kpax.broker.{handshake,options}, the standard library.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import logging
 import random
 import ssl
 import time
 from collections.abc import Callable
-from functools import partial
 from typing import Any, TypeVar, cast
 
-from kpax._version import __version__
+from kpax.broker.handshake import authenticate, negotiate_versions, sasl_step
 from kpax.broker.options import ConnectionOptions
-from kpax.broker.sasl import (
-    GssapiMechanism,
-    OAuthBearerMechanism,
-    PlainMechanism,
-    SaslMechanism,
-    ScramMechanism,
-    oauth_token,
-)
-from kpax.config import reveal
-from kpax.proto.error_codes import (
-    IllegalSaslStateError,
-    RebootstrapRequiredError,
-    UnsupportedVersionError,
-)
 from kpax.proto.errors import (
     AuthenticationError,
-    BrokerIdentityError,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
     ProtocolError,
     UnsupportedApiError,
-    error_for_code,
 )
 from kpax.proto.framing import ResponseReader, TlsRecordSeen
 from kpax.proto.header import decode_response, encode_request
 from kpax.proto.messages import (
     ApiVersionsRequest,
-    ApiVersionsResponse,
-    SaslAuthenticateRequest,
-    SaslHandshakeRequest,
 )
 
 log = logging.getLogger("kpax.broker")
@@ -283,115 +263,13 @@ class BrokerConnection(asyncio.BufferedProtocol):
         return conn
 
     async def _negotiate_versions(self, cluster_id: str | None = None) -> None:
-        version = ApiVersionsRequest.MAX_VERSION
-        # KIP-1242: both or neither (a bootstrap address has no node id yet).
-        node_id = self.node_id if self.node_id is not None and self.node_id >= 0 else -1
-        if cluster_id is None or node_id < 0:
-            cluster_id, node_id = None, -1
-        for _ in range(3):
-            request = ApiVersionsRequest(
-                client_software_name="kpax",
-                client_software_version=__version__,
-                cluster_id=cluster_id,
-                node_id=node_id,
-            )
-            try:
-                resp: ApiVersionsResponse = await self.submit(
-                    request, version=version, decode=_api_versions_decoder(version)
-                )
-            except ProtocolError:
-                if version == 0 or self._closed is not None:
-                    raise  # a broken stream, not a version it failed to parse
-                # A broker that does not know our version answers in v0 format.
-                version = 0
-                continue
-            if resp.error_code and issubclass(
-                error_for_code(resp.error_code), UnsupportedVersionError
-            ):
-                ranges = {k.api_key: k.max_version for k in resp.api_keys}
-                broker_max = ranges.get(ApiVersionsRequest.API_KEY, 0)
-                version = min(broker_max, ApiVersionsRequest.MAX_VERSION)
-                continue
-            if resp.error_code and issubclass(
-                error_for_code(resp.error_code), RebootstrapRequiredError
-            ):
-                raise BrokerIdentityError(
-                    f"{self.describe()} is not node {node_id} of cluster {cluster_id} any more "
-                    "(it answered ApiVersions with REBOOTSTRAP_REQUIRED): the metadata is "
-                    "stale, rebootstrap from the bootstrap addresses"
-                )
-            if resp.error_code:
-                err = error_for_code(resp.error_code)
-                raise err(f"ApiVersions on {self.describe()}")
-            self.api_versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
-            self.finalized_features = {
-                f.name: f.max_version_level for f in resp.finalized_features or ()
-            }
-            return
-        raise ProtocolError(f"{self.describe()} did not complete ApiVersions negotiation")
+        await negotiate_versions(self, cluster_id)
 
-    def _mechanism(self) -> SaslMechanism:
-        opts = self.options
-        name = opts.sasl_mechanism
-        if name == "PLAIN":
-            return PlainMechanism(opts.sasl_username or "", reveal(opts.sasl_password) or "")
-        if name.startswith("SCRAM-"):
-            return ScramMechanism(name, opts.sasl_username or "", reveal(opts.sasl_password) or "")
-        if name == "GSSAPI":
-            return GssapiMechanism(
-                opts.sasl_kerberos_service_name,
-                opts.sasl_kerberos_domain_name or self.host,
-                principal=opts.sasl_kerberos_principal,
-                keytab=opts.sasl_kerberos_keytab,
-                broker=self.describe(),
-            )
-        raise AuthenticationError(f"SASL mechanism {name} needs a token (OAUTHBEARER)")
-
-    async def _make_mechanism(self) -> SaslMechanism:
-        provider = self.options.sasl_token_provider
-        if self.options.sasl_mechanism == "OAUTHBEARER" and provider is not None:
-            return OAuthBearerMechanism(*await oauth_token(reveal(provider)))
-        return self._mechanism()
-
-    @staticmethod
-    async def _sasl_step(
-        mechanism: SaslMechanism, step: Callable[[], bytes | None]
-    ) -> bytes | None:
-        """One step of *mechanism*; in a worker thread if it may block (GSSAPI asks the KDC)."""
-        if getattr(mechanism, "blocking", False):
-            return await asyncio.to_thread(step)
-        return step()
+    #: (kept here for tests and callers: one SASL step, maybe in a worker thread)
+    _sasl_step = staticmethod(sasl_step)
 
     async def _authenticate(self) -> None:
-        mechanism = await self._make_mechanism()
-        who = getattr(mechanism, "identity", None) or self.options.sasl_username or "(token)"
-        hs = await self.request(SaslHandshakeRequest(mechanism=mechanism.name), bypass_gate=True)
-        if hs.error_code:
-            if issubclass(error_for_code(hs.error_code), IllegalSaslStateError):
-                # What a broker answers to SaslHandshake on a listener without SASL.
-                plain = "SSL" if self.options.uses_tls else "PLAINTEXT"
-                raise AuthenticationError(
-                    f"{self.describe()} refused the SASL handshake (ILLEGAL_SASL_STATE): "
-                    f"this listener does not expect SASL: use security_protocol={plain}"
-                )
-            enabled = ", ".join(hs.mechanisms) or "none"
-            raise AuthenticationError(
-                f"SASL mechanism {mechanism.name} is not enabled on {self.describe()} "
-                f"(enabled: {enabled})"
-            )
-        token = await self._sasl_step(mechanism, mechanism.first)
-        lifetime_ms = 0
-        while token is not None:
-            resp = await self.request(SaslAuthenticateRequest(auth_bytes=token), bypass_gate=True)
-            if resp.error_code:
-                detail = resp.error_message or error_for_code(resp.error_code).name
-                raise AuthenticationError(
-                    f"SASL {mechanism.name} authentication as {who!r} failed on "
-                    f"{self.describe()}: {detail}"
-                )
-            lifetime_ms = getattr(resp, "session_lifetime_ms", 0) or 0
-            server_token = bytes(resp.auth_bytes or b"")
-            token = await self._sasl_step(mechanism, partial(mechanism.respond, server_token))
+        lifetime_ms = await authenticate(self)
         self.authentications += 1
         if lifetime_ms > 0:
             # KIP-368: re-authenticate before the broker's session expires.
@@ -792,27 +670,6 @@ class BrokerConnection(asyncio.BufferedProtocol):
     async def wait_closed(self) -> None:
         """Wait until the socket is really closed (after :meth:`close`)."""
         await self._closed_event.wait()
-
-
-def _api_versions_decoder(version: int) -> Callable[[bytes | bytearray], ApiVersionsResponse]:
-    """Decode an ApiVersions answer to a ``version`` request. A broker that does not
-    know ``version`` answers in v0 instead (KIP-511: UNSUPPORTED_VERSION with the
-    versions it has), so a body that does not parse at ``version`` is read as v0."""
-
-    def decode(frame: bytes | bytearray) -> ApiVersionsResponse:
-        try:
-            return decode_response(frame, ApiVersionsRequest.API_KEY, version)[1]  # type: ignore[return-value]
-        except KafkaError as exc:
-            first = exc
-        v0: ApiVersionsResponse | None = None
-        if version > 0:
-            with contextlib.suppress(KafkaError):
-                v0 = decode_response(frame, ApiVersionsRequest.API_KEY, 0)[1]  # type: ignore[assignment]
-        if v0 is None or not v0.error_code:
-            raise first
-        return v0
-
-    return decode
 
 
 def describe_broker(node_id: int | None, address: str) -> str:

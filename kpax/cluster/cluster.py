@@ -2,8 +2,11 @@
 
 Role: the kpax ``cluster`` layer. One :class:`Cluster` per client holds one
 :class:`~kpax.broker.Broker` (so one connection) per broker node, shared by
-everything in that client. It answers ``leader(topic, partition)``,
-``coordinator(key, type)`` and ``partitions(topic)``, refreshing the metadata
+everything in that client. Its lookups are single attempts --
+``lookup_topic(name)``, ``lookup_leader(topic, partition)``,
+``coordinator(key, type)`` -- whose retries and deadline are the request
+path's (:mod:`kpax.cluster.request_path`; ``topic``, ``leader`` and
+``partitions`` with a timeout are thin callers of it). It refreshes the metadata
 on demand (unknown topic, missing leader), after ``leader_is_down`` /
 ``coordinator_is_down`` invalidations, and on a schedule
 (``metadata_max_age_ms``). Concurrent refreshes are coalesced into one
@@ -41,9 +44,8 @@ behind the same addresses) drops the old metadata whole -- topic ids, leaders,
 coordinators -- instead of merging into it. ``"none"`` keeps to the brokers of
 the metadata.
 
-Imports: kpax.broker, kpax.cluster.metadata, kpax.event_loops, kpax.metrics, kpax.proto,
-kpax.user_callbacks,
-the standard library.
+Imports: kpax.broker, kpax.cluster.metadata, kpax.cluster.request_path, kpax.event_loops,
+kpax.metrics, kpax.proto, kpax.user_callbacks, the standard library.
 """
 
 from __future__ import annotations
@@ -56,10 +58,17 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from kpax.broker.backoff import Backoff
 from kpax.broker.broker import Broker
 from kpax.broker.options import ConnectionOptions, connection_options
-from kpax.cluster.metadata import ClusterSnapshot, PartitionInfo, TopicInfo, snapshot_from_response
+from kpax.cluster.metadata import (
+    GROUP,
+    TRANSACTION,
+    ClusterSnapshot,
+    PartitionInfo,
+    TopicInfo,
+    snapshot_from_response,
+)
+from kpax.cluster.request_path import RequestPath
 from kpax.event_loops import check_loop
 from kpax.metrics import ConnectionMetrics
 from kpax.proto.error_codes import (
@@ -75,7 +84,6 @@ from kpax.proto.errors import (
     ClientClosedError,
     KafkaConnectionError,
     KafkaError,
-    KafkaTimeoutError,
     NoBrokersAvailableError,
     error_for_code,
 )
@@ -85,8 +93,7 @@ from kpax.user_callbacks import call_user
 
 log = logging.getLogger("kpax.cluster")
 
-GROUP = 0
-TRANSACTION = 1
+__all__ = ["GROUP", "TRANSACTION", "Cluster", "split_address"]
 
 
 def split_address(address: str) -> tuple[str, int]:
@@ -603,30 +610,59 @@ class Cluster:
                 code_of(LeaderNotAvailableError),
             )
 
-    async def topic(self, name: str, *, timeout: float | None = None) -> TopicInfo:
-        """Metadata of topic ``name``, refreshing until it is known or ``timeout``
-        (seconds; default: the request timeout) passes."""
-        self._check_open()
+    def lookup_topic_cached(self, name: str) -> TopicInfo | None:
+        """Topic ``name``'s metadata when the cache has it (asked for before), else None."""
         info = self.snapshot.topics.get(name)
-        if info is not None and name in self._interest:
+        return info if info is not None and name in self._interest else None
+
+    async def lookup_topic(self, name: str) -> TopicInfo:
+        """One attempt: topic ``name``'s metadata, from the cache or one refresh.
+        Raises InvalidTopicError (a name Kafka refuses) at once, the topic's
+        error from the metadata, or UnknownTopicOrPartitionError (retriable: it
+        may be being created); the retries are the request path's
+        (:meth:`topic`)."""
+        self._check_open()
+        info = self.lookup_topic_cached(name)
+        if info is not None:
             return info
         check_topic(name)  # InvalidTopicError naming it, before it is asked for
-        total = timeout if timeout is not None else self.options.request_timeout_ms / 1000
-        deadline = time.monotonic() + total
-        backoff = Backoff(self.retry_backoff_ms, self.retry_backoff_max_ms)
-        while True:
-            await self.refresh([name])
-            info = self.snapshot.topics.get(name)
-            if info is not None and info.partitions:
-                return info
-            code = self.snapshot.topic_errors.get(name)
-            err = UnknownTopicOrPartitionError if code is None else error_for_code(code)
-            if not err.retriable and not issubclass(err, UnknownTopicOrPartitionError):
-                raise err(f"metadata for topic {name!r}")
-            delay = backoff.next_delay()
-            if time.monotonic() + delay > deadline:
-                raise err(f"topic {name!r} not available within {total:g}s")
-            await asyncio.sleep(delay)
+        await self.refresh([name])
+        info = self.snapshot.topics.get(name)
+        if info is not None and info.partitions:
+            return info
+        code = self.snapshot.topic_errors.get(name)
+        err = UnknownTopicOrPartitionError if code is None else error_for_code(code)
+        if not err.retriable and not issubclass(err, UnknownTopicOrPartitionError):
+            raise err(f"metadata for topic {name!r}: retrying cannot help")
+        raise err(f"topic {name!r} is not in the metadata (yet)", retriable=True)
+
+    async def lookup_leader(self, topic: str, partition: int) -> tuple[Broker, PartitionInfo]:
+        """One attempt: the broker leading ``topic``/``partition`` and the
+        partition's metadata, from what the cache knows (a topic it does not know
+        is looked up once). LeaderNotAvailableError (retriable) while the leader
+        is unknown: the request path refreshes and retries."""
+        info = await self.lookup_topic(topic)
+        p = info.partitions.get(partition)
+        if p is None:
+            raise UnknownTopicOrPartitionError(
+                f"topic {topic!r} has no partition {partition} (it has {len(info.partitions)})",
+                retriable=False,  # the metadata was just refreshed: retrying cannot help
+            )
+        if p.leader >= 0 and p.leader in self.snapshot.brokers:
+            return self.broker(p.leader), p
+        raise LeaderNotAvailableError(f"no leader known for {topic}-{partition} (yet)")
+
+    @property
+    def requests(self) -> RequestPath:
+        """A request path over this cluster (the retrying lookups below)."""
+        return RequestPath(self)
+
+    async def topic(self, name: str, *, timeout: float | None = None) -> TopicInfo:
+        """Metadata of topic ``name``, looked up again (the request path's backoff)
+        until it is known or ``timeout`` (seconds; default: the request timeout)
+        passes."""
+        self._check_open()
+        return await self.requests.topic(name, timeout=timeout)
 
     async def list_topics(self, topic: str | None, timeout: float) -> dict[str, list[int]]:
         """``{topic: partition ids}`` of every topic of the cluster (internal ones
@@ -646,37 +682,18 @@ class Cluster:
     async def leader(
         self, topic: str, partition: int, *, timeout: float | None = None
     ) -> tuple[Broker, PartitionInfo]:
-        """The broker leading ``topic``/``partition`` and the partition's metadata.
-
-        Refreshes (with backoff, up to ``timeout``) while the leader is unknown.
-        """
-        deadline = time.monotonic() + (
-            timeout if timeout is not None else self.options.request_timeout_ms / 1000
-        )
-        backoff = Backoff(self.retry_backoff_ms, self.retry_backoff_max_ms)
-        while True:
-            info = await self.topic(topic, timeout=max(deadline - time.monotonic(), 0.001))
-            p = info.partitions.get(partition)
-            if p is None:
-                raise UnknownTopicOrPartitionError(
-                    f"topic {topic!r} has no partition {partition} (it has {len(info.partitions)})",
-                    retriable=False,  # the metadata was just refreshed: retrying cannot help
-                )
-            if p.leader >= 0 and p.leader in self.snapshot.brokers:
-                return self.broker(p.leader), p
-            delay = backoff.next_delay()
-            if time.monotonic() + delay > deadline:
-                raise LeaderNotAvailableError(f"no leader for {topic}-{partition}")
-            await asyncio.sleep(delay)
-            await self.refresh([topic])
+        """The broker leading ``topic``/``partition`` and the partition's metadata,
+        looked up again (refreshing, the request path's backoff) while the leader
+        is unknown, up to ``timeout``."""
+        return await self.requests.leader(topic, partition, timeout=timeout)
 
     # ------------------------------------------------------------ coordinators
 
-    async def coordinator(
-        self, key: str, key_type: int = GROUP, *, timeout: float | None = None
-    ) -> Broker:
-        """The broker coordinating group (``key_type=GROUP``) or transactional id
-        (``TRANSACTION``) ``key``; retried while the coordinator is loading."""
+    async def coordinator(self, key: str, key_type: int = GROUP) -> Broker:
+        """One attempt: the broker coordinating group (``key_type=GROUP``) or
+        transactional id (``TRANSACTION``) ``key``, cached or asked for once
+        (FindCoordinator). A coordinator loading or not available is a retriable
+        error naming the key; the request path (route ``ToCoordinator``) retries."""
         self._check_open()
         cached = self._coordinators.get((key_type, key))
         if cached is not None:
@@ -686,24 +703,7 @@ class Cluster:
         if not self.snapshot.brokers:
             await self.start()
         what = "group" if key_type == GROUP else "transactional id"
-        deadline = time.monotonic() + (
-            timeout if timeout is not None else self.options.request_timeout_ms / 1000
-        )
-        backoff = Backoff(self.retry_backoff_ms, self.retry_backoff_max_ms)
-        last: KafkaError | None = None
-        while True:
-            try:
-                return await self._find_coordinator(key, key_type, what)
-            except KafkaError as exc:
-                if not exc.retriable:
-                    raise
-                last = exc
-            delay = backoff.next_delay()
-            if time.monotonic() + delay > deadline:
-                raise KafkaTimeoutError(
-                    f"no coordinator found for {what} {key!r}: {last.message if last else ''}"
-                )
-            await asyncio.sleep(delay)
+        return await self._find_coordinator(key, key_type, what)
 
     async def _find_coordinator(self, key: str, key_type: int, what: str) -> Broker:
         broker = self.least_loaded_broker()

@@ -17,6 +17,10 @@ from typing import Any
 from kpax.proto.error_codes import LeaderNotAvailableError
 from kpax.proto.error_families import code_in
 
+#: Coordinator key types (FindCoordinator's ``key_type``): a group, a transactional id.
+GROUP = 0
+TRANSACTION = 1
+
 
 @dataclass(frozen=True)
 class BrokerInfo:

@@ -22,7 +22,8 @@ broken connection) and retries with one backoff policy inside one
 Changing how kpax retries (which errors, how long, what is refreshed) is a
 change here, not in each client.
 
-Imports: kpax.broker, kpax.cluster.cluster, kpax.proto, kpax.structs, the standard library.
+Imports: kpax.broker, kpax.cluster.metadata (kpax.cluster.cluster for types), kpax.proto,
+kpax.structs, the standard library.
 """
 
 from __future__ import annotations
@@ -31,15 +32,18 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kpax.broker.backoff import Backoff
 from kpax.broker.broker import Broker
-from kpax.cluster.cluster import GROUP, Cluster
+from kpax.cluster.metadata import GROUP, PartitionInfo, TopicInfo
 from kpax.proto.error_codes import NotLeaderOrFollowerError
 from kpax.proto.error_families import Stale, stale_after
 from kpax.proto.errors import KafkaError, KafkaTimeoutError
 from kpax.structs import BatchResult
+
+if TYPE_CHECKING:
+    from kpax.cluster.cluster import Cluster
 
 __all__ = [
     "ANY_BROKER",
@@ -51,6 +55,8 @@ __all__ = [
     "ToCoordinator",
     "ToLeader",
     "ToNode",
+    "once",
+    "retriable",
 ]
 
 K = TypeVar("K")
@@ -152,12 +158,25 @@ def retriable(error: KafkaError, deadline: Deadline) -> bool:
     return error.retriable
 
 
+def once(error: KafkaError, deadline: Deadline) -> bool:
+    """One attempt, never resent: for a request a loop sends on its own timing
+    (a heartbeat: the next beat is its retry). The route an error proved stale
+    is still forgotten, so the next one finds it again."""
+    return False
+
+
 class RequestPath:
     """See the module docstring. One per client, over its :class:`Cluster`."""
 
     def __init__(self, cluster: Cluster, policy: RetryPolicy | None = None) -> None:
         self.cluster = cluster
         self.policy = policy or RetryPolicy(cluster.retry_backoff_ms, cluster.retry_backoff_max_ms)
+
+    def delay(self, attempt: int) -> float:
+        """Seconds to wait before retry number ``attempt`` (1: the first retry) of
+        something a loop resends on its own timing (a heartbeat, a join, a share
+        session): the one backoff policy, for loops that pace themselves."""
+        return self.policy.delay(attempt)
 
     def deadline(self, timeout: float | None) -> Deadline:
         """A deadline ``timeout`` seconds away (default: the request timeout)."""
@@ -168,15 +187,28 @@ class RequestPath:
     # ------------------------------------------------------------ routes
 
     async def resolve(self, route: Route, deadline: Deadline) -> Broker:
-        """The broker for ``route`` now (looking the leader or coordinator up,
-        within the deadline, when it is not known)."""
+        """The broker for ``route`` now: one lookup of the leader or coordinator
+        when it is not known (cut at the deadline: a retriable KafkaTimeoutError
+        naming the route). Its failure is the attempt's: the caller's loop
+        retries."""
+        if not isinstance(route, (ToLeader, ToCoordinator)):  # nothing to look up
+            return await self._resolve(route)
+        try:
+            return await asyncio.wait_for(self._resolve(route), max(deadline.left(), 0.001))
+        except asyncio.TimeoutError:
+            raise KafkaTimeoutError(
+                f"looking up {_describe(route)} did not complete within "
+                f"{round(deadline.total, 2):g}s",
+                retriable=True,
+            ) from None
+
+    async def _resolve(self, route: Route) -> Broker:
         cluster = self.cluster
-        left = max(deadline.left(), 0.001)
         if isinstance(route, ToLeader):
-            broker, _ = await cluster.leader(route.topic, route.partition, timeout=left)
+            broker, _ = await cluster.lookup_leader(route.topic, route.partition)
             return broker
         if isinstance(route, ToCoordinator):
-            return await cluster.coordinator(route.key, route.key_type, timeout=left)
+            return await cluster.coordinator(route.key, route.key_type)
         if isinstance(route, ToNode):
             await cluster.start()
             return cluster.broker(route.node_id)
@@ -197,13 +229,79 @@ class RequestPath:
             self.cluster.coordinator_is_down(route.key, route.key_type)
 
     async def _refresh(self, routes: Iterable[Route], deadline: Deadline) -> None:
+        """Before a retry: the metadata of leader-routed topics, or (a route to
+        the controller or a node) the cluster's, which names where they are now."""
+        routes = list(routes)
         topics = sorted({r.topic for r in routes if isinstance(r, ToLeader)})
-        if not topics or deadline.expired:
+        whole = any(isinstance(r, (_Controller, ToNode)) for r in routes)
+        if (not topics and not whole) or deadline.expired:
             return
         try:
             await asyncio.wait_for(self.cluster.refresh(topics), max(deadline.left(), 0.001))
         except (KafkaError, asyncio.TimeoutError):
             pass  # the next attempt reports what is still wrong
+
+    # ------------------------------------------------------------ lookups
+
+    async def lookup(
+        self,
+        what: str,
+        attempt: Callable[[], Awaitable[V]],
+        *,
+        timeout: float | None = None,
+        between: Callable[[], Awaitable[None]] | None = None,
+    ) -> V:
+        """``await attempt()`` (one lookup: a topic, a leader) again while it
+        fails retriably, with the backoff policy, ``between()`` (a metadata
+        refresh) before each retry, until the deadline. Then its last error,
+        saying it still failed after the timeout (and, being retriable, that a
+        later retry may succeed); an error retrying cannot help is raised at once."""
+        deadline = self.deadline(timeout)
+        backoff = self.policy.backoff()
+        while True:
+            try:
+                return await asyncio.wait_for(attempt(), max(deadline.left(), 0.001))
+            except asyncio.TimeoutError:
+                raise KafkaTimeoutError(
+                    f"{what} did not complete within {round(deadline.total, 2):g}s"
+                ) from None
+            except KafkaError as exc:
+                if not exc.retriable:
+                    raise
+                if not await deadline.sleep(backoff.next_delay()):
+                    raise type(exc)(
+                        f"{exc.message}; still so after {round(deadline.total, 2):g}s "
+                        "(retriable: a later retry may succeed)",
+                        retriable=True,
+                    ) from exc
+            if between is not None:
+                try:
+                    await asyncio.wait_for(between(), max(deadline.left(), 0.001))
+                except (KafkaError, asyncio.TimeoutError):
+                    pass  # the next attempt reports what is still wrong
+
+    async def topic(self, name: str, *, timeout: float | None = None) -> TopicInfo:
+        """Topic ``name``'s metadata, looked up until known (see :meth:`lookup`)."""
+        info = self.cluster.lookup_topic_cached(name)
+        if info is not None:
+            return info
+        cluster = self.cluster
+        return await self.lookup(
+            f"metadata of topic {name!r}", lambda: cluster.lookup_topic(name), timeout=timeout
+        )
+
+    async def leader(
+        self, topic: str, partition: int, *, timeout: float | None = None
+    ) -> tuple[Broker, PartitionInfo]:
+        """The leader of ``topic``/``partition`` and the partition's metadata,
+        looked up (the topic refreshed between tries) until known."""
+        cluster = self.cluster
+        return await self.lookup(
+            f"the leader of {topic}-{partition}",
+            lambda: cluster.lookup_leader(topic, partition),
+            timeout=timeout,
+            between=lambda: cluster.refresh([topic]),
+        )
 
     # ------------------------------------------------------------ one route
 
@@ -241,9 +339,9 @@ class RequestPath:
                 ) from None
             except KafkaError as exc:
                 last = exc
+                self.forget(route, exc)  # stale whether or not it is tried again
                 if not retry(exc, deadline):
                     raise
-                self.forget(route, exc)
                 if not await deadline.sleep(backoff.next_delay()):
                     raise
                 await self._refresh([route], deadline)
@@ -380,17 +478,25 @@ class RequestPath:
         (``sent_to``: each key's broker, noted before its request goes)."""
         out: dict[K, Any] = {}
         groups: dict[int, tuple[Broker, list[K]]] = {}
+        resolved: dict[Route, Broker | KafkaError] = {}  # each route once a round
         for key in pending:
-            limit = (
-                deadline
-                if resolve_timeout is None
-                else Deadline(min(resolve_timeout, deadline.left()))
-            )
-            try:
-                broker = await self.resolve(route(key), limit)
-            except KafkaError as exc:
-                out[key] = exc
+            r = route(key)
+            found = resolved.get(r)
+            if found is None:
+                limit = (
+                    deadline
+                    if resolve_timeout is None
+                    else Deadline(min(resolve_timeout, deadline.left()))
+                )
+                try:
+                    found = await self.resolve(r, limit)
+                except KafkaError as exc:
+                    found = exc
+                resolved[r] = found
+            if isinstance(found, KafkaError):
+                out[key] = found
                 continue
+            broker = found
             node = broker.node_id if broker.node_id is not None else -1
             groups.setdefault(node, (broker, []))[1].append(key)
             sent_to[key] = broker
@@ -416,6 +522,17 @@ class RequestPath:
 
 
 _MISSING: Any = object()
+
+
+def _describe(route: Route) -> str:
+    if isinstance(route, ToLeader):
+        return f"the leader of {route.topic}-{route.partition}"
+    if isinstance(route, ToCoordinator):
+        kind = "group" if route.key_type == GROUP else "transactional id"
+        return f"the coordinator of {kind} {route.key!r}"
+    if isinstance(route, ToNode):
+        return f"broker {route.node_id}"
+    return "the controller" if isinstance(route, _Controller) else "a broker"
 
 
 def _waiting(broker: Broker | None, before: KafkaError | None) -> str:

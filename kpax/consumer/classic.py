@@ -23,7 +23,7 @@ Static membership (KIP-345): with ``group_instance_id`` the member does not
 send LeaveGroup on close, so it can come back within ``session_timeout_ms``
 and get its partitions back without a rebalance.
 
-Imports: kpax.cluster, kpax.broker.backoff, kpax.proto, kpax.structs, kpax.consumer.*.
+Imports: kpax.cluster, kpax.broker.broker, kpax.proto, kpax.structs, kpax.consumer.*.
 """
 
 from __future__ import annotations
@@ -34,8 +34,9 @@ import logging
 import time
 from typing import Any
 
-from kpax.broker.backoff import Backoff
-from kpax.cluster.cluster import Cluster
+from kpax.broker.broker import Broker
+from kpax.cluster.cluster import GROUP, Cluster
+from kpax.cluster.request_path import ToCoordinator, once
 from kpax.consumer.assignors import Assignor, MemberSubscription, get_assignor
 from kpax.consumer.assignors.protocol import (
     decode_assignment,
@@ -215,7 +216,7 @@ class ClassicGroup(GroupBase):
     # ------------------------------------------------------------ membership loop
 
     async def _run(self) -> None:
-        backoff = Backoff(*self._backoff)
+        failures = 0
         while not self._closed:
             if self.poll_expired:
                 await self._wake.wait()
@@ -227,12 +228,13 @@ class ClassicGroup(GroupBase):
                 continue
             try:
                 await self._join_once()
-                backoff.reset()
+                failures = 0
             except KafkaError as exc:
                 if not exc.retriable and not isinstance(exc, _RetryJoin):
                     raise
+                failures += 1
                 log.info("group %s: join failed (%s), retrying", self.group_id, exc)
-                await asyncio.sleep(backoff.next_delay())
+                await asyncio.sleep(self.requests.delay(failures))
 
     def _protocols(self) -> list[Any]:
         owned = sorted(self.member._assigned_partitions())
@@ -429,10 +431,8 @@ class ClassicGroup(GroupBase):
                 group_instance_id=self.instance_id,
             )
             try:
-                broker = await self.coordinator()
-                resp = await broker.request(req, timeout=min(self._timeout, session))
+                resp = await self._send_heartbeat(req, min(self._timeout, session))
             except KafkaError as exc:
-                self.coordinator_dead()
                 if time.monotonic() - last_ok > session:
                     log.warning("group %s: heartbeats failing: %s", self.group_id, exc)
                 continue
@@ -442,8 +442,7 @@ class ClassicGroup(GroupBase):
                 continue
             err = error_for_code(code)
             if issubclass(err, COORDINATOR_ERRORS):
-                self.coordinator_dead()
-                continue
+                continue  # (answered so past the deadline: the next beat finds it again)
             if issubclass(err, RebalanceInProgressError):
                 self.need_join = True
                 self._wake.set()
@@ -461,27 +460,68 @@ class ClassicGroup(GroupBase):
                 )
             raise err(f"Heartbeat for group {self.group_id!r}")
 
+    async def _send_heartbeat(self, req: HeartbeatRequest, timeout: float) -> Any:
+        """One Heartbeat on the coordinator route, within ``timeout``: a moved
+        coordinator (or a broken connection) is forgotten by the request path
+        (its one table), so the next beat finds it again; the beat itself is not
+        resent (the heartbeat interval is its retry schedule). Answers are
+        returned, a coordinator error's too."""
+
+        async def send(broker: Broker) -> Any:
+            resp = await broker.request(req, timeout=timeout)
+            if code_in(resp.error_code, COORDINATOR_ERRORS):
+                moved = error_for_code(resp.error_code)(
+                    f"Heartbeat for group {self.group_id!r} to {broker.describe()}"
+                )
+                moved.response = resp  # type: ignore[attr-defined]
+                raise moved
+            return resp
+
+        try:
+            return await self.requests.call(
+                f"Heartbeat for group {self.group_id!r}",
+                ToCoordinator(self.group_id, GROUP),
+                send,
+                timeout=timeout,
+                retry=once,  # the next beat, an interval later, is the retry
+            )
+        except KafkaError as exc:
+            answered = getattr(exc, "response", None)
+            if answered is None:
+                raise
+            return answered
+
     # ------------------------------------------------------------ leave
 
     async def _send_leave(self, reason: str) -> None:
         if not self.member_id:
             return
-        try:
-            broker = await self.coordinator()
+        member_id = self.member_id
+        limit = min(self._timeout, 5.0)
+
+        async def send(broker: Broker) -> Any:
             if await broker.api_version(LeaveGroupRequest) >= 3:
                 req = LeaveGroupRequest(
                     group_id=self.group_id,
                     members=[
                         LeaveGroupRequest.MemberIdentity(
-                            member_id=self.member_id,
+                            member_id=member_id,
                             group_instance_id=self.instance_id,
                             reason=reason,
                         )
                     ],
                 )
             else:
-                req = LeaveGroupRequest(group_id=self.group_id, member_id=self.member_id)
-            resp = await broker.request(req, timeout=min(self._timeout, 5.0))
+                req = LeaveGroupRequest(group_id=self.group_id, member_id=member_id)
+            return await broker.request(req, timeout=limit)
+
+        try:
+            resp = await self.requests.call(
+                f"LeaveGroup for group {self.group_id!r}",
+                ToCoordinator(self.group_id, GROUP),
+                send,
+                timeout=limit,
+            )
             if resp.error_code:
                 log.info("group %s: LeaveGroup: error %d", self.group_id, resp.error_code)
         except (KafkaError, asyncio.TimeoutError) as exc:

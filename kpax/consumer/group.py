@@ -154,9 +154,6 @@ class GroupBase:
 
     # ------------------------------------------------------------ coordinator
 
-    async def coordinator(self) -> Any:
-        return await self.cluster.coordinator(self.group_id, GROUP, timeout=self._api_timeout)
-
     def coordinator_dead(self) -> None:
         self.cluster.coordinator_is_down(self.group_id, GROUP)
 

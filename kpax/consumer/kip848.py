@@ -22,7 +22,7 @@ with ``exclude_internal_topics`` (the default) their partitions are left out
 of what this member reads and reports owning. A broker without v1 is an
 UnsupportedApiError.
 
-Imports: kpax.cluster, kpax.broker.{backoff,broker}, kpax.proto, kpax.structs, kpax.consumer.*.
+Imports: kpax.cluster, kpax.broker.broker, kpax.proto, kpax.structs, kpax.consumer.*.
 """
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ import logging
 import uuid
 from typing import Any
 
-from kpax.broker.backoff import Backoff
 from kpax.broker.broker import Broker
-from kpax.cluster.cluster import Cluster
+from kpax.cluster.cluster import GROUP, Cluster
+from kpax.cluster.request_path import ToCoordinator
 from kpax.consumer.group import GroupBase, Membership
 from kpax.consumer.options import ConsumerSettings
 from kpax.consumer.pattern import Pattern, is_internal, regex_text
@@ -113,7 +113,7 @@ class ConsumerGroup(GroupBase):
         return not code_in(code, RebalanceInProgressError)
 
     async def _run(self) -> None:
-        backoff = Backoff(*self._backoff)
+        failures = 0
         while not self._closed:
             if self.poll_expired:
                 await self._wake.wait()
@@ -136,12 +136,13 @@ class ConsumerGroup(GroupBase):
                 continue
             try:
                 await self._heartbeat()
-                backoff.reset()
+                failures = 0
             except KafkaError as exc:
                 if not exc.retriable:
                     raise
+                failures += 1
                 log.info("group %s: heartbeat failed (%s), retrying", self.group_id, exc)
-                await asyncio.sleep(backoff.next_delay())
+                await asyncio.sleep(self.requests.delay(failures))
                 continue
             if self._ack:
                 continue  # acknowledge the reconciled assignment right away
@@ -165,9 +166,6 @@ class ConsumerGroup(GroupBase):
     async def _heartbeat(self) -> None:
         full = self.epoch == 0 or self._send_subscription
         regex = regex_text(self.pattern) if self.pattern is not None else None
-        broker = await self.coordinator()
-        if regex is not None and full:
-            await self._check_regex_support(broker)
         req = ConsumerGroupHeartbeatRequest(
             group_id=self.group_id,
             member_id=self.member_id,
@@ -181,15 +179,26 @@ class ConsumerGroup(GroupBase):
             topic_partitions=self._owned() if (full or self._ack) else None,
         )
         self._ack = False
-        try:
+
+        async def send(broker: Broker) -> Any:
+            if regex is not None and full:
+                await self._check_regex_support(broker)
             resp = await broker.request(req, timeout=self._timeout)
-        except KafkaError:
-            self.coordinator_dead()
-            raise
+            if code_in(resp.error_code, COORDINATOR_ERRORS):  # forgotten, found again
+                raise error_for_code(resp.error_code)(
+                    f"ConsumerGroupHeartbeat for group {self.group_id!r} to {broker.describe()}"
+                )
+            return resp
+
+        # The coordinator route: a moved coordinator is found again within the
+        # request timeout; past it the loop above paces the next try.
+        resp = await self.requests.call(
+            f"ConsumerGroupHeartbeat for group {self.group_id!r}",
+            ToCoordinator(self.group_id, GROUP),
+            send,
+            timeout=self._timeout,
+        )
         code = resp.error_code
-        if code_in(code, COORDINATOR_ERRORS):
-            self.coordinator_dead()
-            raise error_for_code(code)(f"ConsumerGroupHeartbeat for group {self.group_id!r}")
         if code_in(code, CONSUMER_MEMBER_FENCED_ERRORS):
             log.info("group %s: member fenced (%s), rejoining", self.group_id, code)
             self.stable.clear()
@@ -285,9 +294,18 @@ class ConsumerGroup(GroupBase):
             instance_id=self.instance_id,
             rebalance_timeout_ms=-1,
         )
+        limit = min(self._timeout, 5.0)
+
+        async def send(broker: Broker) -> Any:
+            return await broker.request(req, timeout=limit)
+
         with contextlib.suppress(KafkaError, asyncio.TimeoutError):
-            broker = await self.coordinator()
-            await broker.request(req, timeout=min(self._timeout, 5.0))
+            await self.requests.call(
+                f"ConsumerGroupHeartbeat (leaving) for group {self.group_id!r}",
+                ToCoordinator(self.group_id, GROUP),
+                send,
+                timeout=limit,
+            )
 
     async def leave(self) -> None:
         if self._task is not None:

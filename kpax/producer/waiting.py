@@ -25,7 +25,7 @@ that waits for buffer memory wait too (a partition's records keep call order).
 
 Every method runs on the producer's event loop.
 
-Imports: kpax.cluster, kpax.broker.backoff, kpax.producer.planning, kpax.proto,
+Imports: kpax.cluster, kpax.producer.planning, kpax.proto,
 the standard library.
 """
 
@@ -38,8 +38,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from kpax.broker.backoff import Backoff
 from kpax.cluster.cluster import Cluster
+from kpax.cluster.request_path import RetryPolicy
 from kpax.producer.planning import check_partition
 from kpax.proto.error_codes import UnknownTopicOrPartitionError
 from kpax.proto.errors import KafkaError, KafkaTimeoutError, error_for_code
@@ -108,7 +108,8 @@ class TopicWaits:
         self.cluster = cluster
         self.publish = publish
         self.max_block_ms = max_block_ms
-        self._backoff = (retry_backoff_ms, retry_backoff_max_ms)
+        #: The one backoff policy (kpax.cluster.request_path) paces the lookups.
+        self._policy = RetryPolicy(retry_backoff_ms, retry_backoff_max_ms)
         self._queues: dict[str, _Queue] = {}
         self._memory: asyncio.Event | None = None
         self._closed: BaseException | None = None
@@ -226,7 +227,7 @@ class TopicWaits:
         """While ``topic`` has waiting sends: refresh its metadata (each refresh
         drains through the cluster's listener), back off while it is unknown,
         wait for memory when that is what they wait for."""
-        backoff = Backoff(*self._backoff)
+        unknown = 0  # rounds that found the topic unknown
         try:
             while self._queues.get(topic) is q:
                 self.drain(topic)
@@ -265,7 +266,8 @@ class TopicWaits:
                         return
                     q.last_error = err(f"metadata for topic {topic!r}")
                 left = min(e.deadline for e in q.entries) - time.monotonic()
-                await asyncio.sleep(max(min(backoff.next_delay(), left), 0))
+                unknown += 1
+                await asyncio.sleep(max(min(self._policy.delay(unknown), left), 0))
         except asyncio.CancelledError:
             self._fail(topic, q, self._closed or KafkaError("the producer stopped"))
             raise

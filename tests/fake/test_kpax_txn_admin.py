@@ -189,3 +189,24 @@ def test_a_commit_that_timed_out_is_called_again_and_completes(fake_kafka, tv):
         p.send("slow-end", b"twice", partition=0)
         p.commit_transaction()
     assert _read(fake_kafka.bootstrap, "slow-end", 1, "read_committed") == [b"once", b"twice"]
+
+
+@pytest.mark.fake_kafka(brokers=3)
+def test_broker_configs_go_to_each_broker_at_once(fake_kafka):
+    """describe_configs of three brokers sends each broker its own request (the
+    ToNode route), all at once: three slow brokers cost one delay, not three."""
+    with kpax.Admin(fake_kafka.bootstrap) as admin:
+        ids = [b.node_id for b in admin.describe_cluster().brokers]
+        assert len(ids) == 3
+        faults = {
+            i: fake_kafka.inject("DescribeConfigs", delay_ms=1500, broker=i, times=None)
+            for i in ids
+        }
+        resources = [kpax.ConfigResource(kpax.ConfigResourceType.BROKER, str(i)) for i in ids]
+        started = time.monotonic()
+        result = admin.describe_configs(resources)
+        took = time.monotonic() - started
+        result.raise_for_errors()
+        assert all(result[r] for r in resources)
+        assert {i: f.hits for i, f in faults.items()} == dict.fromkeys(ids, 1)
+        assert took < 3.5, f"three brokers answered one after another ({took:.1f}s)"

@@ -27,6 +27,7 @@ from kpax.admin import (
     ConfigSource,
     SharePartitionOffset,
 )
+from kpax.cluster.request_path import ToCoordinator
 from kpax.errors import (
     GroupIdNotFoundError,
     InvalidConfigError,
@@ -34,7 +35,6 @@ from kpax.errors import (
     UnknownTopicOrPartitionError,
     UnsupportedApiError,
 )
-from kpax.proto.error_families import COORDINATOR_ERRORS
 from kpax.proto.errors import error_for_code
 from kpax.proto.messages import DescribeShareGroupOffsetsRequest, ShareGroupHeartbeatRequest
 from kpax.structs import TopicPartition
@@ -77,9 +77,8 @@ async def _heartbeat(
     """One ShareGroupHeartbeat to the group's coordinator, retried while the
     coordinator moves or loads; the response (its error checked)."""
     async with kpax.aio.Admin(bootstrap, client_id=MEMBER_CLIENT_ID) as a:
-        deadline = time.monotonic() + 30
-        while True:
-            broker = await a.cluster.coordinator(group)
+
+        async def send(broker: Any) -> Any:
             resp = await broker.request(
                 ShareGroupHeartbeatRequest(
                     group_id=group,
@@ -88,14 +87,16 @@ async def _heartbeat(
                     subscribed_topic_names=topics,
                 )
             )
-            if not resp.error_code:
-                return resp
-            err = error_for_code(resp.error_code)
-            if not err.retriable or time.monotonic() > deadline:
-                raise err(f"share group heartbeat of {group!r}", error_message=resp.error_message)
-            if issubclass(err, COORDINATOR_ERRORS):
-                a.cluster.coordinator_is_down(group)
-            await asyncio.sleep(0.1)
+            if resp.error_code:  # a moved or loading coordinator: found again, resent
+                raise error_for_code(resp.error_code)(
+                    f"share group heartbeat of {group!r}", error_message=resp.error_message
+                )
+            return resp
+
+        await a.cluster.start()
+        return await a.requests.call(
+            f"share group heartbeat of {group!r}", ToCoordinator(group), send, timeout=30
+        )
 
 
 def _join(bootstrap: str, group: str, topic: str) -> str:

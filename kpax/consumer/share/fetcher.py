@@ -32,7 +32,7 @@ here and fetched from its new leader after a metadata refresh. Errors
 retrying cannot help (authorization, unsupported versions) go to
 ``on_fatal``, which makes the next poll raise them.
 
-Imports: kpax.cluster, kpax.broker.backoff, kpax.proto, kpax.structs,
+Imports: kpax.cluster, kpax.proto, kpax.structs,
 kpax.consumer.record, kpax.consumer.share.*.
 """
 
@@ -47,8 +47,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kpax.broker.backoff import Backoff
 from kpax.cluster.cluster import Cluster
+from kpax.cluster.request_path import RetryPolicy
 from kpax.consumer.record import ShareConsumerRecord
 from kpax.consumer.share.acks import AcknowledgeType
 from kpax.consumer.share.decode import Acquired, decode_acquired
@@ -253,6 +253,8 @@ class ShareFetcher:
     ) -> None:
         self.cluster = cluster
         self.settings = settings
+        #: The one backoff policy (kpax.cluster.request_path) paces every retry here.
+        self._policy = RetryPolicy(*settings.retry_backoff)
         self.group_id = settings.group_id
         self.buffer = buffer
         buffer.on_drained = self._drained
@@ -319,9 +321,10 @@ class ShareFetcher:
         names = set(topics)
 
         async def refresh() -> None:
-            backoff = Backoff(*self.settings.retry_backoff)
+            rounds = 0
             while not self._closing:
-                await asyncio.sleep(backoff.next_delay())
+                rounds += 1
+                await asyncio.sleep(self._policy.delay(rounds))
                 with contextlib.suppress(KafkaError, asyncio.TimeoutError):
                     await asyncio.wait_for(
                         self.cluster.refresh(sorted(names)), self.settings.request_timeout
@@ -396,7 +399,7 @@ class ShareFetcher:
         return out
 
     async def _run(self, st: _Node) -> None:
-        backoff = Backoff(*self.settings.retry_backoff)
+        failures = 0  # requests in a row that failed (or answered only errors)
         while not self._closing:
             wanted = self._wanted(st.node_id)
             add, forget = st.session.plan(wanted)
@@ -424,16 +427,17 @@ class ShareFetcher:
             try:
                 if alone:
                     await self._acknowledge(st)
-                    backoff.reset()
+                    failures = 0
                 elif await self._fetch(
                     st,
                     (add if st.session.open else wanted) if fetch else set(),
                     forget,
                     fetch,
                 ):
-                    backoff.reset()
+                    failures = 0
                 else:  # every partition answered with an error: do not spin on it
-                    await asyncio.sleep(backoff.next_delay())
+                    failures += 1
+                    await asyncio.sleep(self._policy.delay(failures))
             except KafkaError as exc:
                 if self._closing:
                     return
@@ -451,7 +455,8 @@ class ShareFetcher:
                     for tp in wanted:
                         self.cluster.leader_is_down(tp.topic, tp.partition)
                     self._refresh(tp.topic for tp in wanted)
-                await asyncio.sleep(backoff.next_delay())
+                failures += 1
+                await asyncio.sleep(self._policy.delay(failures))
 
     def _fail_acks(self, st: _Node, why: str) -> None:
         err = KafkaError(

@@ -15,7 +15,7 @@ used by another kind of group, the group full, an API the broker lacks) end
 the membership and reach the application's next poll. Leaving is a
 heartbeat with epoch -1.
 
-Imports: kpax.cluster, kpax.broker.{backoff,broker}, kpax.proto, kpax.structs.
+Imports: kpax.cluster, kpax.broker.broker, kpax.proto, kpax.structs.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from kpax.broker.backoff import Backoff
 from kpax.broker.broker import Broker
 from kpax.cluster.cluster import GROUP, Cluster
 from kpax.cluster.request_path import RequestPath, RetryPolicy, ToCoordinator
@@ -86,7 +85,6 @@ class ShareMembership:
         self._on_fatal = on_fatal
         self._timeout = request_timeout
         self._api_timeout = api_timeout
-        self._backoff = backoff
         self._requests = RequestPath(cluster, RetryPolicy(*backoff))
         self._send_subscription = True
         #: Heartbeats left to send soon while a new member waits for its first
@@ -139,16 +137,17 @@ class ShareMembership:
             self._on_fatal(exc)
 
     async def _run(self) -> None:
-        backoff = Backoff(*self._backoff)
+        failures = 0
         while not self._closed:
             try:
                 await self._heartbeat()
-                backoff.reset()
+                failures = 0
             except KafkaError as exc:
                 if not exc.retriable:
                     raise
+                failures += 1
                 log.info("share group %s: heartbeat failed (%s), retrying", self.group_id, exc)
-                await asyncio.sleep(backoff.next_delay())
+                await asyncio.sleep(self._requests.delay(failures))
                 continue
             wait = self.interval
             if self._eager > 0 and not self.assignment:
@@ -263,8 +262,15 @@ class ShareMembership:
         req = ShareGroupHeartbeatRequest(
             group_id=self.group_id, member_id=self.member_id, member_epoch=_LEAVE
         )
+        limit = min(self._timeout, 5.0)
+
+        async def send(broker: Broker) -> Any:
+            return await broker.request(req, timeout=limit)
+
         with contextlib.suppress(KafkaError, asyncio.TimeoutError):
-            broker = await self.cluster.coordinator(
-                self.group_id, GROUP, timeout=min(self._timeout, 5.0)
+            await self._requests.call(
+                f"ShareGroupHeartbeat (leaving) for share group {self.group_id!r}",
+                ToCoordinator(self.group_id, GROUP),
+                send,
+                timeout=limit,
             )
-            await broker.request(req, timeout=min(self._timeout, 5.0))

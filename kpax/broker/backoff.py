@@ -2,7 +2,9 @@
 
 Role: how long to wait before the n-th retry: ``base * 2**n`` capped at
 ``maximum``, times a random factor in [0.8, 1.2] so that many clients do not
-reconnect in lockstep.
+reconnect in lockstep. The factor comes from the module-level ``random``
+generator unless a ``rand`` is given, so a simulation that seeds it
+(kpax.testing.sim) replays the same delays.
 
 Imports: the standard library only.
 """
@@ -21,7 +23,7 @@ class Backoff:
         self._base = max(base_ms, 0.0) / 1000.0
         self._max = max(max_ms, base_ms) / 1000.0
         self._failures = 0
-        self._rand = rand or random.Random()
+        self._rand: random.Random | None = rand
 
     @property
     def failures(self) -> int:
@@ -39,7 +41,8 @@ class Backoff:
         if self._base == 0:
             return 0.0
         delay = min(self._base * (2 ** min(failures, 32)), self._max)
-        return float(delay * self._rand.uniform(0.8, 1.2))
+        factor = random.uniform(0.8, 1.2) if self._rand is None else self._rand.uniform(0.8, 1.2)
+        return float(delay * factor)
 
     def reset(self) -> None:
         self._failures = 0

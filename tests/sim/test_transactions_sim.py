@@ -251,3 +251,23 @@ def test_exactly_once_across_crashes_fencing_and_coordinator_moves(seed: int) ->
         },
         max_virtual=1200,
     )
+
+
+def test_a_seed_replays_the_same_run() -> None:
+    """A failing seed must fail again the same way: the faults, the retries' backoff
+    jitter and every commit fall at the same virtual instants in two runs."""
+
+    def run(seed: int) -> tuple[list[str], list[tuple[float, int, int]]]:
+        async def scenario(sim: SimKafka) -> tuple[list[str], list[tuple[float, int, int]]]:
+            world = await txn_scenario(sim, seed)
+            return world.events, world.commits
+
+        return simulate(
+            scenario,
+            seed=seed,
+            topics={IN: PARTITIONS, OUT: PARTITIONS},
+            config={"group.consumer.session.timeout.ms": "6000", "transaction.version": 2},
+            max_virtual=1200,
+        )
+
+    assert run(3) == run(3)

@@ -45,13 +45,12 @@ coordinators -- instead of merging into it. ``"none"`` keeps to the brokers of
 the metadata.
 
 Imports: kpax.broker, kpax.cluster.metadata, kpax.cluster.request_path, kpax.event_loops,
-kpax.metrics, kpax.proto, kpax.user_callbacks, the standard library.
+kpax.metrics, kpax.proto, kpax.tasks, kpax.user_callbacks, the standard library.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 import time
@@ -89,6 +88,7 @@ from kpax.proto.errors import (
 )
 from kpax.proto.messages import FindCoordinatorRequest, MetadataRequest
 from kpax.proto.topic_names import check_topic, topic_problem
+from kpax.tasks import cancel_and_wait
 from kpax.user_callbacks import call_user
 
 log = logging.getLogger("kpax.cluster")
@@ -219,11 +219,7 @@ class Cluster:
         self._check_usable()
         check_loop(self.loop, "close()", self.client_name)
         self._closed = True
-        for task in (self._periodic, self._refresh_task):
-            if task is not None and not task.done():
-                task.cancel()
-                with contextlib.suppress(BaseException):
-                    await task
+        await cancel_and_wait([t for t in (self._periodic, self._refresh_task) if t is not None])
         brokers = {id(b): b for b in self._all_brokers()}
         await asyncio.gather(*(b.close() for b in brokers.values()), return_exceptions=True)
 

@@ -22,7 +22,7 @@ with ``exclude_internal_topics`` (the default) their partitions are left out
 of what this member reads and reports owning. A broker without v1 is an
 UnsupportedApiError.
 
-Imports: kpax.cluster, kpax.broker.broker, kpax.proto, kpax.structs, kpax.consumer.*.
+Imports: kpax.cluster, kpax.broker.broker, kpax.proto, kpax.structs, kpax.tasks, kpax.consumer.*.
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ from kpax.proto.error_families import (
 from kpax.proto.errors import KafkaError, UnsupportedApiError, error_for_code
 from kpax.proto.messages import ConsumerGroupHeartbeatRequest
 from kpax.structs import TopicPartition
+from kpax.tasks import cancel_and_wait
 
 log = logging.getLogger("kpax.consumer.group")
 
@@ -309,9 +310,7 @@ class ConsumerGroup(GroupBase):
 
     async def leave(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(BaseException):
-                await self._task
+            await cancel_and_wait([self._task])
         await self.revoke(self.member._assigned_partitions())
         await self._leave_heartbeat()
         self.epoch = 0

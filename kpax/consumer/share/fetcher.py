@@ -32,7 +32,7 @@ here and fetched from its new leader after a metadata refresh. Errors
 retrying cannot help (authorization, unsupported versions) go to
 ``on_fatal``, which makes the next poll raise them.
 
-Imports: kpax.cluster, kpax.proto, kpax.structs,
+Imports: kpax.cluster, kpax.proto, kpax.structs, kpax.tasks,
 kpax.consumer.record, kpax.consumer.share.*.
 """
 
@@ -69,6 +69,7 @@ from kpax.proto.errors import (
 )
 from kpax.proto.messages import ShareAcknowledgeRequest, ShareFetchRequest
 from kpax.structs import TopicPartition
+from kpax.tasks import cancel_and_wait, wait_quietly
 
 log = logging.getLogger("kpax.share")
 
@@ -724,11 +725,8 @@ class ShareFetcher:
         if tasks:
             wait = min(deadline - loop.time(), self.settings.fetch_max_wait_ms / 1000 + 1.0)
             _, late = await asyncio.wait(tasks, timeout=max(wait, 0.1))
-            for t in late:
-                t.cancel()
-            for t in tasks:
-                with contextlib.suppress(BaseException):
-                    await t
+            await cancel_and_wait(late)
+            await wait_quietly(tasks)
 
         async def close_one(st: _Node) -> None:
             if not st.session.open and not st.has_acks():

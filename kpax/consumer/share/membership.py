@@ -15,7 +15,7 @@ used by another kind of group, the group full, an API the broker lacks) end
 the membership and reach the application's next poll. Leaving is a
 heartbeat with epoch -1.
 
-Imports: kpax.cluster, kpax.broker.broker, kpax.proto, kpax.structs.
+Imports: kpax.cluster, kpax.broker.broker, kpax.proto, kpax.structs, kpax.tasks.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from kpax.proto.error_families import CONSUMER_MEMBER_FENCED_ERRORS, code_in
 from kpax.proto.errors import KafkaError, UnsupportedApiError, error_for_code
 from kpax.proto.messages import ShareGroupHeartbeatRequest
 from kpax.structs import TopicPartition
+from kpax.tasks import cancel_and_wait
 
 log = logging.getLogger("kpax.share")
 
@@ -112,9 +113,7 @@ class ShareMembership:
         self._closed = True
         task, self._task = self._task, None
         if task is not None:
-            task.cancel()
-            with contextlib.suppress(BaseException):
-                await task
+            await cancel_and_wait([task])
             if self.epoch > 0:
                 await self._leave_heartbeat()
         self.epoch = 0

@@ -40,7 +40,7 @@ from kpax.proto.records import Header
 from kpax.structs import RecordMetadata
 
 if TYPE_CHECKING:
-    from kpax.producer.accumulator import Segment
+    from kpax.producer.weights import Segment
 
 Callback = Callable[[RecordMetadata | None, BaseException | None], Any]
 

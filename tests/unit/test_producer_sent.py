@@ -79,7 +79,9 @@ async def test_cancelling_the_await_of_a_waiting_send_cancels_the_send() -> None
     p, broker = await _producer(partition, **TINY)
     try:
         futs = await _full(p)
-        waiting = asyncio.ensure_future(p.send(TOPIC, b"cancelled", partition=0))
+        # (a big record: a small one would join the last batch, which stays open
+        # while the sender cannot send it, without waiting for memory)
+        waiting = asyncio.ensure_future(p.send(TOPIC, b"cancelled" + BIG, partition=0))
         after = p.send(TOPIC, b"after", partition=0)
         await asyncio.sleep(0.01)
         waiting.cancel()

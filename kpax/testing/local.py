@@ -410,6 +410,9 @@ class LocalCluster(KafkaCluster):
             "controller.quorum.fetch.timeout.ms": 2000,
             "broker.heartbeat.interval.ms": 500,
             "broker.session.timeout.ms": 6000,
+            # A transaction past its transaction_timeout_ms is aborted within 0.5 s
+            # (default: checked every 10 s), so tests of it need no broker of their own.
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms": 500,
         }
         if jars.is_kafka4(self.version or ""):
             props["share.coordinator.state.topic.replication.factor"] = min(3, n)
@@ -421,6 +424,14 @@ class LocalCluster(KafkaCluster):
             # (every 5 s by default, also the floor): 0.5 s keeps tests quick.
             props["group.share.min.heartbeat.interval.ms"] = 500
             props["group.share.heartbeat.interval.ms"] = 500
+            # The same for KIP-848 consumer groups (defaults and floors: 5 s
+            # heartbeats, 45 s sessions); regexes re-resolved every 10 s (the floor;
+            # default 10 min).
+            props["group.consumer.heartbeat.interval.ms"] = 500
+            props["group.consumer.min.heartbeat.interval.ms"] = 500
+            props["group.consumer.session.timeout.ms"] = 6000
+            props["group.consumer.min.session.timeout.ms"] = 6000
+            props["group.consumer.regex.refresh.interval.ms"] = 10000
         if self.sasl:
             plain_users = " ".join(f'user_{u}="{p}"' for u, p in self.sasl_users.items())
             props["sasl.enabled.mechanisms"] = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"

@@ -374,8 +374,9 @@ async def test_asyncio_group_member(kafka, topic):
 # ---------------------------------------------------------------- KIP-848
 
 
-#: A broker whose KIP-848 heartbeats and sessions are short (tests of other
-#: modules start theirs with it too).
+#: KIP-848 heartbeats and sessions kept short: kpax.testing's local brokers set
+#: these (the session's ``kafka`` too); a test starting a broker of its own for
+#: KIP-848 groups passes them.
 KIP848_BROKER_CONFIG = {
     "group.consumer.heartbeat.interval.ms": "500",
     "group.consumer.min.heartbeat.interval.ms": "500",
@@ -385,8 +386,9 @@ KIP848_BROKER_CONFIG = {
 
 
 @pytest.fixture(scope="module")
-def kafka848(kafka_factory):
-    return kafka_factory(config=KIP848_BROKER_CONFIG)
+def kafka848(kafka):
+    """The session's broker: its KIP-848 settings are KIP848_BROKER_CONFIG's."""
+    return kafka
 
 
 def _topic848(kafka848, partitions: int) -> str:

@@ -16,7 +16,7 @@ import pytest
 import kpax
 from kpax.testing.pytest_plugin import create_topic
 from tests.integration.test_consumer import produce
-from tests.integration.test_consumer_group import FAST, KIP848_BROKER_CONFIG, gid, poll_until
+from tests.integration.test_consumer_group import FAST, gid, poll_until
 from tests.wait import eventually
 
 pytestmark = pytest.mark.integration
@@ -106,14 +106,11 @@ async def test_classic_pattern_asyncio_face(kafka):
 
 
 @pytest.fixture(scope="module")
-def kafka848(kafka_factory):
-    return kafka_factory(
-        config={
-            **KIP848_BROKER_CONFIG,
-            # the broker's lowest; it re-resolves regexes at most every 10 s anyway
-            "group.consumer.regex.refresh.interval.ms": "10000",
-        }
-    )
+def kafka848(kafka):
+    """The session's broker: kpax.testing's local brokers have KIP848_BROKER_CONFIG's
+    settings and re-resolve regexes every 10 s (the broker's lowest; it re-resolves
+    at most that often anyway)."""
+    return kafka
 
 
 KIP848 = {

@@ -31,9 +31,11 @@ def _values_on(bootstrap: str, topic: str, n: int, timeout: float = 60) -> list[
 
 @pytest.mark.parametrize("idempotent", [True, False], ids=["idempotent", "plain"])
 def test_the_whole_cluster_replaced_under_a_running_producer_and_consumer(
-    kafka_factory, idempotent
+    kafka_factory, kafka, idempotent
 ):
-    a, b = kafka_factory(), kafka_factory()
+    # A (killed) is the test's own; B, the cluster that takes over, is the session's
+    # (another cluster; the topic's name is the test's own)
+    a, b = kafka_factory(), kafka
     t = "reboot-" + uuid.uuid4().hex[:8]
     for cluster in (a, b):
         create_topic(cluster, 1, name=t)
@@ -78,8 +80,8 @@ def test_the_whole_cluster_replaced_under_a_running_producer_and_consumer(
         print(f"rebootstrapped and delivered 150 records on B {took:.1f}s after A died")
 
 
-def test_no_rebootstrap_when_the_strategy_is_none(kafka_factory):
-    a, b = kafka_factory(), kafka_factory()
+def test_no_rebootstrap_when_the_strategy_is_none(kafka_factory, kafka):
+    a, b = kafka_factory(), kafka  # A is killed; B, the session's, is never asked
     t = "reboot-" + uuid.uuid4().hex[:8]
     for cluster in (a, b):
         create_topic(cluster, 1, name=t)

@@ -37,12 +37,15 @@ from tests.integration.test_spark_stream import (
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 #: Re-run here only by ``make test-soak`` (``make test`` runs them on local[2]
-#: and, on the cluster, the application, a full read and a restarted stream).
+#: and, on the cluster, the application and a full read: the executors' own
+#: Python workers import kpax and read every column; restarting a stream from its
+#: checkpoint is the driver's work, the same on local[2]).
 SOAK = {
     "test_batch_write_exactly_once_is_all_or_nothing",
     "test_batch_write_reads_back_equal",
     "test_four_kpax_queries_at_once",
     "test_min_partitions_splits_without_gap_or_overlap",
+    "test_stream_restart_reads_every_record_once",
     "test_stream_write_reads_back_equal",
 }
 

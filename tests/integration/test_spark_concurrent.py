@@ -33,7 +33,7 @@ def _count(bootstrap: str, topic: str, isolation: str = "read_uncommitted") -> i
 def test_four_kpax_queries_at_once(spark: Any, kafka: Any, tmp_path: Path) -> None:
     src = create_topic(kafka, 2)
     outs = [create_topic(kafka, 2) for _ in range(2)]
-    n = 3000
+    n = 1500  # three micro-batches of 500 per query: each query keeps triggering
     produce(kafka.bootstrap, src, [(i % 2, None, f"r{i}".encode(), None, None) for i in range(n)])
     seen: list[int] = []
 

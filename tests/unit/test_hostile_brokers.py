@@ -6,7 +6,8 @@ no open connection; the 2 GiB size costs no memory (peak RSS of a fresh
 interpreter); the command exits 1 with one line.
 
 The byte-level cases of one connection (the relay in front of a real broker)
-are in test_connection_frames.py; these need no broker. ``-s`` prints each
+are in tests/integration/test_connection_frames.py; these need no broker (no JVM),
+so they run in the fast tier, beside the real-broker tests. ``-s`` prints each
 case's time to the error and peak RSS; ``python -m tests.hostile_server
 --report`` prints them all, each client in a fresh interpreter.
 """

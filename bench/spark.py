@@ -51,7 +51,7 @@ STREAM_BATCH = 20_000
 SCENARIOS = [
     "first write",
     "stream 20k micro-batches",
-    "stream 20k micro-batches, after the first",
+    "stream 20k micro-batches after the first",
     "read 6p count()",
     "read 6p groupBy(partition).count()",
     "write 6p",
@@ -212,7 +212,7 @@ def main() -> None:
     unknown = [s for s in wanted if s not in SCENARIOS]
     if unknown:
         ap.error(f"unknown scenarios {unknown}; choose from {SCENARIOS}")
-    pair = ["stream 20k micro-batches", "stream 20k micro-batches, after the first"]
+    pair = ["stream 20k micro-batches", "stream 20k micro-batches after the first"]
     if any(s in wanted for s in pair):
         wanted.extend(pair)  # (both come out of one query)
     scenarios = [s for s in SCENARIOS if s in wanted]
@@ -264,7 +264,7 @@ def main() -> None:
         shared = [
             s
             for s in scenarios
-            if s not in ("first write", "stream 20k micro-batches, after the first")
+            if s not in ("first write", "stream 20k micro-batches after the first")
         ]
         if shared:
             spark = _session({"kpax", "kafka"}, args.kafka_version)
@@ -341,7 +341,7 @@ def _run_shared(
                 h.make_result(peer, scenario, records=rows, nbytes=rows * SIZE, seconds=t),
                 h.make_result(
                     peer,
-                    f"{scenario}, after the first",
+                    f"{scenario} after the first",
                     records=later,
                     nbytes=later * SIZE,
                     seconds=steady,

@@ -10,10 +10,15 @@ connector first in odd ones):
 
 - ``first write``: a new SparkSession (its own Python process and JVM, one per
   peer per round), then its first action, writing 10,000 rows (100-byte values)
-  to a fresh 6-partition topic; the time of that write alone;
+  to a fresh 6-partition topic; the time of that write alone. A third peer,
+  ``python no-op sink`` (bench/spark_noop.py), is a Python data source whose
+  tasks discard their rows: what any Python sink pays on a first write;
 - ``stream 20k micro-batches``: a streaming query reading 200,000 records of a
   6-partition topic in micro-batches of 20,000 (``maxOffsetsPerTrigger``,
-  ``Trigger.AvailableNow``) into the ``noop`` sink: rows / time to the end;
+  ``Trigger.AvailableNow``) into the ``noop`` sink: rows / time from
+  ``start()`` to the end; ``... after the first`` is the same query from the
+  second batch's trigger on (its rows / that time: the steady state, without
+  the query's start and its first batch);
 - ``read 6p count()`` / ``read 6p groupBy(partition).count()``: N 100-byte
   records of a 6-partition topic (after a small warm-up read and write per
   source, in the shared session);
@@ -37,7 +42,8 @@ from typing import Any
 from bench import harness as h
 
 PEERS = ["kpax", "spark kafka (JVM)"]
-FORMATS = {"kpax": "kpax", "spark kafka (JVM)": "kafka"}
+NOOP = "python no-op sink"
+FORMATS = {"kpax": "kpax", "spark kafka (JVM)": "kafka", NOOP: "pynoop"}
 SIZE = 100
 FIRST_WRITE_ROWS = 10_000
 STREAM_ROWS = 200_000
@@ -45,6 +51,7 @@ STREAM_BATCH = 20_000
 SCENARIOS = [
     "first write",
     "stream 20k micro-batches",
+    "stream 20k micro-batches after the first",
     "read 6p count()",
     "read 6p groupBy(partition).count()",
     "write 6p",
@@ -84,6 +91,10 @@ def _session(fmt_needed: set[str], kafka_version: str) -> Any:
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     kpax.spark.register(spark)
+    if "pynoop" in fmt_needed:
+        from bench.spark_noop import NoopDataSource
+
+        spark.dataSource.register(NoopDataSource)
     return spark
 
 
@@ -112,6 +123,11 @@ def _timed(fn: Any) -> tuple[float, Any]:
 def first_write_peer(args: argparse.Namespace) -> None:
     """In a process of its own: a new session, then its first write, timed."""
     fmt = FORMATS[args.peer]
+    if fmt == "pynoop":  # Spark's Python workers import bench.spark_noop
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            p for p in (root, os.environ.get("PYTHONPATH")) if p
+        )
     spark = _session({fmt}, args.kafka_version)
     df = _rows(spark, FIRST_WRITE_ROWS)
     t, _ = _timed(
@@ -127,10 +143,13 @@ def first_write_peer(args: argparse.Namespace) -> None:
     h.emit(records=FIRST_WRITE_ROWS, nbytes=FIRST_WRITE_ROWS * SIZE, seconds=t)
 
 
-def _stream(spark: Any, fmt: str, bootstrap: str, topic: str) -> tuple[float, int]:
+def _stream(spark: Any, fmt: str, bootstrap: str, topic: str) -> tuple[float, int, float, int]:
+    """Time and rows of the whole query, then of its batches after the first (from
+    the second batch's trigger to the end)."""
     ck = tempfile.mkdtemp(prefix="kpax-bench-ck-")
     try:
         t0 = time.perf_counter()
+        started = time.time()
         q = (
             spark.readStream.format(fmt)
             .option("kafka.bootstrap.servers", bootstrap)
@@ -145,12 +164,29 @@ def _stream(spark: Any, fmt: str, bootstrap: str, topic: str) -> tuple[float, in
         )
         q.awaitTermination()
         elapsed = time.perf_counter() - t0
+        end = time.time()
         if q.exception() is not None:
             raise RuntimeError(f"{fmt} stream failed: {q.exception()}")
-        rows = sum(p["numInputRows"] for p in q.recentProgress)
-        return elapsed, rows
+        progress = [p for p in q.recentProgress if p["numInputRows"]]
+        rows = sum(p["numInputRows"] for p in progress)
+        later = progress[1:]
+        steady = end - _epoch(later[0]["timestamp"]) if later else 0.0
+        first = _epoch(progress[0]["timestamp"]) if progress else end
+        print(
+            f"{fmt} stream: {elapsed:.2f}s, {first - started:.2f}s from start() to the "
+            f"first batch's trigger, {steady:.2f}s for the batches after the first",
+            file=sys.stderr,
+        )
+        return elapsed, rows, steady, sum(p["numInputRows"] for p in later)
     finally:
         shutil.rmtree(ck, ignore_errors=True)
+
+
+def _epoch(timestamp: str) -> float:
+    """A progress timestamp (``2026-11-26T19:11:34.546Z``) as seconds since the epoch."""
+    from datetime import datetime
+
+    return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
 
 
 def main() -> None:
@@ -176,6 +212,9 @@ def main() -> None:
     unknown = [s for s in wanted if s not in SCENARIOS]
     if unknown:
         ap.error(f"unknown scenarios {unknown}; choose from {SCENARIOS}")
+    pair = ["stream 20k micro-batches", "stream 20k micro-batches after the first"]
+    if any(s in wanted for s in pair):
+        wanted.extend(pair)  # (both come out of one query)
     scenarios = [s for s in SCENARIOS if s in wanted]
     n = args.records
     best: dict[tuple[str, str], h.Result] = {}
@@ -198,7 +237,7 @@ def main() -> None:
         for rnd in range(args.rounds):
             order = PEERS if rnd % 2 == 0 else PEERS[::-1]
             if "first write" in scenarios:
-                for peer in order:
+                for peer in [*order, NOOP]:
                     topic = h.make_topic(bootstrap, partitions=6)
                     keep(
                         h.run_peer(
@@ -222,7 +261,11 @@ def main() -> None:
                         )
                     )
             print(f"round {rnd}: first write done", file=sys.stderr)
-        shared = [s for s in scenarios if s != "first write"]
+        shared = [
+            s
+            for s in scenarios
+            if s not in ("first write", "stream 20k micro-batches after the first")
+        ]
         if shared:
             spark = _session({"kpax", "kafka"}, args.kafka_version)
             small = h.make_topic(bootstrap, partitions=2)
@@ -238,13 +281,20 @@ def main() -> None:
                 for peer in PEERS if rnd % 2 == 0 else PEERS[::-1]:
                     fmt = FORMATS[peer]
                     for sc in shared:
-                        keep(
-                            _run_shared(spark, sc, peer, fmt, bootstrap, big, stream_topic, src, n)
-                        )
+                        for res in _run_shared(
+                            spark, sc, peer, fmt, bootstrap, big, stream_topic, src, n
+                        ):
+                            keep(res)
                     print(f"round {rnd} {peer}: done", file=sys.stderr)
             spark.stop()
     results = list(best.values())
-    md = h.render_table(results, baseline="kpax", peers=PEERS, scenarios=scenarios)
+    md = h.render_table(
+        results,
+        baseline="kpax",
+        peers=[*PEERS, NOOP],
+        scenarios=scenarios,
+        ratio_to=["spark kafka (JVM)"],
+    )
     print(md)
     if args.no_write:
         return
@@ -261,10 +311,12 @@ def main() -> None:
             f"provider (--packages from Maven Central; there is no {pyspark.__version__} "
             f"connector there), local[2], one broker, 100-byte values, best of "
             f"{args.rounds} interleaved rounds. first write: a new session per run, its "
-            f"first action ({FIRST_WRITE_ROWS:,} rows); stream: {STREAM_ROWS:,} records in "
-            f"micro-batches of {STREAM_BATCH:,} to the noop sink.\n\n"
+            f"first action ({FIRST_WRITE_ROWS:,} rows), also for a Python data source that "
+            f"discards its rows ({NOOP}); stream: {STREAM_ROWS:,} records in "
+            f"micro-batches of {STREAM_BATCH:,} to the noop sink, the whole query and its "
+            f"batches after the first.\n\n"
         ),
-        peers=PEERS,
+        peers=[*PEERS, NOOP],
         scenarios=scenarios,
     )
 
@@ -279,13 +331,22 @@ def _run_shared(
     stream_topic: str | None,
     src: Any,
     n: int,
-) -> h.Result:
+) -> list[h.Result]:
     try:
         if scenario == "stream 20k micro-batches":
             assert stream_topic is not None
-            t, rows = _stream(spark, fmt, bootstrap, stream_topic)
+            t, rows, steady, later = _stream(spark, fmt, bootstrap, stream_topic)
             assert rows == STREAM_ROWS, (peer, rows)
-            return h.make_result(peer, scenario, records=rows, nbytes=rows * SIZE, seconds=t)
+            return [
+                h.make_result(peer, scenario, records=rows, nbytes=rows * SIZE, seconds=t),
+                h.make_result(
+                    peer,
+                    f"{scenario} after the first",
+                    records=later,
+                    nbytes=later * SIZE,
+                    seconds=steady,
+                ),
+            ]
         if scenario == "read 6p count()":
             assert big is not None
             t, count = _timed(lambda: _read(spark, fmt, bootstrap, big).count())
@@ -307,9 +368,9 @@ def _run_shared(
                     .save()
                 )
             )
-        return h.make_result(peer, scenario, records=n, nbytes=n * SIZE, seconds=t)
+        return [h.make_result(peer, scenario, records=n, nbytes=n * SIZE, seconds=t)]
     except Exception as exc:
-        return h.make_result(peer, scenario, records=n, error=f"{type(exc).__name__}: {exc}")
+        return [h.make_result(peer, scenario, records=n, error=f"{type(exc).__name__}: {exc}")]
 
 
 if __name__ == "__main__":

@@ -13,8 +13,10 @@ retried task sends its rows again; the task's producer is the Python worker's
 writes in a Kafka transaction the driver commits when Spark commits the batch
 (kpax.spark.txn: the design, and what a replay does).
 
-Imports: kpax (errors), kpax.spark.options, kpax.spark.txn, kpax.spark.clients;
-pyarrow, pyspark and the kpax clients inside the functions that run in tasks.
+Imports: kpax (errors), kpax.spark.options, kpax.spark.source; kpax.spark.txn,
+kpax.spark.clients, pyarrow, pyspark and the kpax clients inside the functions
+that use them (the Python workers Spark starts to plan and to commit a write
+unpickle this module: an at-least-once commit loads nothing more).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import logging
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
@@ -34,7 +36,9 @@ from pyspark.sql.datasource import (
 from kpax.errors import ConfigError, KafkaError
 from kpax.spark.options import WriteOptions
 from kpax.spark.source import user_errors
-from kpax.spark.txn import PreparedTxn
+
+if TYPE_CHECKING:
+    from kpax.spark.txn import PreparedTxn
 
 __all__ = [
     "KpaxBatchWriter",
@@ -210,7 +214,7 @@ def write_transactional(
     import kpax
     from kpax.spark.clients import admin_for, warn_if_pure_python
     from kpax.spark.options import admin_options
-    from kpax.spark.txn import marker_offsets, read_marker, transactional_id
+    from kpax.spark.txn import PreparedTxn, marker_offsets, read_marker, transactional_id
 
     if partition is None:
         partition, query, batch = _task_context()

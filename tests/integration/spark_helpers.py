@@ -84,13 +84,31 @@ class StandaloneCluster:
         )
 
     def alive_workers(self) -> int:
+        """Workers registered with the master: from its web UI's JSON, or (the UI
+        may have bound another port when the one picked was taken meanwhile)
+        from its log's "Registering worker" lines."""
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.ui}/json/", timeout=2) as r:
                 return int(json.load(r).get("aliveworkers", 0))
         except OSError:
+            pass
+        try:
+            return (self.dir / "master.log").read_text(errors="replace").count("Registering worker")
+        except OSError:
             return 0
 
-    def start(self, timeout: float = 120.0) -> StandaloneCluster:
+    def _logs(self) -> str:
+        """The last lines of each daemon's log (they go with the directory)."""
+        out = []
+        for name in ["master", *(f"worker{i}" for i in range(self.workers))]:
+            try:
+                lines = (self.dir / f"{name}.log").read_text(errors="replace").splitlines()
+            except OSError:
+                continue
+            out.append(f"--- {name}.log (last 15 lines)\n" + "\n".join(lines[-15:]))
+        return "\n".join(out)
+
+    def start(self, timeout: float = 240.0) -> StandaloneCluster:
         self._start(
             "master",
             "org.apache.spark.deploy.master.Master",
@@ -121,11 +139,16 @@ class StandaloneCluster:
         while self.alive_workers() < self.workers:
             for p in self.procs:
                 if p.poll() is not None:
+                    logs = self._logs()
                     self.stop()
-                    raise RuntimeError(f"a Spark standalone daemon exited; logs in {self.dir}")
+                    raise RuntimeError(f"a Spark standalone daemon exited:\n{logs}")
             if time.monotonic() > deadline:
+                logs = self._logs()
                 self.stop()
-                raise RuntimeError(f"Spark standalone cluster not up in {timeout}s ({self.dir})")
+                raise RuntimeError(
+                    f"Spark standalone cluster not up in {timeout}s "
+                    f"({self.alive_workers()} of {self.workers} workers):\n{logs}"
+                )
             time.sleep(0.3)
         return self
 

@@ -155,6 +155,7 @@ class AdminBase:
         *,
         unknown_topic_grace: float = 0.0,
         topic_of: Callable[[K], str | None] | None = None,
+        resolve_timeout: float | None = None,
     ) -> BatchResult[K, Any]:
         """Items routed by what they are (``route_of``: the controller, a node, a
         group's coordinator, any broker) through the one request path: one
@@ -177,7 +178,7 @@ class AdminBase:
             send,
             timeout=self._timeout if timeout is None else timeout,
             retry=retry,
-            resolve_timeout=None,
+            resolve_timeout=resolve_timeout,
         )
         return _with_invalid(result, invalid)
 
@@ -212,24 +213,16 @@ class AdminBase:
         is final after a short grace period (a topic just created may not be
         known to every broker yet). A partition of a topic Kafka would refuse
         fails with InvalidTopicError, unsent."""
-        partitions, invalid = _split_invalid(partitions, topic_of_partition)
-        await self.cluster.start()
-
-        def retry(err: KafkaError, deadline: Deadline) -> bool:
-            if isinstance(err, UNKNOWN_TOPIC_ERRORS):
-                return deadline.elapsed() < NEW_TOPIC_GRACE
-            return err.retriable
-
-        result = await self.requests.fan_out(
+        return await self._routed(
             what,
             partitions,
             lambda tp: ToLeader(tp.topic, tp.partition),
             on_leader,
-            timeout=self._timeout if timeout is None else timeout,
-            retry=retry,
+            timeout,
+            unknown_topic_grace=NEW_TOPIC_GRACE,
+            topic_of=topic_of_partition,
             resolve_timeout=0.5,
         )
-        return _with_invalid(result, invalid)
 
     # ------------------------------------------------------------ group coordinator calls
 

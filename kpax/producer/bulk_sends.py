@@ -39,18 +39,19 @@ def send_many(  # noqa: PLR0917 - send_many's arguments
     """``p.send_many(...)`` (see its docstring)."""
     if callback is not None and not callable(callback):
         raise bad_callback(callback)
+    plan: BulkPlan | None = None
+    n = 0
     if topic not in p._deferred:
-        n = p.num_partitions.get(topic)
-        plan: BulkPlan | None = None
-        if n is not None:
+        count = p.num_partitions.get(topic)
+        if count is not None:
             try:
-                plan = p._plan_many(topic, values, keys, partition, timestamp, headers, n)
+                plan = p._plan_many(topic, values, keys, partition, timestamp, headers, count)
+                n = count
             except PartitionNotInMetadata:  # added since? (deferred: a refresh first)
                 plan = None
         else:
             check_topic(topic)  # (at the call: a name Kafka would refuse never waits)
         if plan is not None:
-            assert n is not None
             if p._try_fill(plan, n):
                 fut = BulkFuture(topic, len(values), plan.timestamp, plan.segments)
                 if callback is not None:
@@ -60,21 +61,6 @@ def send_many(  # noqa: PLR0917 - send_many's arguments
             if in_callbacks():
                 raise memory_full_error(p, topic, plan, in_callback=True)
             # buffer memory full after part of it (if any): the rest waits in turn
-            return defer(
-                p,
-                topic,
-                "send_many",
-                send_many_later,
-                topic,
-                values,
-                keys,
-                partition,
-                timestamp,
-                headers,
-                callback,
-                plan,
-                n,
-            )
     elif in_callbacks() and topic in p.num_partitions:
         raise memory_full_error(p, topic, in_callback=True)  # (as in send)
     return defer(
@@ -89,6 +75,6 @@ def send_many(  # noqa: PLR0917 - send_many's arguments
         timestamp,
         headers,
         callback,
-        None,
-        0,
+        plan,
+        n,
     )

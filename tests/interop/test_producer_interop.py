@@ -40,6 +40,17 @@ def _expected(n: int) -> list[tuple[bytes | None, bytes | None, list[tuple[str, 
 
 
 def _kafka_python_read(bootstrap: str, topic: str, n: int) -> list[tuple[object, ...]]:
+    """What kafka-python reads of partition 0; a consumer that read nothing in 15 s
+    (kafka-python's own start can stall on a loaded machine: one CI run read
+    nothing for 30 s while confluent-kafka had just read the same records) is
+    replaced once by a fresh one."""
+    out = _kafka_python_read_once(bootstrap, topic, n, 15)
+    return out or _kafka_python_read_once(bootstrap, topic, n, 30)
+
+
+def _kafka_python_read_once(
+    bootstrap: str, topic: str, n: int, seconds: float
+) -> list[tuple[object, ...]]:
     c = KafkaConsumer(
         bootstrap_servers=bootstrap, enable_auto_commit=False, consumer_timeout_ms=3000
     )
@@ -47,7 +58,7 @@ def _kafka_python_read(bootstrap: str, topic: str, n: int) -> list[tuple[object,
         c.assign([KpTopicPartition(topic, 0)])
         c.seek_to_beginning()
         out = []
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + seconds
         while len(out) < n and time.monotonic() < deadline:
             for recs in c.poll(timeout_ms=500).values():
                 out.extend(

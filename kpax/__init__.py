@@ -70,6 +70,7 @@ if TYPE_CHECKING:
         UnsupportedCodecError,
     )
     from kpax.parallel import ParallelConsumer
+    from kpax.parallel.options import ParallelConsumerConfig
     from kpax.producer import BulkFuture, Producer, RecordFuture
     from kpax.producer.options import ProducerConfig
     from kpax.structs import (
@@ -137,6 +138,7 @@ __all__ = [
     "ProducerConfig",
     "ConsumerConfig",
     "ShareConsumerConfig",
+    "ParallelConsumerConfig",
     "AdminConfig",
     "__version__",
 ]
@@ -204,6 +206,7 @@ _LAZY: dict[str, str] = {
     "ProducerConfig": "kpax.producer.options",
     "ConsumerConfig": "kpax.consumer.options",
     "ShareConsumerConfig": "kpax.consumer.share.options",
+    "ParallelConsumerConfig": "kpax.parallel.options",
     "AdminConfig": "kpax.admin.base",
     **dict.fromkeys(
         (

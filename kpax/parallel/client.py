@@ -27,16 +27,19 @@ import re
 import signal
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kpax.consumer.client import AsyncConsumer
 from kpax.consumer.pattern import subscribe_args
 from kpax.parallel.deadletter import DeadLetters
 from kpax.parallel.driver import Driver, Listener
-from kpax.parallel.options import ParallelSettings, split_config
+from kpax.parallel.options import ParallelConsumerConfig, ParallelSettings, split_config
 from kpax.proto.errors import ConfigError, IllegalStateError, KafkaError
 from kpax.structs import TopicPartition
 from kpax.tasks import wait_quietly
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # (typing's from Python 3.11)
 
 __all__ = ["AsyncParallelConsumer"]
 
@@ -51,7 +54,12 @@ class AsyncParallelConsumer:
     ``subscribe`` (or ``assign``), then ``await run(handler)``. An async
     context manager. See docs/parallel-consumer.md."""
 
-    def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, **config: Any) -> None:
+    def __init__(
+        self,
+        bootstrap_servers: str | Sequence[str] | None = None,
+        /,
+        **config: Unpack[ParallelConsumerConfig],
+    ) -> None:
         own, rest = split_config(config)
         self.settings = settings = ParallelSettings.from_config(own)
         #: The consumer this runs on (``enable_auto_commit=False``).

@@ -19,12 +19,17 @@ import re
 import signal
 import threading
 from collections.abc import Callable, Coroutine, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kpax.parallel.client import STOP_SIGNALS, AsyncParallelConsumer
 from kpax.parallel.workers import HandlerThreads
 from kpax.structs import TopicPartition
 from kpax.sync_face import SyncFace
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # (typing's from Python 3.11)
+
+    from kpax.parallel.options import ParallelConsumerConfig
 
 __all__ = ["ParallelConsumer"]
 
@@ -62,7 +67,12 @@ class ParallelConsumer(SyncFace):
     _closed_text = "the parallel consumer is closed"
     _client_name = "kpax.ParallelConsumer"
 
-    def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, **config: Any) -> None:
+    def __init__(
+        self,
+        bootstrap_servers: str | Sequence[str] | None = None,
+        /,
+        **config: Unpack[ParallelConsumerConfig],
+    ) -> None:
         core = self._core = AsyncParallelConsumer(bootstrap_servers, **config)  # checks options
         settings = core.consumer.settings
         margin = 5.0 + settings.request_timeout

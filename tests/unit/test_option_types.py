@@ -1,10 +1,11 @@
 """Options are declared once, and users' type checkers see them.
 
 Each option is one key of its client's config TypedDict (``ProducerConfig``,
-``ConsumerConfig``, ``ShareConsumerConfig``, ``AdminConfig``), annotated with its
-``Option``: the option tables the clients check against, and the docs' tables,
-are read from those keys, and the constructors take ``**config: Unpack[...]``,
-so a misspelt option name is a mypy error (and an IDE's).
+``ConsumerConfig``, ``ShareConsumerConfig``, ``AdminConfig``,
+``ParallelConsumerConfig``), annotated with its ``Option``: the option tables
+the clients check against, and the docs' tables, are read from those keys,
+and the constructors take ``**config: Unpack[...]``, so a misspelt option name
+is a mypy error (and an IDE's).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from kpax.consumer.share.options import (
     ShareConsumerConfig,
     ShareSettings,
 )
+from kpax.parallel.options import PARALLEL_OPTIONS, ParallelConsumerConfig, ParallelOptions
 from kpax.producer.options import PRODUCER_OPTIONS, ProducerConfig, ProducerSettings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,6 +38,8 @@ TABLES = [
     (ConsumerConfig, CONSUMER_OPTIONS),
     (ShareConsumerConfig, SHARE_CONSUMER_OPTIONS),
     (AdminConfig, ADMIN_OPTIONS),
+    (ParallelOptions, PARALLEL_OPTIONS),
+    (ParallelConsumerConfig, {**CONSUMER_OPTIONS, **PARALLEL_OPTIONS}),
 ]
 
 
@@ -55,6 +59,7 @@ def test_the_public_names_are_the_declarations() -> None:
     assert kpax.ConsumerConfig is ConsumerConfig
     assert kpax.ShareConsumerConfig is ShareConsumerConfig
     assert kpax.AdminConfig is AdminConfig
+    assert kpax.ParallelConsumerConfig is ParallelConsumerConfig
 
 
 # Settings fields that are not an option of the same name: what they are made from.
@@ -96,11 +101,14 @@ kpax.ShareConsumer("t", group_id="g", share_acknowledgment_mode="explicit")  # E
 kpax.Producer("h:9092", linger_ms="5")  # E "linger_ms" ... "str"
 kpax.Producer({"bootstrap.servers": "h:9092", "linger.ms": "5"})  # a dict: not checked
 kpax.Producer(bootstrap_servers="h:9092", compression_type="lz4")
+kpax.ParallelConsumer("h:9092", group_id="g", ordering="key", max_concurrency=8)
+kpax.ParallelConsumer("h:9092", group_id="g", orderng="key")  # E "orderng"
 
 
 async def main() -> None:
     kpax.aio.Producer("h:9092", lingerms=5)  # E "lingerms"
     kpax.aio.Consumer("h:9092", group_idd="g")  # E "group_idd"
+    kpax.aio.ParallelConsumer("h:9092", group_id="g", max_concurency=8)  # E "max_concurency"
     config: kpax.ConsumerConfig = {"group_id": "g", "enable_auto_comit": False}  # E "enable_a
 """
 

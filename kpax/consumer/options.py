@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import Annotated, Any
+from typing import Annotated, Any, TypedDict
 
 from kpax.broker.options import ConnectionConfig
 from kpax.config import (
@@ -44,6 +44,7 @@ __all__ = [
     "CONSUMER_OPTIONS",
     "ConsumerConfig",
     "ConsumerSettings",
+    "FetchConfig",
     "max_decompressed_batch_bytes",
 ]
 
@@ -89,39 +90,17 @@ def _assignors(value: Any) -> Any:
     raise ValueError("must be an assignor name, a comma-separated list, or a list of assignors")
 
 
-class ConsumerConfig(ConnectionConfig, CallbackConfig, total=False):
-    """The options of ``kpax.Consumer`` / ``kpax.aio.Consumer`` (their
-    ``**config``), each declared once: its name, its type for users' type
-    checkers, its default, check and doc (:func:`kpax.config.option_table`)."""
+class FetchConfig(TypedDict, total=False):
+    """The options the consumer and the share consumer both take (fetching and
+    decoding records), declared once for both."""
 
-    group_id: Annotated[str | None, Option(None, optional_str)]
-    group_instance_id: Annotated[str | None, Option(None, optional_str)]
-    group_protocol: Annotated[str, Option("classic", one_of("classic", "consumer"))]
-    group_remote_assignor: Annotated[str | None, Option(None, optional_str)]
     client_rack: Annotated[str | None, Option(None, optional_str)]
-    auto_offset_reset: Annotated[str, Option("latest", one_of("earliest", "latest", "none"))]
-    enable_auto_commit: Annotated[bool, Option(True, boolean)]
-    auto_commit_interval_ms: Annotated[int, Option(5000, positive_int)]
-    isolation_level: Annotated[
-        str,
-        Option("read_uncommitted", one_of("read_uncommitted", "read_committed")),
-    ]
+    max_poll_records: Annotated[int, Option(500, positive_int)]
     fetch_min_bytes: Annotated[int, Option(1, positive_int)]
     fetch_max_wait_ms: Annotated[int, Option(500, non_negative_int)]
     fetch_max_bytes: Annotated[int, Option(52428800, positive_int)]
-    max_partition_fetch_bytes: Annotated[int, Option(1048576, positive_int)]
-    max_poll_records: Annotated[int, Option(500, positive_int)]
-    max_poll_interval_ms: Annotated[int, Option(300000, positive_int)]
-    session_timeout_ms: Annotated[int, Option(45000, positive_int)]
-    heartbeat_interval_ms: Annotated[int, Option(3000, positive_int)]
-    partition_assignment_strategy: Annotated[
-        str | Sequence[Any],
-        Option(["range", "cooperative-sticky"], _assignors),
-    ]
     check_crcs: Annotated[bool, Option(True, boolean)]
     default_api_timeout_ms: Annotated[int, Option(60000, positive_int)]
-    exclude_internal_topics: Annotated[bool, Option(True, boolean)]
-    allow_auto_create_topics: Annotated[bool, Option(False, boolean)]
     key_deserializer: Annotated[
         Callable[[bytes], Any] | str | None,
         Option(None, deserializer_option),
@@ -130,6 +109,43 @@ class ConsumerConfig(ConnectionConfig, CallbackConfig, total=False):
         Callable[[bytes], Any] | str | None,
         Option(None, deserializer_option),
     ]
+    max_decompressed_batch_bytes: Annotated[
+        int | None,
+        Option(
+            None,
+            positive_int,
+            "most bytes one compressed batch may decompress to (None: max(2 * fetch_max_bytes, "
+            "64 MiB))",
+        ),
+    ]
+
+
+class ConsumerConfig(ConnectionConfig, CallbackConfig, FetchConfig, total=False):
+    """The options of ``kpax.Consumer`` / ``kpax.aio.Consumer`` (their
+    ``**config``), each declared once: its name, its type for users' type
+    checkers, its default, check and doc (:func:`kpax.config.option_table`)."""
+
+    group_id: Annotated[str | None, Option(None, optional_str)]
+    group_instance_id: Annotated[str | None, Option(None, optional_str)]
+    group_protocol: Annotated[str, Option("classic", one_of("classic", "consumer"))]
+    group_remote_assignor: Annotated[str | None, Option(None, optional_str)]
+    auto_offset_reset: Annotated[str, Option("latest", one_of("earliest", "latest", "none"))]
+    enable_auto_commit: Annotated[bool, Option(True, boolean)]
+    auto_commit_interval_ms: Annotated[int, Option(5000, positive_int)]
+    isolation_level: Annotated[
+        str,
+        Option("read_uncommitted", one_of("read_uncommitted", "read_committed")),
+    ]
+    max_partition_fetch_bytes: Annotated[int, Option(1048576, positive_int)]
+    max_poll_interval_ms: Annotated[int, Option(300000, positive_int)]
+    session_timeout_ms: Annotated[int, Option(45000, positive_int)]
+    heartbeat_interval_ms: Annotated[int, Option(3000, positive_int)]
+    partition_assignment_strategy: Annotated[
+        str | Sequence[Any],
+        Option(["range", "cooperative-sticky"], _assignors),
+    ]
+    exclude_internal_topics: Annotated[bool, Option(True, boolean)]
+    allow_auto_create_topics: Annotated[bool, Option(False, boolean)]
     enable_auto_offset_store: Annotated[
         bool,
         Option(
@@ -155,15 +171,6 @@ class ConsumerConfig(ConnectionConfig, CallbackConfig, total=False):
     fetch_buffer_chunks: Annotated[
         int,
         Option(2, positive_int, "fetch responses buffered per partition"),
-    ]
-    max_decompressed_batch_bytes: Annotated[
-        int | None,
-        Option(
-            None,
-            positive_int,
-            "most bytes one compressed batch may decompress to (None: max(2 * fetch_max_bytes, "
-            "64 MiB))",
-        ),
     ]
 
 

@@ -20,7 +20,12 @@ import kpax
 from kpax.admin.base import ADMIN_OPTIONS, AdminConfig
 from kpax.broker.options import COMMON_OPTIONS, ConnectionConfig
 from kpax.config import CALLBACK_OPTIONS, CallbackConfig, Option
-from kpax.consumer.options import CONSUMER_OPTIONS, ConsumerConfig, ConsumerSettings
+from kpax.consumer.options import (
+    CONSUMER_OPTIONS,
+    ConsumerConfig,
+    ConsumerSettings,
+    FetchConfig,
+)
 from kpax.consumer.share.options import (
     SHARE_CONSUMER_OPTIONS,
     ShareConsumerConfig,
@@ -141,3 +146,15 @@ def test_a_misspelt_option_fails_in_mypy(tmp_path: Path, monkeypatch: pytest.Mon
     for number, words in expected.items():
         for word in words:
             assert word.strip() in errors[number], errors[number]
+
+
+def test_the_consumer_and_share_consumer_share_their_fetch_options() -> None:
+    """Declared once for both (they had drifted: the share consumer refused
+    fetch_max_wait_ms=0, which the consumer and Java's share consumer accept)."""
+    shared = get_type_hints(FetchConfig, include_extras=True)
+    assert "fetch_max_wait_ms" in shared
+    for name in shared:
+        assert CONSUMER_OPTIONS[name] is SHARE_CONSUMER_OPTIONS[name], name
+    for resolve_table in (CONSUMER_OPTIONS, SHARE_CONSUMER_OPTIONS):
+        check = resolve_table["fetch_max_wait_ms"].check
+        assert check is not None and check(0) == 0

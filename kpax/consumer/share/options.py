@@ -19,13 +19,10 @@ from kpax.broker.options import ConnectionConfig
 from kpax.config import (
     Option,
     Timeouts,
-    boolean,
     one_of,
     option_table,
-    optional_str,
-    positive_int,
 )
-from kpax.consumer.options import deserializer_option
+from kpax.consumer.options import FetchConfig
 from kpax.proto.compression import DEFAULT_MAX_DECOMPRESSED_SIZE
 from kpax.proto.errors import ConfigError
 
@@ -41,12 +38,11 @@ def _required_str(value: Any) -> str:
     return value
 
 
-class ShareConsumerConfig(ConnectionConfig, total=False):
+class ShareConsumerConfig(ConnectionConfig, FetchConfig, total=False):
     """The options of ``kpax.ShareConsumer`` / ``kpax.aio.ShareConsumer`` (their
     ``**config``), each declared once (:func:`kpax.config.option_table`)."""
 
     group_id: Annotated[str, Option(None, _required_str, "the share group to join (required)")]
-    client_rack: Annotated[str | None, Option(None, optional_str)]
     share_acknowledgement_mode: Annotated[
         str,
         Option(
@@ -65,29 +61,6 @@ class ShareConsumerConfig(ConnectionConfig, total=False):
             '`"batch_optimized"`: a fetch acquires as many records as the broker allows, '
             "whole batches (each poll returns at most `max_poll_records` of them); "
             '`"record_limit"`: a fetch acquires at most `max_poll_records` (Kafka 4.2+)',
-        ),
-    ]
-    max_poll_records: Annotated[int, Option(500, positive_int)]
-    fetch_min_bytes: Annotated[int, Option(1, positive_int)]
-    fetch_max_wait_ms: Annotated[int, Option(500, positive_int)]
-    fetch_max_bytes: Annotated[int, Option(52428800, positive_int)]
-    check_crcs: Annotated[bool, Option(True, boolean)]
-    default_api_timeout_ms: Annotated[int, Option(60000, positive_int)]
-    key_deserializer: Annotated[
-        Callable[[bytes], Any] | str | None,
-        Option(None, deserializer_option),
-    ]
-    value_deserializer: Annotated[
-        Callable[[bytes], Any] | str | None,
-        Option(None, deserializer_option),
-    ]
-    max_decompressed_batch_bytes: Annotated[
-        int | None,
-        Option(
-            None,
-            positive_int,
-            "most bytes one compressed batch may decompress to (None: max(2 * fetch_max_bytes, "
-            "64 MiB))",
         ),
     ]
 

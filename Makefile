@@ -113,14 +113,17 @@ test: $(STAMP) $(GSSAPI_STAMP) kafka-jars tools lint typecheck check-generated d
 ## The fast tier: unit, byte-level, in-process-Kafka and simulation tests, with no JVM
 ## (KPAX_TEST_NO_JVM: a test that would start one fails at once). A few minutes.
 FAST_TESTS ?= tests/unit tests/fake tests/sim
+## Processes running them (pytest-xdist; `auto`: one per core). `make test` runs the
+## tier in one process beside the real-broker tests instead.
+FAST_WORKERS ?= auto
 test-fast: $(STAMP)
-	KPAX_TEST_NO_JVM=1 PYTHONHASHSEED=0 $(PY) -m pytest -q $(FAST_TESTS)
+	KPAX_TEST_NO_JVM=1 PYTHONHASHSEED=0 $(PY) -m pytest -q -n $(FAST_WORKERS) $(FAST_TESTS)
 
 ## The seeded simulations alone, with more seeds: SEEDS=N (0..N-1), A:B, or A,B,C (see
 ## tests/sim/__init__.py); a failing seed fails again the same way.
 SEEDS ?= 200
 test-sim: $(STAMP)
-	SEEDS=$(SEEDS) KPAX_TEST_NO_JVM=1 PYTHONHASHSEED=0 $(PY) -m pytest -q tests/sim
+	SEEDS=$(SEEDS) KPAX_TEST_NO_JVM=1 PYTHONHASHSEED=0 $(PY) -m pytest -q -n $(FAST_WORKERS) tests/sim
 
 ## The soak tests (marker `soak`, not in `make test`): the exactly-once Spark sink under ten
 ## kills, the Spark tests again on a standalone cluster, --py-files on the cluster. ~15 min.

@@ -14,8 +14,10 @@ case's time to the error and peak RSS; ``python -m tests.hostile_server
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import time
+from typing import Any
 
 import pytest
 
@@ -105,24 +107,32 @@ def test_command_exits_with_one_line(mode: str) -> None:
         (None, ["produce", "hostile", "--value", "v"]),
         (None, ["consume", "hostile"]),
     ]
-    for answers, args in runs:
+
+    def run(answers: Any, args: list[str]) -> tuple[Any, float, bool, str]:
         server = HostileServer(mode, answers) if answers else HostileServer(mode)
         with server:
             started = time.monotonic()
             r = run_kpax(None, *args, "-b", server.address, "--timeout", "3", timeout=60)
             elapsed = time.monotonic() - started
             all_closed = server.wait_all_closed(10)
+        return r, elapsed, all_closed, server.address
+
+    # the three commands run at once (each against its own server): each waits
+    # out its own timeout, so the test takes one timeout, not three
+    with concurrent.futures.ThreadPoolExecutor(len(runs)) as pool:
+        results = list(pool.map(lambda run_args: run(*run_args), runs))
+    for (_, args), (r, elapsed, all_closed, address) in zip(runs, results, strict=True):
         print(f"\nkpax {args[0]} {mode}: exit {r.rc} after {elapsed:.2f}s: {r.err.strip()}")
         # No answer: the request timeout is the command's (3 s); the time runs
         # out before a broker's error comes, so the broker waited for is named.
         if args[0] == "produce" and mode in RETRIED_BY_CONSUMER:
             # still waiting for a producer id: nothing was sent, so nothing written
-            one_line_error(r, 1, "0 of 1 records acknowledged", "1 not sent", server.address)
+            one_line_error(r, 1, "0 of 1 records acknowledged", "1 not sent", address)
             assert "outcome unknown" not in r.err
         elif args[0] == "consume" and mode in RETRIED_BY_CONSUMER:
-            one_line_error(r, 1, "did not complete within 3s", server.address)
+            one_line_error(r, 1, "did not complete within 3s", address)
         else:
-            one_line_error(r, 1, server.address)
+            one_line_error(r, 1, address)
         # bounded (no hang): the timeouts it is given and a process start, with room
         # for a busy machine (it took 9.7 s once with the load at 11 on 2 cores)
         assert elapsed < 20, f"kpax {args[0]}: {elapsed:.1f}s with --timeout 3"

@@ -93,21 +93,66 @@ __all__ = [
 # ------------------------------------------------------------------ broker and topics
 
 
+#: The benchmark broker's JVM flags: Kafka's own defaults (kafka-server-start.sh's
+#: heap and KAFKA_JVM_PERFORMANCE_OPTS), not kpax.testing's quick-start flags (C1
+#: only, serial GC, 512 MiB), which are made for tests that start many brokers.
+BROKER_JVM_OPTS = [
+    "-Xms1g",
+    "-Xmx1g",
+    "-XX:+UseG1GC",
+    "-XX:MaxGCPauseMillis=20",
+    "-XX:InitiatingHeapOccupancyPercent=35",
+    "-XX:+ExplicitGCInvokesConcurrent",
+    "-Djava.awt.headless=true",
+]
+
+
+def _broker_dir() -> str | None:
+    """Where the benchmark broker keeps its logs: ``KPAX_BENCH_BROKER_DIR``, else a
+    directory in /dev/shm where there is one (a RAM disk). On this project's
+    virtual machine a disk-backed broker spent most of a 1,000-partition run
+    in page faults on fresh index files (the first entry of each partition's
+    offset and time index: a thread dump showed the request handlers in
+    ``TimeIndex.maybeAppend``), so clients' figures swung 2k-90k records/s
+    between rounds; the benchmark measures clients, and every peer gets the same broker."""
+    chosen = os.environ.get("KPAX_BENCH_BROKER_DIR")
+    if chosen:
+        return chosen
+    if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
+        return "/dev/shm"
+    return None
+
+
 @contextlib.contextmanager
 def broker(config: dict[str, str] | None = None) -> Iterator[str]:
     """Yield a bootstrap address: ``KPAX_TEST_BOOTSTRAP`` if set, else one local
-    broker started with :func:`kpax.testing.start_kafka` (stopped on exit)."""
+    broker (stopped on exit): with :data:`BROKER_JVM_OPTS`, its logs in
+    :func:`_broker_dir`, where the local backend is used
+    (:func:`kpax.testing.start_kafka` otherwise)."""
     existing = os.environ.get("KPAX_TEST_BOOTSTRAP")
     if existing:
         yield existing
         return
     from kpax.testing import start_kafka
+    from kpax.testing.backends import select_backend
+    from kpax.testing.local import LocalCluster
 
-    cluster = start_kafka(brokers=1, config=config)
+    cluster: Any
+    workdir: str | None = None
+    if select_backend() == "local":
+        base = _broker_dir()
+        if base:
+            workdir = tempfile.mkdtemp(prefix="kpax-bench-broker-", dir=base)
+        cluster = LocalCluster(1, config=config, workdir=workdir, jvm_opts=BROKER_JVM_OPTS)
+        cluster.start()
+    else:
+        cluster = start_kafka(brokers=1, config=config)
     try:
         yield cluster.bootstrap
     finally:
         cluster.stop()
+        if workdir is not None:
+            shutil.rmtree(workdir, ignore_errors=True)
 
 
 def make_topic(

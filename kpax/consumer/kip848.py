@@ -68,13 +68,26 @@ def _new_member_id() -> str:
 class ConsumerGroup(GroupBase):
     def __init__(self, cluster: Cluster, settings: ConsumerSettings, member: Membership) -> None:
         super().__init__(cluster, settings, member)
-        self.member_id = _new_member_id()
+        self._member_id = _new_member_id()
+        self._expired = False
         self.epoch = 0
         self.interval = settings.heartbeat_interval_ms / 1000
         self._task: asyncio.Task[Any] | None = None
         self._send_subscription = True
         self._ack = False
         self.reconciliations = 0
+
+    @property
+    def member_id(self) -> str:
+        return self._member_id
+
+    def poll_expired(self) -> bool:
+        return self._expired
+
+    def _poll_resumed(self) -> None:
+        if self._expired:
+            self._expired = False
+            self.rejoin_soon()
 
     def in_group(self) -> bool:
         return self.epoch > 0
@@ -116,7 +129,7 @@ class ConsumerGroup(GroupBase):
     async def _run(self) -> None:
         failures = 0
         while not self._closed:
-            if self.poll_expired:
+            if self._expired:
                 await self._wake.wait()
                 self._wake.clear()
                 continue
@@ -126,7 +139,7 @@ class ConsumerGroup(GroupBase):
                     "the member rejoins at its next poll",
                     self.group_id,
                 )
-                self.poll_expired = True
+                self._expired = True
                 self.stable.clear()
                 await self._leave_heartbeat()
                 lost = self.member._assigned_partitions()
@@ -217,7 +230,7 @@ class ConsumerGroup(GroupBase):
             )
         self._send_subscription = False
         if resp.member_id:
-            self.member_id = resp.member_id
+            self._member_id = resp.member_id
         self.epoch = resp.member_epoch
         if resp.heartbeat_interval_ms > 0:
             self.interval = resp.heartbeat_interval_ms / 1000

@@ -19,6 +19,9 @@ regex against every topic of each metadata refresh (the metadata asks for all
 topics then) and rejoins when the matched set changes, so a topic created or
 deleted later joins or leaves the group's assignment.
 
+The member's state, id and generation are held by its machine
+(:mod:`kpax.consumer.classic_state`); :class:`ClassicGroup` is its driver.
+
 Static membership (KIP-345): with ``group_instance_id`` the member does not
 send LeaveGroup on close, so it can come back within ``session_timeout_ms``
 and get its partitions back without a rebalance.

@@ -15,9 +15,11 @@ the state.
     RECONCILING --reconciled (partitions moved)--> ACKNOWLEDGING --ack_sent--> STABLE
     RECONCILING --reconciled (nothing moved)--> STABLE
     ACKNOWLEDGING, STABLE --answered (a new assignment)--> RECONCILING
-    JOINING, ACKNOWLEDGING, STABLE --fenced (FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID)-->
-        FENCED (epoch 0; the partitions are lost) --released--> JOINING
-    ACKNOWLEDGING, STABLE --poll_timeout--> STALE (left; epoch 0) --polled--> JOINING
+    JOINING, RECONCILING, ACKNOWLEDGING, STABLE --fenced (FENCED_MEMBER_EPOCH,
+        UNKNOWN_MEMBER_ID)--> FENCED (epoch 0; the partitions are lost) --released--> JOINING
+    RECONCILING, ACKNOWLEDGING, STABLE --poll_timeout--> STALE (left; epoch 0) --polled--> JOINING
+    (RECONCILING takes heartbeat answers, a fence or a poll timeout only after a
+    reconciliation failed: the heartbeats go on)
     any subscribed state --leave--> PREPARE_LEAVING (revoking, committing with the
         epoch) --leave_sent--> LEAVING --left--> UNSUBSCRIBED (epoch 0)
     any state --fatal--> FATAL --leave--> PREPARE_LEAVING

@@ -20,6 +20,7 @@ kpax.consumer.*.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 import time
@@ -150,7 +151,8 @@ class GroupBase:
         if here is loop:
             self._poll_resumed()
         else:
-            loop.call_soon_threadsafe(self._poll_resumed)
+            with contextlib.suppress(RuntimeError):  # (the loop closed: nothing to rejoin)
+                loop.call_soon_threadsafe(self._poll_resumed)
 
     def poll_expired(self) -> bool:
         """Out of the group for a late poll, rejoining at the next (the machine's state)."""

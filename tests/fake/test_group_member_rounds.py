@@ -4,6 +4,8 @@ join due again whatever ended the round)."""
 
 from __future__ import annotations
 
+import pytest
+
 import kpax
 from tests.wait import eventually
 
@@ -29,3 +31,34 @@ def test_a_join_round_that_gets_no_answer_is_tried_again(fake_kafka) -> None:
             kpax.TopicPartition("t", 0),
             kpax.TopicPartition("t", 1),
         }
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_a_member_out_for_a_late_poll_rejoins_at_its_next_poll(fake_kafka, protocol) -> None:
+    """No poll within max_poll_interval_ms: the member leaves (a commit is refused:
+    not in the group), and the next poll -- on the application's thread -- brings
+    it back into the group with its partitions."""
+    fake_kafka.create_topic("t", 2)
+    with kpax.Consumer(
+        fake_kafka.bootstrap,
+        group_id=f"g-late-{protocol}",
+        group_protocol=protocol,
+        enable_auto_commit=False,
+        max_poll_interval_ms=1000,
+        heartbeat_interval_ms=100,
+    ) as c:
+        c.subscribe(["t"])
+        both = {kpax.TopicPartition("t", 0), kpax.TopicPartition("t", 1)}
+        assert c.wait_for_assignment(timeout=20) == both
+
+        def refused() -> bool:
+            try:
+                c.commit({kpax.TopicPartition("t", 0): 0})
+            except kpax.CommitFailedError:
+                return True
+            return False
+
+        eventually(refused, timeout=20)  # out of the group: no poll for 1 s
+        c.poll(0.1)  # rejoins
+        eventually(lambda: c.wait_for_assignment(timeout=5) == both, timeout=20)
+        c.commit({kpax.TopicPartition("t", 0): 0})  # in the group again

@@ -20,7 +20,8 @@ naming the event, the group and the state.
     ASSIGNING, STABLE, REJOIN_NEEDED --fenced (ILLEGAL_GENERATION,
         UNKNOWN_MEMBER_ID)--> UNJOINED (generation dropped; member id too on UNKNOWN_MEMBER_ID)
     UNJOINED, ASSIGNING, STABLE, REJOIN_NEEDED --poll_timeout--> POLL_EXPIRED --polled--> UNJOINED
-    any joined or joining state --leave--> LEAVING --left--> LEFT
+    any subscribed state --leave--> LEAVING --left--> LEFT (LEAVING --leave--> LEAVING:
+        a leave cut short by its timeout, called again)
     any state --fatal (FENCED_INSTANCE_ID, a join error no retry helps)--> FATAL --leave--> LEAVING
 
 A rejoin asked for while a round is under way (PREPARING to ASSIGNING) is
@@ -178,6 +179,7 @@ TRANSITIONS: Mapping[ClassicState, Mapping[ClassicEvent, ClassicState]] = {
     },
     S.LEAVING: {
         **_same(S.LEAVING, *_ABSORBED),
+        E.LEAVE: S.LEAVING,  # a leave cut short (its timeout), called again
         E.LEFT: S.LEFT,
         E.FATAL: S.LEAVING,
     },
@@ -217,7 +219,8 @@ class ClassicMachine:
         self.rejoin_pending = False
         self.error: KafkaError | None = None
         self._pending_generation = -1
-        #: The last (member id, generation) taken: never goes backwards.
+        #: (member id, the lowest generation it may take next): the last one it
+        #: held, or the one after it once fenced out of it.
         self._held: tuple[str, int] = ("", -1)
 
     # ------------------------------------------------------------ queries
@@ -300,8 +303,8 @@ class ClassicMachine:
         if self.state is S.JOINING and member_id == self._held[0] and generation < self._held[1]:
             raise IllegalStateError(
                 f"JoinGroup for {self.describe} answered generation {generation} for "
-                f"member {member_id!r}, which held generation {self._held[1]}: "
-                "a generation never goes back"
+                f"member {member_id!r}, which may only take {self._held[1]} or later: "
+                "a generation never goes back (nor comes back after a fence)"
             )
         if self._fire(E.JOINED):
             self.member_id = member_id
@@ -358,6 +361,10 @@ class ClassicMachine:
             self.error = self.error or error
 
     def _drop(self, member_id: bool) -> None:
+        if self.generation >= 0 and not member_id:
+            # fenced out of this generation under the same member id: the group
+            # went on, and the rejoin takes a later one
+            self._held = (self.member_id, self.generation + 1)
         self.generation = -1
         if member_id:
             self.member_id = ""

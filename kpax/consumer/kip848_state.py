@@ -21,7 +21,8 @@ the state.
     (RECONCILING takes heartbeat answers, a fence or a poll timeout only after a
     reconciliation failed: the heartbeats go on)
     any subscribed state --leave--> PREPARE_LEAVING (revoking, committing with the
-        epoch) --leave_sent--> LEAVING --left--> UNSUBSCRIBED (epoch 0)
+        epoch) --leave_sent--> LEAVING --left--> UNSUBSCRIBED (epoch 0); a leave cut
+        short by its timeout may be called again
     any state --fatal--> FATAL --leave--> PREPARE_LEAVING
 
 The member id is made by the client and kept across fencing (the member
@@ -128,8 +129,13 @@ TRANSITIONS: Mapping[Kip848State, Mapping[Kip848Event, Kip848State]] = {
         E.LEAVE: S.PREPARE_LEAVING,
         E.FATAL: S.FATAL,
     },
-    S.PREPARE_LEAVING: {E.LEAVE_SENT: S.LEAVING, E.FATAL: S.PREPARE_LEAVING},
-    S.LEAVING: {E.LEFT: S.UNSUBSCRIBED, E.FATAL: S.LEAVING},
+    # (a leave cut short by its timeout may be called again)
+    S.PREPARE_LEAVING: {
+        E.LEAVE: S.PREPARE_LEAVING,
+        E.LEAVE_SENT: S.LEAVING,
+        E.FATAL: S.PREPARE_LEAVING,
+    },
+    S.LEAVING: {E.LEAVE: S.PREPARE_LEAVING, E.LEFT: S.UNSUBSCRIBED, E.FATAL: S.LEAVING},
     S.FATAL: {E.FATAL: S.FATAL, E.LEAVE: S.PREPARE_LEAVING},
 }
 

@@ -19,6 +19,9 @@ regex against every topic of each metadata refresh (the metadata asks for all
 topics then) and rejoins when the matched set changes, so a topic created or
 deleted later joins or leaves the group's assignment.
 
+The member's state, id and generation are held by its machine
+(:mod:`kpax.consumer.classic_state`); :class:`ClassicGroup` is its driver.
+
 Static membership (KIP-345): with ``group_instance_id`` the member does not
 send LeaveGroup on close, so it can come back within ``session_timeout_ms``
 and get its partitions back without a rebalance.
@@ -44,6 +47,7 @@ from kpax.consumer.assignors.protocol import (
     encode_assignment,
     encode_subscription,
 )
+from kpax.consumer.classic_state import ClassicMachine, ClassicState
 from kpax.consumer.group import GroupBase, Membership
 from kpax.consumer.options import ConsumerSettings
 from kpax.consumer.pattern import Pattern, compile_pattern, matching_topics, regex_text
@@ -68,6 +72,10 @@ __all__ = ["ClassicGroup"]
 
 
 class ClassicGroup(GroupBase):
+    """The driver of a :class:`~kpax.consumer.classic_state.ClassicMachine`
+    (which holds the member's state, member id and generation): it sends the
+    requests, calls the listener and fires the machine's events."""
+
     fenced_note = (
         "its partitions are lost (not committed: whoever gets them next, this member "
         "too, starts from the committed offsets) and it rejoins"
@@ -79,7 +87,8 @@ class ClassicGroup(GroupBase):
             get_assignor(a) for a in settings.partition_assignment_strategy
         ]
         self.cooperative = all("cooperative" in a.rebalance_protocols for a in self.assignors)
-        self.need_join = True
+        #: The member's state and identity (the only code that changes them).
+        self.fsm = ClassicMachine(f"group {self.group_id!r}")
         self._task: asyncio.Task[Any] | None = None
         self._heartbeat: asyncio.Task[Any] | None = None
         self.rebalances = 0
@@ -87,9 +96,44 @@ class ClassicGroup(GroupBase):
         #: (this member's subscription; the leader's: the whole group's).
         self._assigned_counts: dict[str, int] = {}
         self._watched: set[str] = set()
-        #: A JoinGroup/SyncGroup round is under way (commits answered meanwhile
-        #: leave the generation alone: the round decides it).
-        self._joining = False
+
+    # ------------------------------------------------------------ the machine
+
+    @property
+    def member_id(self) -> str:
+        return self.fsm.member_id
+
+    @property
+    def generation(self) -> int:
+        return self.fsm.generation
+
+    def in_group(self) -> bool:
+        return self.fsm.generation >= 0
+
+    def commit_identity(self) -> tuple[int, str]:
+        return self.fsm.identity()
+
+    def poll_expired(self) -> bool:
+        return self.fsm.state is ClassicState.POLL_EXPIRED
+
+    def _poll_resumed(self) -> None:
+        if self.fsm.state is ClassicState.POLL_EXPIRED:
+            self.fsm.polled()
+            self._moved()
+
+    def _moved(self) -> None:
+        """After each event: mirror the machine into ``stable`` and wake the
+        membership task when a round is due."""
+        if self.fsm.stable:
+            self.stable.set()
+        else:
+            self.stable.clear()
+        if self.fsm.join_due:
+            self._wake.set()
+
+    def _ask_rejoin(self) -> None:
+        self.fsm.rejoin()
+        self._moved()
 
     # ------------------------------------------------------------ public
 
@@ -109,8 +153,8 @@ class ClassicGroup(GroupBase):
         self._rejoin()
 
     def _rejoin(self) -> None:
-        self.need_join = True
-        self._wake.set()
+        self.fsm.subscribe()
+        self._moved()
         if self._task is None:
             self.start()
             self._task = self.spawn(self._run())
@@ -157,10 +201,9 @@ class ClassicGroup(GroupBase):
                             self.subscription,
                         )
                         self.subscription = matched
-                        self.need_join = True
-                        self._wake.set()
+                        self._ask_rejoin()
                         continue
-            if not self.stable.is_set() or self.need_join:
+            if self.fsm.state is not ClassicState.STABLE:
                 continue
             watched = set(self.subscription) | self._watched
             counts = self._counts(watched)
@@ -179,8 +222,7 @@ class ClassicGroup(GroupBase):
                     self._assigned_counts,
                     counts,
                 )
-                self.need_join = True
-                self._wake.set()
+                self._ask_rejoin()
 
     def on_generation_error(self, code: int, sent_with: tuple[int, str] | None = None) -> bool:
         """ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID about this member's current
@@ -191,9 +233,7 @@ class ClassicGroup(GroupBase):
         the generation and the partitions. A commit answered while this member
         is joining, or that carried an older generation than its current one,
         changes nothing: the join decides what it owns."""
-        if sent_with is not None and (
-            self._joining or sent_with != (self.generation, self.member_id)
-        ):
+        if sent_with is not None and (self.fsm.joining or sent_with != self.fsm.identity()):
             return False
         fenced = code_in(code, CLASSIC_MEMBER_FENCED_ERRORS)
         if fenced:
@@ -205,12 +245,8 @@ class ClassicGroup(GroupBase):
                     self.generation,
                     error_for_code(code).__name__,
                 )
-            self.stable.clear()
-            self.generation = -1
-            if code_in(code, UnknownMemberIdError):
-                self.member_id = ""
-        self.need_join = True
-        self._wake.set()
+            self.fsm.fenced(unknown_member=code_in(code, UnknownMemberIdError))
+        self._ask_rejoin()
         return fenced
 
     # ------------------------------------------------------------ membership loop
@@ -218,11 +254,7 @@ class ClassicGroup(GroupBase):
     async def _run(self) -> None:
         failures = 0
         while not self._closed:
-            if self.poll_expired:
-                await self._wake.wait()
-                self._wake.clear()
-                continue
-            if not self.need_join:
+            if not self.fsm.join_due:
                 await self._wake.wait()
                 self._wake.clear()
                 continue
@@ -230,7 +262,12 @@ class ClassicGroup(GroupBase):
                 await self._join_once()
                 failures = 0
             except KafkaError as exc:
+                if self.fsm.in_round:  # whatever failed it: the member joins again
+                    self.fsm.round_failed()
+                    self._moved()
                 if not exc.retriable and not isinstance(exc, _RetryJoin):
+                    self.fsm.fail(exc)
+                    self._moved()
                     raise
                 failures += 1
                 log.info("group %s: join failed (%s), retrying", self.group_id, exc)
@@ -255,9 +292,9 @@ class ClassicGroup(GroupBase):
         return out
 
     async def _join_once(self) -> None:
-        self.stable.clear()
+        self.fsm.start_round()
+        self._moved()
         self._stop_heartbeat()
-        self.need_join = False
         if self.pattern is not None:  # join with what the pattern matches now
             with contextlib.suppress(KafkaError):
                 await self.cluster.refresh(all_topics=True)
@@ -269,11 +306,8 @@ class ClassicGroup(GroupBase):
             await self.revoke(owned, lost=True)
         elif not self.cooperative:
             await self.revoke(owned)
-        self._joining = True
-        try:
+        if self.fsm.send_join():
             await self._join_and_sync()
-        finally:
-            self._joining = False
 
     async def _join_and_sync(self) -> None:
         rebalance_timeout = self.settings.max_poll_interval_ms
@@ -292,13 +326,15 @@ class ClassicGroup(GroupBase):
             resp = await self.coordinator_request(req, what="JoinGroup", timeout=join_timeout)
             code = resp.error_code
             if code_in(code, MemberIdRequiredError):
-                self.member_id = resp.member_id
+                if not self.fsm.member_id_required(resp.member_id):
+                    return  # left meanwhile
                 continue
             if code:
                 await self._join_error(code, "JoinGroup", getattr(resp, "error_message", None))
             break
-        self.member_id = resp.member_id
         generation = resp.generation_id
+        if not self.fsm.joined(resp.member_id, generation):
+            return  # left meanwhile
         protocol = resp.protocol_name
         assignments: list[Any] = []
         self._watched = set()
@@ -320,8 +356,9 @@ class ClassicGroup(GroupBase):
         sresp = await self.coordinator_request(sreq, what="SyncGroup", timeout=join_timeout)
         if sresp.error_code:
             await self._join_error(sresp.error_code, "SyncGroup", None)
-        self.generation = generation
-        self._joining = False
+        if not self.fsm.synced():
+            return  # left meanwhile
+        self._moved()
         self.rebalances += 1
         target = set(decode_assignment(sresp.assignment).partitions) if sresp.assignment else set()
         owned = self.member._assigned_partitions()
@@ -346,21 +383,20 @@ class ClassicGroup(GroupBase):
         if revoked:
             await self.revoke(revoked)
             if self.cooperative:
-                self.need_join = True  # let the moved partitions go to their new owner
-                self._wake.set()
+                self._ask_rejoin()  # let the moved partitions go to their new owner
         await self.assign(added)
-        self.stable.set()
+        self.fsm.assigned()
+        self._moved()
 
     async def _join_error(self, code: int, what: str, message: str | None) -> None:
         err = error_for_code(code)
-        if issubclass(err, CLASSIC_MEMBER_FENCED_ERRORS):
-            if issubclass(err, UnknownMemberIdError):
-                self.member_id = ""
-            self.generation = -1
+        fenced = issubclass(err, CLASSIC_MEMBER_FENCED_ERRORS)
+        self.fsm.round_failed(fenced=fenced, unknown_member=issubclass(err, UnknownMemberIdError))
+        self._moved()
+        if fenced:
             lost = self.member._assigned_partitions()
             if lost:
                 await self.revoke(lost, lost=True)
-        self.need_join = True
         if issubclass(err, (RebalanceInProgressError, *CLASSIC_MEMBER_FENCED_ERRORS)):
             raise _RetryJoin(f"{what} for group {self.group_id!r}: {err.__name__}")
         if issubclass(err, COORDINATOR_ERRORS):
@@ -414,13 +450,11 @@ class ClassicGroup(GroupBase):
                     self.group_id,
                     self.settings.max_poll_interval_ms,
                 )
-                self.poll_expired = True
-                await self._send_leave("consumer poll timeout has expired")
-                self.generation = -1
-                self.member_id = "" if self.instance_id is None else self.member_id
+                member_id = self.fsm.member_id
+                self.fsm.poll_timeout(static=self.instance_id is not None)
+                self._moved()
+                await self._send_leave("consumer poll timeout has expired", member_id)
                 lost = self.member._assigned_partitions()
-                self.need_join = True
-                self.stable.clear()
                 if lost:
                     await self.revoke(lost, lost=True)
                 return
@@ -444,8 +478,7 @@ class ClassicGroup(GroupBase):
             if issubclass(err, COORDINATOR_ERRORS):
                 continue  # (answered so past the deadline: the next beat finds it again)
             if issubclass(err, RebalanceInProgressError):
-                self.need_join = True
-                self._wake.set()
+                self._ask_rejoin()
                 return
             if issubclass(err, CLASSIC_MEMBER_FENCED_ERRORS):
                 self.on_generation_error(code)
@@ -453,12 +486,17 @@ class ClassicGroup(GroupBase):
                 if lost:
                     await self.revoke(lost, lost=True)
                 return
+            fatal: KafkaError
             if issubclass(err, FencedInstanceIdError):
-                raise err(
+                fatal = err(
                     f"group {self.group_id!r}: another consumer uses group_instance_id "
                     f"{self.instance_id!r}"
                 )
-            raise err(f"Heartbeat for group {self.group_id!r}")
+            else:
+                fatal = err(f"Heartbeat for group {self.group_id!r}")
+            self.fsm.fail(fatal)
+            self._moved()
+            raise fatal
 
     async def _send_heartbeat(self, req: HeartbeatRequest, timeout: float) -> Any:
         """One Heartbeat on the coordinator route, within ``timeout``: a moved
@@ -493,10 +531,9 @@ class ClassicGroup(GroupBase):
 
     # ------------------------------------------------------------ leave
 
-    async def _send_leave(self, reason: str) -> None:
-        if not self.member_id:
+    async def _send_leave(self, reason: str, member_id: str) -> None:
+        if not member_id:
             return
-        member_id = self.member_id
         limit = min(self._timeout, 5.0)
 
         async def send(broker: Broker) -> Any:
@@ -528,13 +565,16 @@ class ClassicGroup(GroupBase):
             log.info("group %s: LeaveGroup failed: %s", self.group_id, exc)
 
     async def leave(self) -> None:
-        """Revoke (with the listener and auto-commit), then leave unless static."""
+        """Revoke (with the listener and auto-commit), then leave unless static.
+        A round or heartbeat still under way changes nothing from now on."""
+        self.fsm.leave()
+        self._moved()
         self._stop_heartbeat()
         await self.revoke(self.member._assigned_partitions())
         if self.instance_id is None:
-            await self._send_leave("the consumer is being closed")
-        self.member_id = ""
-        self.generation = -1
+            await self._send_leave("the consumer is being closed", self.fsm.member_id)
+        self.fsm.left()
+        self._moved()
 
 
 class _RetryJoin(KafkaError):

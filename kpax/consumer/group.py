@@ -1,7 +1,9 @@
 """What both group protocols share: coordinator, commits, committed offsets, listener calls.
 
-Role: :class:`GroupBase` holds the member's identity (member id, generation or
-member epoch), talks OffsetCommit / OffsetFetch to the group coordinator
+Role: :class:`GroupBase` is what both members' drivers share (the member's
+state and identity -- member id, generation or member epoch -- are held by its
+machine: :mod:`kpax.consumer.classic_state`, :mod:`kpax.consumer.kip848_state`);
+it talks OffsetCommit / OffsetFetch to the group coordinator
 (retrying coordinator moves), runs the auto-commit timer, watches
 ``max_poll_interval_ms``, and applies assignment changes to the consumer
 (through :class:`Membership`, implemented by the consumer core) with the
@@ -18,6 +20,7 @@ kpax.consumer.*.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 import time
@@ -89,14 +92,11 @@ class GroupBase:
         self.member = member
         self.group_id: str = settings.group_id
         self.instance_id: str | None = settings.group_instance_id
-        self.member_id = ""
-        self.generation = -1
         #: The topics subscribed to (by name, or those a pattern matches now).
         self.subscription: list[str] = []
         #: ``subscribe(pattern=...)``'s regex (None: subscribed by names).
         self.pattern: Pattern | None = None
         self.last_poll = time.monotonic()
-        self.poll_expired = False
         self._timeout = settings.request_timeout
         self._api_timeout = settings.api_timeout
         self._backoff = settings.retry_backoff
@@ -105,8 +105,10 @@ class GroupBase:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closed = False
         self._wake = asyncio.Event()
-        self._poll_event = asyncio.Event()
+        #: Set while the member holds the assignment of its generation (its
+        #: machine says so: every transition sets or clears it).
         self.stable = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._commit_lock: asyncio.Lock | None = None
 
     # ------------------------------------------------------------ lifecycle
@@ -127,6 +129,7 @@ class GroupBase:
             self.member._fail(exc)
 
     def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
         if self.settings.enable_auto_commit:
             self.spawn(self._auto_commit_loop())
 
@@ -135,18 +138,40 @@ class GroupBase:
         await cancel_and_wait(list(self._tasks))
 
     def polled(self) -> None:
-        """Called from the application's poll (any thread): it is alive."""
+        """Called from the application's poll (any thread): it is alive. A member
+        that left for a late poll rejoins (on the event loop's thread)."""
         self.last_poll = time.monotonic()
-        if self.poll_expired:
-            self.poll_expired = False
-            self.rejoin_soon()
+        loop = self._loop
+        if loop is None or not self.poll_expired():
+            return
+        try:
+            here = asyncio.get_running_loop()
+        except RuntimeError:
+            here = None
+        if here is loop:
+            self._poll_resumed()
+        else:
+            with contextlib.suppress(RuntimeError):  # (the loop closed: nothing to rejoin)
+                loop.call_soon_threadsafe(self._poll_resumed)
+
+    def poll_expired(self) -> bool:
+        """Out of the group for a late poll, rejoining at the next (the machine's state)."""
+        raise NotImplementedError
+
+    def _poll_resumed(self) -> None:
+        raise NotImplementedError
 
     def rejoin_soon(self) -> None:
         self._wake.set()
 
+    @property
+    def member_id(self) -> str:
+        """This member's id (the machine's)."""
+        raise NotImplementedError
+
     def in_group(self) -> bool:
         """Has this member a live generation (member epoch) to commit with?"""
-        return self.generation >= 0
+        raise NotImplementedError
 
     def poll_overdue(self) -> bool:
         limit = self.settings.max_poll_interval_ms
@@ -236,8 +261,8 @@ class GroupBase:
     # ------------------------------------------------------------ commits
 
     def commit_identity(self) -> tuple[int, str]:
-        """(generation id or member epoch, member id) to commit with."""
-        return self.generation, self.member_id
+        """(generation id or member epoch, member id) to commit with (the machine's)."""
+        raise NotImplementedError
 
     async def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
         """Commit ``offsets``; one commit of this member at a time (in call order),

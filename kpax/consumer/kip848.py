@@ -12,7 +12,9 @@ Member ids are generated here (v1 of the API requires it); leaving is a
 heartbeat with epoch -1 (-2 for a static member, which keeps its
 partitions for ``session_timeout_ms``). FENCED_MEMBER_EPOCH / UNKNOWN_MEMBER_ID
 lose the partitions (listener ``on_partitions_lost``) and rejoin at epoch 0.
-Commits carry the member epoch.
+Commits carry the member epoch. The member's state, id and epoch are held by
+its machine (:mod:`kpax.consumer.kip848_state`, Java's ``MemberState``);
+:class:`ConsumerGroup` is its driver.
 
 A pattern subscription sends the regex (SubscribedTopicRegex, v1+; the
 broker matches with RE2/J) instead of topic names; the broker re-resolves it
@@ -38,6 +40,7 @@ from kpax.broker.broker import Broker
 from kpax.cluster.cluster import GROUP, Cluster
 from kpax.cluster.request_path import ToCoordinator
 from kpax.consumer.group import GroupBase, Membership
+from kpax.consumer.kip848_state import Kip848Machine, Kip848State
 from kpax.consumer.options import ConsumerSettings
 from kpax.consumer.pattern import Pattern, is_internal, regex_text
 from kpax.proto.error_codes import RebalanceInProgressError
@@ -66,21 +69,49 @@ def _new_member_id() -> str:
 
 
 class ConsumerGroup(GroupBase):
+    """The driver of a :class:`~kpax.consumer.kip848_state.Kip848Machine`
+    (which holds the member's state, member id and epoch): it sends the
+    heartbeats, reconciles with the listener and fires the machine's events."""
+
     def __init__(self, cluster: Cluster, settings: ConsumerSettings, member: Membership) -> None:
         super().__init__(cluster, settings, member)
-        self.member_id = _new_member_id()
-        self.epoch = 0
+        #: The member's state and identity (the only code that changes them).
+        self.fsm = Kip848Machine(f"group {self.group_id!r}", _new_member_id())
         self.interval = settings.heartbeat_interval_ms / 1000
         self._task: asyncio.Task[Any] | None = None
-        self._send_subscription = True
-        self._ack = False
         self.reconciliations = 0
 
+    # ------------------------------------------------------------ the machine
+
+    @property
+    def member_id(self) -> str:
+        return self.fsm.member_id
+
+    @property
+    def epoch(self) -> int:
+        return self.fsm.epoch
+
     def in_group(self) -> bool:
-        return self.epoch > 0
+        return self.fsm.in_group
 
     def commit_identity(self) -> tuple[int, str]:
-        return self.epoch, self.member_id
+        return self.fsm.identity()
+
+    def poll_expired(self) -> bool:
+        return self.fsm.state is Kip848State.STALE
+
+    def _poll_resumed(self) -> None:
+        if self.fsm.state is Kip848State.STALE:
+            self.fsm.polled()
+            self._moved()
+            self.rejoin_soon()
+
+    def _moved(self) -> None:
+        """After each event: mirror the machine into ``stable``."""
+        if self.fsm.stable:
+            self.stable.set()
+        else:
+            self.stable.clear()
 
     def processed_wait(self) -> float:
         # The heartbeat loop waits behind a reconciliation's revocation, and the
@@ -101,7 +132,7 @@ class ConsumerGroup(GroupBase):
         self._rejoin()
 
     def _rejoin(self) -> None:
-        self._send_subscription = True
+        self.fsm.subscribe()
         self._wake.set()
         if self._task is None:
             self.start()
@@ -116,36 +147,36 @@ class ConsumerGroup(GroupBase):
     async def _run(self) -> None:
         failures = 0
         while not self._closed:
-            if self.poll_expired:
+            if self.fsm.state is Kip848State.STALE:
                 await self._wake.wait()
                 self._wake.clear()
                 continue
-            if self.epoch > 0 and self.poll_overdue():
+            if self.fsm.in_group and self.poll_overdue():
                 log.warning(
                     "group %s: no poll for more than max_poll_interval_ms: leaving the group; "
                     "the member rejoins at its next poll",
                     self.group_id,
                 )
-                self.poll_expired = True
-                self.stable.clear()
+                self.fsm.poll_timeout()
+                self._moved()
                 await self._leave_heartbeat()
                 lost = self.member._assigned_partitions()
                 if lost:
                     await self.revoke(lost, lost=True)
-                self.epoch = 0
-                self._send_subscription = True
                 continue
             try:
                 await self._heartbeat()
                 failures = 0
             except KafkaError as exc:
                 if not exc.retriable:
+                    self.fsm.fail(exc)
+                    self._moved()
                     raise
                 failures += 1
                 log.info("group %s: heartbeat failed (%s), retrying", self.group_id, exc)
                 await asyncio.sleep(self.requests.delay(failures))
                 continue
-            if self._ack:
+            if self.fsm.acknowledging:
                 continue  # acknowledge the reconciled assignment right away
             self._wake.clear()
             with contextlib.suppress(asyncio.TimeoutError):
@@ -165,21 +196,23 @@ class ConsumerGroup(GroupBase):
         ]
 
     async def _heartbeat(self) -> None:
-        full = self.epoch == 0 or self._send_subscription
+        full = self.fsm.full_heartbeat
+        ack = self.fsm.acknowledging
         regex = regex_text(self.pattern) if self.pattern is not None else None
         req = ConsumerGroupHeartbeatRequest(
             group_id=self.group_id,
             member_id=self.member_id,
-            member_epoch=self.epoch,
+            member_epoch=self.fsm.epoch,
             instance_id=self.instance_id,
             rack_id=self.settings.client_rack if full else None,
             rebalance_timeout_ms=self.settings.max_poll_interval_ms if full else -1,
             subscribed_topic_names=list(self.subscription) if full and regex is None else None,
             subscribed_topic_regex=regex if full else None,
             server_assignor=self.settings.group_remote_assignor if full else None,
-            topic_partitions=self._owned() if (full or self._ack) else None,
+            topic_partitions=self._owned() if (full or ack) else None,
         )
-        self._ack = False
+        if ack:
+            self.fsm.ack_sent()
 
         async def send(broker: Broker) -> Any:
             if regex is not None and full:
@@ -202,12 +235,12 @@ class ConsumerGroup(GroupBase):
         code = resp.error_code
         if code_in(code, CONSUMER_MEMBER_FENCED_ERRORS):
             log.info("group %s: member fenced (%s), rejoining", self.group_id, code)
-            self.stable.clear()
+            self.fsm.fenced()
+            self._moved()
             lost = self.member._assigned_partitions()
             if lost:
                 await self.revoke(lost, lost=True)
-            self.epoch = 0
-            self._send_subscription = True
+            self.fsm.released()
             return
         if code:
             err = error_for_code(code)
@@ -215,16 +248,12 @@ class ConsumerGroup(GroupBase):
                 f"ConsumerGroupHeartbeat for group {self.group_id!r} as member {self.member_id!r}",
                 error_message=resp.error_message,
             )
-        self._send_subscription = False
-        if resp.member_id:
-            self.member_id = resp.member_id
-        self.epoch = resp.member_epoch
+        self.fsm.answered(resp.member_id, resp.member_epoch, assignment=resp.assignment is not None)
+        self._moved()
         if resp.heartbeat_interval_ms > 0:
             self.interval = resp.heartbeat_interval_ms / 1000
         if resp.assignment is not None:
             await self._reconcile(resp.assignment.topic_partitions)
-        elif self.epoch > 0:
-            self.stable.set()
 
     async def _reconcile(self, topic_partitions: list[Any]) -> None:
         target: set[TopicPartition] = set()
@@ -267,8 +296,8 @@ class ConsumerGroup(GroupBase):
             await self.assign(added)
         # Report what is owned now, at once, only when it changed: an assignment
         # sent again unchanged needs no answer (answering it at once would loop).
-        self._ack = bool(added or revoked)
-        self.stable.set()
+        self.fsm.reconciled(changed=bool(added or revoked))
+        self._moved()
 
     @property
     def _skip_internal(self) -> bool:
@@ -287,6 +316,8 @@ class ConsumerGroup(GroupBase):
             )
 
     async def _leave_heartbeat(self) -> None:
+        """The heartbeat leaving the group (epoch -1; -2 for a static member),
+        with the member id, whatever the member's state."""
         epoch = _LEAVE_STATIC if self.instance_id is not None else _LEAVE
         req = ConsumerGroupHeartbeatRequest(
             group_id=self.group_id,
@@ -309,8 +340,14 @@ class ConsumerGroup(GroupBase):
             )
 
     async def leave(self) -> None:
+        """Stop heartbeating, revoke (with the listener and auto-commit, under the
+        member's epoch), then send the leaving heartbeat."""
         if self._task is not None:
             await cancel_and_wait([self._task])
+        self.fsm.leave()
+        self._moved()
         await self.revoke(self.member._assigned_partitions())
+        self.fsm.leave_sent()
         await self._leave_heartbeat()
-        self.epoch = 0
+        self.fsm.left()
+        self._moved()

@@ -17,6 +17,7 @@ import pytest
 
 from kpax.consumer.assignors.base import MemberSubscription
 from kpax.consumer.assignors.protocol import decode_subscription
+from kpax.consumer.classic_state import ClassicState
 from kpax.consumer.client import AsyncConsumer
 from kpax.consumer.errors import CommitFailedError, RebalanceInProgressCommitError
 from kpax.proto.error_codes import IllegalGenerationError, RebalanceInProgressError
@@ -270,7 +271,7 @@ async def test_a_stale_generation_answer_during_a_join_keeps_the_member_in_the_g
             await _serve(broker, commit)
         await _stable(c, broker, 2)
         assert [e for e, _ in listener.events] == ["assigned", "assigned"]  # never lost
-        assert not group.need_join  # and no further rebalance of its own
+        assert group.fsm.state is ClassicState.STABLE  # and no further rebalance of its own
         assert await c.position(TP0) == 3
     finally:
         await c.close(0)

@@ -124,7 +124,8 @@ class Positions:
     async def reset(self, parts: list[PartitionState]) -> None:
         """Give ``parts`` a position: the committed offset or the reset policy's."""
         try:
-            todo = list(parts)
+            # (seeked or revoked since the fetcher asked: nothing to find)
+            todo = [st for st in parts if st.state is FetchState.AWAITING_RESET]
             gens = {st.tp: st.gen for st in todo}
             committed: list[PartitionState] = []
             by_spec: dict[TopicPartition, int] = {}

@@ -300,6 +300,23 @@ def _positions(**options: Any) -> tuple[Positions, FetchBuffer]:
     return Positions(cluster, {}, buf, ConsumerSettings.from_config(config)), buf
 
 
+async def test_a_seek_before_the_reset_runs_is_not_failed_with_no_offset() -> None:
+    """auto_offset_reset="none": assign() then seek() at once. The fetcher asked for
+    the new partition's position to be found (no offset: a failure) and the seek
+    came before that task ran: the seek stands, nothing is raised (this used to
+    fail the seeked partition with NoOffsetForPartitionError)."""
+    positions, buf = _positions(auto_offset_reset="none")
+    st = PartitionState(TP("t", 0))
+    positions.states[st.tp] = st
+    positions.resetting.add(st.tp)
+    finding = positions.reset([st])  # what Fetcher._dispatch spawns
+    st.seek(5)  # the application's seek, before the task's first step
+    await finding
+    assert (st.state, st.error, st.position) == (S.FETCHABLE, None, 5)
+    assert buf.take(10) == []
+    assert st.tp not in positions.resetting
+
+
 async def test_no_offset_with_none_fails_once_and_poll_raises_until_a_seek() -> None:
     positions, buf = _positions(auto_offset_reset="none")
     st = PartitionState(TP("t", 0))

@@ -277,8 +277,10 @@ class PositionMachine:
         self._move(end, epoch)
 
     def fetched(self, next_offset: int, epoch: int) -> None:
-        """FETCHED: a response's batches end at ``next_offset``."""
-        self._fire(E.FETCHED)
+        """FETCHED: a response's batches end at ``next_offset`` (once per partition
+        and response: FETCHABLE, the usual state, keeps its state with no lookup)."""
+        if self.state is not S.FETCHABLE:
+            self._fire(E.FETCHED)
         self.fetch_position = next_offset
         self.fetch_epoch = epoch
 

@@ -369,11 +369,15 @@ class Fetcher:
         wanted: Wanted = {}
         sent: dict[TopicPartition, tuple[PartitionState, int, int]] = {}
         for st in parts:
+            if not st.fetchable or not st.assigned:
+                continue  # paused, failed, reset or revoked since _dispatch picked it
             info = snapshot.topics[st.tp.topic]
             leader_epoch = info.partitions[st.tp.partition].leader_epoch
             assert st.fetch_position is not None
             wanted[st.tp] = (st.fetch_position, st.fetch_epoch, leader_epoch)
             sent[st.tp] = (st, st.gen, st.fetch_position)
+        if not wanted:
+            return  # (the next dispatch picks what is fetchable then)
         built = session.request(
             wanted, snapshot, version >= 13, settings, self.isolation, sessionless=side
         )

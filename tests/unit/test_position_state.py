@@ -6,6 +6,7 @@ alone a partition whose state moved on while it was asked about."""
 from __future__ import annotations
 
 import re
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from kpax.broker.options import connection_options
 from kpax.cluster.cluster import Cluster
 from kpax.config import resolve
 from kpax.consumer.buffer import FetchBuffer
+from kpax.consumer.fetcher import Fetcher
 from kpax.consumer.options import CONSUMER_OPTIONS, ConsumerSettings
 from kpax.consumer.position_state import (
     TRANSITIONS,
@@ -45,6 +47,7 @@ def test_every_state_has_a_row_and_only_revoked_is_a_dead_end() -> None:
         assert row[E.REVOKE] is S.REVOKED, state
         assert row[E.FAIL] is S.FAILED, state
         assert row[E.PAUSE] is None and row[E.RESUME] is None, state
+    assert TRANSITIONS[S.FETCHABLE][E.FETCHED] is None  # (fetched() skips the lookup there)
     assert set(TRANSITIONS[S.REVOKED]) == {E.REVOKE, E.ERROR_DROPPED}
     assert all(nxt is None for nxt in TRANSITIONS[S.REVOKED].values())
 
@@ -338,3 +341,42 @@ async def test_a_validation_of_a_position_seeked_meanwhile_leaves_it_alone() -> 
     st.seek(4)
     await checking  # (no request: nothing left to check)
     assert (st.state, st.position) == (S.FETCHABLE, 4)
+
+
+# ------------------------------------------------------------------ the fetcher
+
+
+async def test_a_partition_paused_before_its_fetch_is_built_is_left_out_of_it() -> None:
+    """The fetcher picks the fetchable partitions, then builds their Fetch in a task
+    that runs later: a pause in between (the sync face's call, run by the loop
+    first) left the paused partition in the request, with its new gen, so its
+    records reached poll() although it was paused."""
+    config = resolve("consumer", CONSUMER_OPTIONS, {"bootstrap_servers": "127.0.0.1:1"})
+    cluster = Cluster(["127.0.0.1:1"], connection_options(config))
+    fetcher = Fetcher(cluster, {}, FetchBuffer(), ConsumerSettings.from_config(config))
+    asked: list[set[TP]] = []
+
+    class Broker:
+        async def api_version(self, request: Any, cap: int) -> int:
+            return 12
+
+        async def request(self, req: Any, **kw: Any) -> Any:
+            asked.append({TP(t.topic, p.partition) for t in req.topics for p in t.partitions})
+            return SimpleNamespace(error_code=0, session_id=0, responses=[])
+
+        def describe(self) -> str:
+            return "broker 1"
+
+    part = SimpleNamespace(leader_epoch=0)
+    snapshot = SimpleNamespace(
+        topics={"t": SimpleNamespace(topic_id=None, partitions={0: part, 1: part})}
+    )
+    cluster.fetch_broker = lambda node: Broker()  # type: ignore[method-assign]
+    cluster.snapshot = snapshot
+    p0, p1 = PartitionState(TP("t", 0)), PartitionState(TP("t", 1))
+    p0.seek(0)
+    p1.seek(0)
+    fetching = fetcher._fetch(1, [p0, p1])  # what _dispatch starts
+    p0.pause()
+    await fetching
+    assert asked == [{TP("t", 1)}]

@@ -4,10 +4,11 @@ Role: the sans-I/O core of a partition's position (as
 :mod:`kpax.producer.txn_state` is the transactions'). Every state, event and
 allowed transition is in :data:`TRANSITIONS`, one table; :class:`PositionMachine`
 (the base of :class:`kpax.consumer.state.PartitionState`) owns the state, the
-reset strategy awaited, the error to raise and the positions, and its methods
-are the only code that changes them: the fetcher, ``Positions`` (resets and
-KIP-320 validation), the chunk decoder, the buffer and the consumer's calls fire
-its events. An event the table refuses raises :class:`IllegalStateError` naming
+reset strategy awaited, the error to raise, ``gen`` and the positions, and its
+methods are the only code that changes them (but for the application's position
+moving forward, below): the fetcher, ``Positions`` (resets and KIP-320
+validation), the chunk decoder, the buffer (a revocation) and the consumer's
+calls fire its events. An event the table refuses raises :class:`IllegalStateError` naming
 the event, the partition and its state. A partition is fetched only when
 FETCHABLE and not paused; paused is a flag beside the state (as in the Java
 client's ``SubscriptionState``: a paused partition's reset or validation goes
@@ -56,7 +57,7 @@ class FetchState(enum.Enum):
     FETCHABLE = "fetchable"
     #: Stopped with ``error``, which every poll raises until a seek.
     FAILED = "failed"
-    #: No longer assigned: every later event but REVOKE is refused.
+    #: No longer assigned: every later event but REVOKE (or a dropped error) is refused.
     REVOKED = "revoked"
 
 

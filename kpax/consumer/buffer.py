@@ -218,8 +218,7 @@ class FetchBuffer:
         with self._lock:
             for st in states:
                 self._settle_locked(st)
-                st.assigned = False
-                st.gen += 1
+                st.revoke()
 
     # ------------------------------------------------------------ iteration
 

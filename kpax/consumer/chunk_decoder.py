@@ -119,9 +119,9 @@ class ChunkDecoder:
                     decompressed += previous.decompressed_size
                     if decompressed > budget:  # enough for one chunk: fetch the rest again
                         if st.gen == gen:
-                            st.fetch_position, st.fetch_epoch = next_offset, next_epoch
-                            if error is not None and st.error is error:
-                                st.error = None  # found again if still there
+                            if error is not None:
+                                st.drop_error(error)  # found again if still there
+                            st.refetch(next_offset, next_epoch)
                         error = None
                         break
                 previous = batch
@@ -219,10 +219,10 @@ class ChunkDecoder:
             self.buffer.put(chunk)
         if error is not None:
             if st.gen == gen and st.assigned:
-                st.fetch_position = -1  # drop whatever the next fetch brings
-                self.positions.fail(st, error)
-            elif st.error is error:  # paused meanwhile: found again when fetched again
-                st.error = None
+                # (whatever a fetch in flight brings is dropped)
+                self.positions.fail(st, error, drop_in_flight=True)
+            else:  # paused meanwhile: found again when fetched again
+                st.drop_error(error)
 
     def deserialize(
         self, topic: str, partition: int, offsets: Any, keys: Any, values: Any

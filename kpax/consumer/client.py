@@ -58,6 +58,7 @@ from kpax.consumer.member_side import MemberSide
 from kpax.consumer.offsets import EARLIEST, LATEST, list_offsets
 from kpax.consumer.options import CONSUMER_OPTIONS, ConsumerConfig, ConsumerSettings
 from kpax.consumer.partition_args import one_partition, partition_list
+from kpax.consumer.position_state import Reset
 from kpax.consumer.record import ConsumerRecord
 from kpax.consumer.state import PartitionState
 from kpax.event_loops import DONE, Done, check_loop
@@ -291,7 +292,7 @@ class AsyncConsumer(PeerHints):
         reported = self._eof_at
         for tp, st in list(self.states.items()):
             pos = st.position
-            if pos is None or st.reset_to is not None or st.paused:
+            if pos is None or st.paused:  # (None: awaiting a reset)
                 continue
             end = getattr(st, end_of)
             if 0 <= end <= pos and reported.get(tp) != pos:
@@ -329,9 +330,8 @@ class AsyncConsumer(PeerHints):
         self._member._remove_partitions(set(self.states) - tps)
         new = tps - set(self.states)
         for tp in new:
-            st = PartitionState(tp)
-            st.reset_to = "committed" if self.group is not None else None
-            self.states[tp] = st
+            how = Reset.COMMITTED if self.group is not None else Reset.POLICY
+            self.states[tp] = PartitionState(tp, how)
         self._wake_fetcher()
 
     def assignment(self) -> set[TopicPartition]:
@@ -441,7 +441,7 @@ class AsyncConsumer(PeerHints):
         first offset, looked up by the next fetch. A plain method (awaiting the
         result works too)."""
         self._check()
-        self._seek_to("earliest", partitions)
+        self._seek_to(Reset.EARLIEST, partitions)
         return DONE
 
     def seek_to_end(self, *partitions: TopicPartition) -> Done:
@@ -450,17 +450,15 @@ class AsyncConsumer(PeerHints):
         ``read_committed``) is looked up by the next fetch. A plain method
         (awaiting the result works too)."""
         self._check()
-        self._seek_to("latest", partitions)
+        self._seek_to(Reset.LATEST, partitions)
         return DONE
 
-    def _seek_to(self, how: str, partitions: Sequence[TopicPartition]) -> None:
+    def _seek_to(self, how: Reset, partitions: Sequence[TopicPartition]) -> None:
         tps = partition_list(partitions) if partitions else list(self.states)
         for tp in tps:
             st = self._state(tp)
             self.buffer.settle_reading(st)
-            st.seek(0)
-            st.position = st.fetch_position = None
-            st.reset_to = how
+            st.await_reset(how)
             st.committed = None
         self._wake_fetcher()
 
@@ -471,9 +469,9 @@ class AsyncConsumer(PeerHints):
         limit = timeout if timeout is not None else self._api_timeout
         deadline = time.monotonic() + limit
         fetcher = self.fetcher
-        if fetcher is not None and (st.position is None or st.reset_to is not None or st.validate):
+        if fetcher is not None and (st.position is None or st.awaiting):
             self._wake_fetcher()  # it looks the position up (and retries, with backoff)
-        while st.position is None or st.reset_to is not None or st.validate:
+        while st.position is None or st.awaiting:
             if st.error is not None:
                 raise st.error
             left = deadline - time.monotonic()
@@ -579,9 +577,7 @@ class AsyncConsumer(PeerHints):
             st = self._state(tp)
             if not st.paused:
                 self.buffer.settle_reading(st)
-                st.paused = True
-                if st.position is not None:
-                    st.rewind_fetch()
+                st.pause()  # (fetched again from the position on resume)
 
     def resume(self, *partitions: TopicPartition) -> None:
         """Return and fetch records of paused ``partitions`` again."""
@@ -589,7 +585,7 @@ class AsyncConsumer(PeerHints):
         for tp in partition_list(partitions):
             st = self._state(tp)
             if st.paused:
-                st.paused = False
+                st.resume()
                 resumed.append(tp)
         if self.fetcher is not None:
             self.fetcher.kick(resumed)  # fetched at once, not after a long poll in flight

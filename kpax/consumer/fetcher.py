@@ -31,7 +31,10 @@ it.
 Positions still unknown (new assignment, reset) are found by
 :class:`~kpax.consumer.positions.Positions` too (the fetcher starts it on
 them): from the committed offsets (``committed_lookup``: the group's, passed
-at construction) or by ListOffsets.
+at construction) or by ListOffsets. What a partition awaits is its
+:class:`~kpax.consumer.position_state.PositionMachine`'s state: the fetcher
+fires its events once per partition and response (fetched, validate, reset,
+fail), never per record.
 
 Imports: kpax.cluster, kpax.proto, kpax.structs, kpax.metrics, kpax.tasks, kpax.consumer.*.
 """
@@ -52,6 +55,7 @@ from kpax.consumer.buffer import FetchBuffer
 from kpax.consumer.chunk_decoder import ChunkDecoder
 from kpax.consumer.fetch_session import FetchSession, Wanted
 from kpax.consumer.options import ConsumerSettings
+from kpax.consumer.position_state import FetchState, Reset
 from kpax.consumer.positions import CommittedLookup, Positions
 from kpax.consumer.record import ConsumerRecord
 from kpax.consumer.state import PartitionState
@@ -232,6 +236,9 @@ class Fetcher:
         missing_leader: set[str] = set()
         max_chunks = self.max_chunks
         resetting = self.positions.resetting
+        fetchable = FetchState.FETCHABLE
+        awaiting_reset = FetchState.AWAITING_RESET
+        awaiting_validation = FetchState.AWAITING_VALIDATION
         #: topic -> (its old id, its partitions found re-created by this pass)
         recreated: dict[str, tuple[uuid.UUID, list[PartitionState]]] = {}
         topics = snapshot.topics
@@ -250,14 +257,12 @@ class Fetcher:
                         self.buffer.settle_reading(st)
                         self.positions.topic_recreated(st, tid)
                     st.topic_id = tid
-            if st.error is not None:
-                continue
-            if st.reset_to is not None or st.fetch_position is None:
-                if st.tp not in resetting:
-                    need_reset.append(st)
-                continue
-            if st.validate:
-                if st.tp not in resetting:
+            state = st.state
+            if state is not fetchable:  # FAILED: stopped until a seek
+                if state is awaiting_reset:
+                    if st.tp not in resetting:
+                        need_reset.append(st)
+                elif state is awaiting_validation and st.tp not in resetting:
                     need_validate.append(st)
                 continue
             if st.paused or st.buffered >= max_chunks:
@@ -364,11 +369,15 @@ class Fetcher:
         wanted: Wanted = {}
         sent: dict[TopicPartition, tuple[PartitionState, int, int]] = {}
         for st in parts:
+            if not st.fetchable or not st.assigned:
+                continue  # paused, failed, reset or revoked since _dispatch picked it
             info = snapshot.topics[st.tp.topic]
             leader_epoch = info.partitions[st.tp.partition].leader_epoch
             assert st.fetch_position is not None
             wanted[st.tp] = (st.fetch_position, st.fetch_epoch, leader_epoch)
             sent[st.tp] = (st, st.gen, st.fetch_position)
+        if not wanted:
+            return  # (the next dispatch picks what is fetchable then)
         built = session.request(
             wanted, snapshot, version >= 13, settings, self.isolation, sessionless=side
         )
@@ -445,7 +454,7 @@ class Fetcher:
                 div = getattr(p, "diverging_epoch", None)
                 if div is not None and div.epoch >= 0:
                     self.positions.maybe_truncated(st, div.epoch, div.end_offset)
-                    if st.gen != gen or st.error is not None:
+                    if st.gen != gen or st.state is FetchState.FAILED:
                         continue
                 data = p.records
                 if not data:
@@ -464,7 +473,8 @@ class Fetcher:
                     # Bad bytes after `batches`: stop fetching the partition now; the
                     # error follows its records (see ChunkDecoder.decode), in response order.
                     at = max(offset, batches[-1].next_offset) if batches else offset
-                    err = st.error = self.decoder.record_error(st, exc, at)
+                    err = self.decoder.record_error(st, exc, at)
+                    st.fail(err)  # (raised by the buffer after the records: decode)
                 if not batches:
                     if err is not None:
                         pending.append(
@@ -475,8 +485,7 @@ class Fetcher:
                 nxt = last.next_offset
                 if nxt <= offset and err is None:
                     continue
-                st.fetch_position = nxt
-                st.fetch_epoch = last.partition_leader_epoch if last.magic >= 2 else -1
+                st.fetched(nxt, last.partition_leader_epoch if last.magic >= 2 else -1)
                 st.puts += 1  # the slot of the chunk ChunkDecoder.decode will put
                 pending.append(
                     (st, gen, name, p.partition_index, batches, offset, p.aborted_transactions, err)
@@ -525,18 +534,18 @@ class Fetcher:
         err = error_for_code(code)
         if issubclass(err, OffsetOutOfRangeError):
             if self.reset_policy == "none":
-                st.error = err(f"fetch offset {offset} of partition {st.tp} is out of range")
+                # stopped now; Positions.out_of_range delivers the error, with the valid range
+                st.fail(err(f"fetch offset {offset} of partition {st.tp} is out of range"))
                 self._spawn(self.positions.out_of_range(st, code, offset))
             else:
                 log.info("partition %s: offset %d out of range, resetting", st.tp, offset)
-                st.gen += 1
-                st.reset_to = self.reset_policy
+                st.await_reset(Reset.POLICY)
             return
         if issubclass(err, STALE_METADATA_ERRORS):
             self.cluster.leader_is_down(st.tp.topic, st.tp.partition)
             refresh.add(st.tp.topic)
             if issubclass(err, EPOCH_VALIDATION_ERRORS):
-                st.validate = True
+                st.validate()
             return
         if err.retriable:
             refresh.add(st.tp.topic)

@@ -10,7 +10,8 @@ stored), waits for the application to move past the records of partitions being
 revoked, calls the rebalance listener and records a fatal error. It reads and
 changes the consumer's partition states, buffer and fetcher.
 
-Imports: kpax.consumer.{group,state}, kpax.metrics, kpax.structs, kpax.user_callbacks.
+Imports: kpax.consumer.{group,position_state,state}, kpax.metrics, kpax.structs,
+kpax.user_callbacks.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from kpax.consumer.group import call_maybe_async
+from kpax.consumer.position_state import Reset
 from kpax.consumer.state import PartitionState
 from kpax.metrics import Metrics
 from kpax.structs import OffsetAndMetadata, TopicPartition
@@ -47,9 +49,7 @@ class MemberSide:
     def _add_partitions(self, tps: set[TopicPartition]) -> None:
         for tp in tps:
             if tp not in self.c.states:
-                st = PartitionState(tp)
-                st.reset_to = "committed"
-                self.c.states[tp] = st
+                self.c.states[tp] = PartitionState(tp, Reset.COMMITTED)
         self.c._wake_fetcher()
 
     def _remove_partitions(self, tps: set[TopicPartition]) -> None:
@@ -59,8 +59,7 @@ class MemberSide:
             st = self.c.states.pop(tp, None)
             if st is not None:
                 self.c.buffer.settle_reading(st)
-                st.assigned = False
-                st.gen += 1
+                st.revoke()
                 if self.c.fetcher is not None:
                     self.c.fetcher.forget(tp)
         self.c._wake_fetcher()
@@ -81,7 +80,7 @@ class MemberSide:
         out = {}
         read = self.c.buffer.read_position
         for tp, st in list(self.c.states.items()):
-            if st.position is not None and st.reset_to is None:
+            if st.position is not None:  # (None: awaiting a reset)
                 pos = read(st)
                 if pos is not None:
                     om = OffsetAndMetadata(pos[0], "", pos[1])
@@ -109,7 +108,7 @@ class MemberSide:
         out = {}
         processed = self.c.buffer.processed_position
         for tp, st in list(self.c.states.items()):
-            if st.reset_to is not None:
+            if st.position is None:  # awaiting a reset
                 continue
             mark = processed(st)
             if mark is None:

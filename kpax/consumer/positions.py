@@ -4,10 +4,14 @@ Role: the :class:`~kpax.consumer.fetcher.Fetcher` hands :class:`Positions`
 the partitions whose position is unknown (new assignment, reset) or must be
 validated, each as a task on the consumer's event loop.
 
-Unknown positions are resolved from the committed offsets (``committed_lookup``:
-the group's, passed at construction) or by ListOffsets, per the partition's
-reset (``reset_to``) or ``auto_offset_reset`` ("none": a
-NoOffsetForPartitionError naming the partition). A position whose leader epoch
+Unknown positions (AWAITING_RESET in the partition's
+:class:`~kpax.consumer.position_state.PositionMachine`) are resolved from the
+committed offsets (``committed_lookup``: the group's, passed at construction)
+or by ListOffsets, per the partition's reset strategy or ``auto_offset_reset``
+("none": a NoOffsetForPartitionError naming the partition). Each answer is an
+event of the partition's machine (found, validated, truncated, fail); a
+partition whose state changed meanwhile (a seek, a reset: its ``gen`` moved)
+is left alone. A position whose leader epoch
 is in doubt (FENCED/UNKNOWN_LEADER_EPOCH, leader moves) is validated with
 OffsetForLeaderEpoch; log truncation below it (KIP-320, also found from a
 Fetch response's diverging epoch) moves it back to the divergence point, with
@@ -18,7 +22,8 @@ has its positions found again as for a new assignment
 (:meth:`Positions.topic_recreated`). ``fail`` stops a partition
 with an error the buffer delivers (the fetcher uses it too).
 
-Imports: kpax.cluster.cluster, kpax.consumer.{buffer, errors, offsets, options, state},
+Imports: kpax.cluster.cluster, kpax.consumer.{buffer, errors, offsets, options,
+position_state, state},
 kpax.proto.errors, kpax.structs, the standard library.
 """
 
@@ -34,6 +39,7 @@ from kpax.consumer.buffer import FetchBuffer
 from kpax.consumer.errors import LogTruncationError, NoOffsetForPartitionError
 from kpax.consumer.offsets import EARLIEST, LATEST, end_offsets_for_epochs, list_offsets
 from kpax.consumer.options import ConsumerSettings
+from kpax.consumer.position_state import FetchState, Reset
 from kpax.consumer.state import PartitionState
 from kpax.proto.errors import KafkaError, RecordPosition, error_for_code
 from kpax.structs import OffsetAndMetadata, TopicPartition
@@ -109,24 +115,23 @@ class Positions:
         assigned partition -- the group's committed offset, else ``auto_offset_reset``
         ("none": a NoOffsetForPartitionError saying why). Records fetched from the old
         topic and not yet taken are dropped."""
-        st.seek(0)  # a new gen: whatever was fetched for the old topic is dropped
-        st.position = st.fetch_position = None
-        st.position_epoch = st.fetch_epoch = -1
-        st.reset_to = "committed" if self.committed_lookup is not None else self.reset_policy
+        # (a new gen: whatever was fetched for the old topic is dropped)
+        st.await_reset(Reset.COMMITTED if self.committed_lookup is not None else Reset.POLICY)
         st.committed = None
-        st.validate = False
         st.high_watermark = st.last_stable_offset = st.log_start_offset = -1
         self._why[st.tp] = f"topic {st.tp.topic!r} was deleted and re-created (id {topic_id})"
 
     async def reset(self, parts: list[PartitionState]) -> None:
         """Give ``parts`` a position: the committed offset or the reset policy's."""
         try:
-            gens = {st.tp: st.gen for st in parts}
+            # (seeked or revoked since the fetcher asked: nothing to find)
+            todo = [st for st in parts if st.state is FetchState.AWAITING_RESET]
+            gens = {st.tp: st.gen for st in todo}
             committed: list[PartitionState] = []
             by_spec: dict[TopicPartition, int] = {}
-            for st in parts:
-                how = st.reset_to or self.reset_policy
-                if how == "committed":
+            for st in todo:
+                how = st.reset or Reset.POLICY
+                if how is Reset.COMMITTED:
                     committed.append(st)
                 else:
                     self._reset_spec(st, how, by_spec)
@@ -135,14 +140,14 @@ class Positions:
                 for st in committed:
                     om = found.get(st.tp)
                     if om is not None and om.offset >= 0 and st.gen == gens[st.tp]:
-                        st.seek(om.offset, om.leader_epoch)
+                        epoch = om.leader_epoch
+                        st.found(om.offset, epoch, validate=epoch >= 0)
                         st.committed = om.offset
-                        st.validate = om.leader_epoch >= 0
                     elif st.gen == gens[st.tp]:
-                        self._reset_spec(st, self.reset_policy, by_spec)
+                        self._reset_spec(st, Reset.POLICY, by_spec)
             elif committed:
                 for st in committed:
-                    self._reset_spec(st, self.reset_policy, by_spec)
+                    self._reset_spec(st, Reset.POLICY, by_spec)
             if by_spec:
                 found2 = await list_offsets(
                     self.cluster,
@@ -154,7 +159,7 @@ class Positions:
                 for tp, (offset, _ts, _epoch) in found2.items():
                     cur = self.states.get(tp)
                     if cur is not None and cur.gen == gens[tp] and cur.assigned:
-                        cur.seek(offset, -1)
+                        cur.found(offset)
             for st in parts:
                 if st.position is not None:
                     self._why.pop(st.tp, None)
@@ -163,10 +168,11 @@ class Positions:
                 self.resetting.discard(st.tp)
             self.notify()
 
-    def _reset_spec(self, st: PartitionState, how: str, out: dict[TopicPartition, int]) -> None:
-        if how == "earliest":
+    def _reset_spec(self, st: PartitionState, how: Reset, out: dict[TopicPartition, int]) -> None:
+        name = self.reset_policy if how is Reset.POLICY else how.value
+        if name == "earliest":
             out[st.tp] = EARLIEST
-        elif how == "latest":
+        elif name == "latest":
             out[st.tp] = LATEST
         else:
             why = self._why.pop(st.tp, None)
@@ -176,20 +182,23 @@ class Positions:
             )
             self.fail(st, exc)
 
-    def fail(self, st: PartitionState, exc: BaseException) -> None:
-        """Stop fetching ``st``; the buffer delivers ``exc`` after its records."""
-        st.error = exc
-        st.reset_to = None
+    def fail(self, st: PartitionState, exc: BaseException, *, drop_in_flight: bool = False) -> None:
+        """Stop fetching ``st`` (FAIL); the buffer delivers ``exc`` after its records."""
+        st.fail(exc, drop_in_flight=drop_in_flight)
         self.buffer.put((st, exc))
         self.notify()
 
     async def validate(self, parts: list[PartitionState]) -> None:
         """Check the positions of ``parts`` against their leaders' logs (KIP-320)."""
         try:
-            todo = {st.tp: st for st in parts if st.position_epoch >= 0 and st.position is not None}
-            for st in parts:
+            # (seeked, reset or revoked since the fetcher asked: nothing to check)
+            waiting = [st for st in parts if st.state is FetchState.AWAITING_VALIDATION]
+            todo = {
+                st.tp: st for st in waiting if st.position_epoch >= 0 and st.position is not None
+            }
+            for st in waiting:
                 if st.tp not in todo:
-                    st.validate = False
+                    st.validated()  # no epoch to check the position against
             if not todo:
                 return
             gens = {tp: st.gen for tp, st in todo.items()}
@@ -201,20 +210,21 @@ class Positions:
             )
             for tp, (epoch, end) in found.items():
                 st = todo[tp]
-                if st.gen != gens[tp]:
+                if st.gen != gens[tp] or st.state is not FetchState.AWAITING_VALIDATION:
                     continue
-                st.validate = False
-                self.maybe_truncated(st, epoch, end)
+                if not self.maybe_truncated(st, epoch, end):
+                    st.validated()
         finally:
             for st in parts:
                 self.resetting.discard(st.tp)
             self.notify()
 
-    def maybe_truncated(self, st: PartitionState, epoch: int, end: int) -> None:
-        """The leader's log for ``epoch`` ends at ``end``: below the position, truncation."""
+    def maybe_truncated(self, st: PartitionState, epoch: int, end: int) -> bool:
+        """The leader's log for ``epoch`` ends at ``end``: below the position, truncation
+        (TRUNCATED, or FAIL with auto_offset_reset="none"). True when it was."""
         pos = st.position
-        if pos is None or end < 0 or end >= pos:
-            return
+        if pos is None or end < 0 or end >= pos or st.state is FetchState.FAILED:
+            return False
         if self.reset_policy == "none":
             self.fail(
                 st,
@@ -223,11 +233,12 @@ class Positions:
                     f"the consumer's position {pos}"
                 ),
             )
-            return
+            return True
         log.warning(
             "partition %s: log truncated below position %d, resetting to %d", st.tp, pos, end
         )
-        st.seek(end, epoch)
+        st.truncated(end, epoch)
+        return True
 
     async def out_of_range(self, st: PartitionState, code: int, offset: int) -> None:
         """Fail ``st`` with an error naming the partition, the offset and the

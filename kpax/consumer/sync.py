@@ -411,7 +411,7 @@ class Consumer(PeerHints, SyncFace):
         """The offset of the next record ``poll`` returns for ``tp`` (looked up if
         unknown, at most ``timeout`` seconds: KafkaTimeoutError after)."""
         st = self._core.states.get(one_partition(tp, "position"))
-        if st is not None and st.position is not None and st.reset_to is None and not st.validate:
+        if st is not None and st.position is not None and not st.awaiting:
             read = self._buffer.read_position(st)  # mid-iteration: after the last record out
             return read[0] if read is not None else st.position
         return self._run(self._core.position(tp, timeout), timeout)

@@ -179,12 +179,12 @@ def test_records_of_partitions_before_the_bad_one_come_first() -> None:
             buf.take(100)
     # records queued behind the error wait (as in Java) until it is dealt with:
     # pausing the failed partition lets them through, its error comes back on resume
-    p1.paused = True
+    p1.pause()
     assert [r.value for r in buf.take(100)] == [b"p2-0"]
-    p1.paused = False
+    p1.resume()
     with pytest.raises(kpax.CorruptRecordError, match="partition t-1"):
         buf.take(100)
-    p1.assigned = False  # unassigned: its error goes with it
+    p1.revoke()  # unassigned: its error goes with it
     assert buf.take(100) == []
 
 
@@ -196,8 +196,7 @@ def test_error_found_while_decoding_is_dropped_after_a_pause_meanwhile() -> None
         responses=[SimpleNamespace(topic="t", topic_id=None, partitions=[_partition(0, big)])]
     )
     pending = f._handle_response(resp, {st.tp: (st, st.gen, 0)}, {}, "b")
-    st.paused = True
-    st.rewind_fetch()  # what pause() does while the response is being decoded
+    st.pause()  # while the response is being decoded
     for item in pending:
         f.decoder.decode(*item)
     assert buf.take(10) == [] and st.error is None  # fetched (and found) again on resume
@@ -215,8 +214,7 @@ def test_framing_error_is_dropped_after_a_pause_meanwhile() -> None:
     )
     pending = f._handle_response(resp, {st.tp: (st, st.gen, 0)}, {}, "b")
     assert st.error is not None  # no more fetching of it meanwhile
-    st.paused = True
-    st.rewind_fetch()
+    st.pause()
     for item in pending:
         f.decoder.decode(*item)
     assert buf.take(10) == [] and st.error is None
@@ -345,7 +343,7 @@ def test_buffer_repeats_a_partition_error_without_growing_its_traceback() -> Non
     boom = kpax.CorruptRecordError("boom")
     st.puts += 1
     buf.put(Chunk(st, [], 0, -1, st.gen))
-    st.error = boom
+    st.fail(boom)
     buf.put((st, boom))
     depths = []
     for _ in range(5):

@@ -67,7 +67,7 @@ def test_buffer_take_chunk_and_errors():
     st = PartitionState(TP("t", 0))
     buf.put(_chunk(st, 0, 3))
     boom = kpax.KafkaError("boom on t-0")
-    st.error = boom
+    st.fail(boom)
     buf.put((st, boom))
     chunk = buf.take_chunk()
     assert chunk is not None and [r.offset for r in chunk.records] == [0, 1, 2]
@@ -143,8 +143,7 @@ def test_a_paused_partition_mid_iteration_is_read_again_from_where_it_stopped():
     reader = _reader(buf)
     assert [next(reader).offset, next(reader).offset] == [0, 1]
     buf.settle_reading(st)
-    st.paused = True
-    st.rewind_fetch()
+    st.pause()
     assert st.position == 2 and st.fetch_position == 2
     assert list(reader) == []
 

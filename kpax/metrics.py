@@ -24,7 +24,6 @@ Imports: kpax.user_callbacks and the standard library.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
 import time
@@ -189,6 +188,8 @@ async def report_stats(
     (the ``stats_callback`` / ``statistics_interval_ms`` options, as
     confluent-kafka's ``stats_cb``). A callback that raises is logged
     (``kpax.metrics``) and called again next time."""
+    import asyncio  # here: the option tables import this module, and need no asyncio
+
     log = logging.getLogger("kpax.metrics")
     while True:
         await asyncio.sleep(interval)

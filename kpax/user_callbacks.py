@@ -13,10 +13,12 @@ Imports: the standard library.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import asyncio
 
 __all__ = ["call_user"]
 
@@ -40,6 +42,8 @@ def call_user(callback: Any, arg: Any, what: str, log: logging.Logger) -> None:
             await result
         except Exception:
             log.exception("%s failed", what)
+
+    import asyncio  # here: only an awaitable result needs it (importing asyncio costs)
 
     task = asyncio.get_running_loop().create_task(run())
     _RUNNING.add(task)

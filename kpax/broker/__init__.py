@@ -2,12 +2,22 @@
 
 ApiVersions negotiation, correlation-id matching, many requests in flight,
 TLS, SASL, per-request timeouts, reconnect with backoff.
+
+The names below are imported on first use (PEP 562 ``__getattr__``): importing
+a module of this package (an option table, say) does not load the rest.
+
 Imports: kpax.proto and the standard library.
 """
 
-from kpax.broker.broker import Broker
-from kpax.broker.connection import BrokerConnection
-from kpax.broker.options import COMMON_OPTIONS, ConnectionOptions, connection_options
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kpax.broker.broker import Broker
+    from kpax.broker.connection import BrokerConnection
+    from kpax.broker.options import COMMON_OPTIONS, ConnectionOptions, connection_options
 
 __all__ = [
     "COMMON_OPTIONS",
@@ -16,3 +26,31 @@ __all__ = [
     "ConnectionOptions",
     "connection_options",
 ]
+
+# name -> module it is imported from on first use
+_LAZY: dict[str, str] = {
+    "Broker": "kpax.broker.broker",
+    "BrokerConnection": "kpax.broker.connection",
+    "COMMON_OPTIONS": "kpax.broker.options",
+    "ConnectionOptions": "kpax.broker.options",
+    "connection_options": "kpax.broker.options",
+}
+
+
+def _load(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
+# Hidden from type checkers, which take the names from the TYPE_CHECKING imports
+# above (and so still report a misspelt one).
+if not TYPE_CHECKING:
+    __getattr__ = _load

@@ -3,20 +3,29 @@
 Public: :class:`Consumer` (sync face), :class:`AsyncConsumer` (``kpax.aio.Consumer``),
 :class:`ConsumerRecord`, :class:`ConsumerRebalanceListener` and the consumer errors.
 
+The names below are imported on first use (PEP 562 ``__getattr__``): importing
+a module of this package (an option table, say) does not load the rest.
+
 Imports: kpax.cluster, kpax.broker, kpax.proto, kpax.config, kpax.loop_thread,
 kpax.structs and the modules of this package.
 """
 
-from kpax.consumer.client import AsyncConsumer
-from kpax.consumer.errors import (
-    CommitFailedError,
-    LogTruncationError,
-    NoOffsetForPartitionError,
-    RebalanceInProgressCommitError,
-)
-from kpax.consumer.listener import ConsumerRebalanceListener
-from kpax.consumer.record import ConsumerRecord, ShareConsumerRecord
-from kpax.consumer.sync import Consumer
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kpax.consumer.client import AsyncConsumer
+    from kpax.consumer.errors import (
+        CommitFailedError,
+        LogTruncationError,
+        NoOffsetForPartitionError,
+        RebalanceInProgressCommitError,
+    )
+    from kpax.consumer.listener import ConsumerRebalanceListener
+    from kpax.consumer.record import ConsumerRecord, ShareConsumerRecord
+    from kpax.consumer.sync import Consumer
 
 __all__ = [
     "AsyncConsumer",
@@ -29,3 +38,35 @@ __all__ = [
     "RebalanceInProgressCommitError",
     "ShareConsumerRecord",
 ]
+
+# name -> module it is imported from on first use
+_LAZY: dict[str, str] = {
+    "AsyncConsumer": "kpax.consumer.client",
+    "CommitFailedError": "kpax.consumer.errors",
+    "LogTruncationError": "kpax.consumer.errors",
+    "NoOffsetForPartitionError": "kpax.consumer.errors",
+    "RebalanceInProgressCommitError": "kpax.consumer.errors",
+    "ConsumerRebalanceListener": "kpax.consumer.listener",
+    "ConsumerRecord": "kpax.consumer.record",
+    "ShareConsumerRecord": "kpax.consumer.record",
+    "Consumer": "kpax.consumer.sync",
+}
+
+
+def _load(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
+# Hidden from type checkers, which take the names from the TYPE_CHECKING imports
+# above (and so still report a misspelt one).
+if not TYPE_CHECKING:
+    __getattr__ = _load

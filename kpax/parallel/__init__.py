@@ -8,10 +8,47 @@ consumer's public API. The core is sans-I/O and deterministic
 threads, time as an input); :mod:`~kpax.parallel.driver` runs it on asyncio.
 See docs/parallel-consumer.md.
 
+The names below are imported on first use (PEP 562 ``__getattr__``): importing
+a module of this package (an option table, say) does not load the rest.
+
 Imports: kpax.parallel.client, kpax.parallel.sync.
 """
 
-from kpax.parallel.client import AsyncParallelConsumer
-from kpax.parallel.sync import ParallelConsumer
+from __future__ import annotations
 
-__all__ = ["AsyncParallelConsumer", "ParallelConsumer"]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kpax.parallel.client import AsyncParallelConsumer
+    from kpax.parallel.sync import ParallelConsumer
+
+__all__ = [
+    "AsyncParallelConsumer",
+    "ParallelConsumer",
+]
+
+# name -> module it is imported from on first use
+_LAZY: dict[str, str] = {
+    "AsyncParallelConsumer": "kpax.parallel.client",
+    "ParallelConsumer": "kpax.parallel.sync",
+}
+
+
+def _load(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
+# Hidden from type checkers, which take the names from the TYPE_CHECKING imports
+# above (and so still report a misspelt one).
+if not TYPE_CHECKING:
+    __getattr__ = _load

@@ -8,14 +8,23 @@ transactions (the transaction manager), waiting (sends waiting for their topic's
 metadata, in call order), client (``AsyncProducer`` =
 ``kpax.aio.Producer``), sync (``Producer`` = ``kpax.Producer``). See docs/producer.md.
 
+The names below are imported on first use (PEP 562 ``__getattr__``): importing
+a module of this package (an option table, say) does not load the rest.
+
 Imports: kpax.cluster, kpax.broker, kpax.proto, kpax.loop_thread, kpax.sync_face,
 kpax.metrics, kpax.structs.
 """
 
-from kpax.producer.batch import BulkFuture, RecordFuture
-from kpax.producer.client import AsyncProducer
-from kpax.producer.serializers import SerializationContext, with_context
-from kpax.producer.sync import Producer
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kpax.producer.batch import BulkFuture, RecordFuture
+    from kpax.producer.client import AsyncProducer
+    from kpax.producer.serializers import SerializationContext, with_context
+    from kpax.producer.sync import Producer
 
 __all__ = [
     "AsyncProducer",
@@ -25,3 +34,32 @@ __all__ = [
     "SerializationContext",
     "with_context",
 ]
+
+# name -> module it is imported from on first use
+_LAZY: dict[str, str] = {
+    "BulkFuture": "kpax.producer.batch",
+    "RecordFuture": "kpax.producer.batch",
+    "AsyncProducer": "kpax.producer.client",
+    "SerializationContext": "kpax.producer.serializers",
+    "with_context": "kpax.producer.serializers",
+    "Producer": "kpax.producer.sync",
+}
+
+
+def _load(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
+# Hidden from type checkers, which take the names from the TYPE_CHECKING imports
+# above (and so still report a misspelt one).
+if not TYPE_CHECKING:
+    __getattr__ = _load

@@ -17,7 +17,7 @@ import struct
 
 from kpax.proto.api import Request, Response
 from kpax.proto.errors import InvalidMessageError, ProtocolError
-from kpax.proto.messages import REQUESTS, RESPONSES
+from kpax.proto.messages import REQUESTS
 from kpax.proto.primitives import read_tags, write_str
 
 __all__ = [
@@ -37,10 +37,19 @@ _REQ_HEAD = struct.Struct(">ihhi")  # size, api key, api version, correlation id
 _CORR = struct.Struct(">i")
 
 
+#: The request classes looked up so far: REQUESTS imports a message module on a key's
+#: first lookup, through a Python method; this plain dict keeps the lookup done for
+#: every request and response a C call.
+_REQUEST_CLASSES: dict[int, type[Request]] = {}
+
+
 def _request_class(api_key: int) -> type[Request]:
-    cls = REQUESTS.get(api_key)
+    cls = _REQUEST_CLASSES.get(api_key)
     if cls is None:
-        raise InvalidMessageError(f"unknown api key {api_key}")
+        cls = REQUESTS.get(api_key)
+        if cls is None:
+            raise InvalidMessageError(f"unknown api key {api_key}")
+        _REQUEST_CLASSES[api_key] = cls
     return cls
 
 
@@ -86,9 +95,7 @@ def decode_response(
     """Parse a response frame (size prefix excluded): header, then the body of the
     response to ``api_key`` at ``version``. Returns ``(correlation_id, response)``;
     ``records`` fields in the response are zero-copy views of ``frame``."""
-    cls = RESPONSES.get(api_key)
-    if cls is None:
-        raise InvalidMessageError(f"unknown api key {api_key}")
+    cls = _request_class(api_key).RESPONSE
     view = frame if isinstance(frame, memoryview) else memoryview(frame)
     correlation_id = peek_correlation_id(view)
     pos = 4

@@ -15,7 +15,8 @@ used by another kind of group, the group full, an API the broker lacks) end
 the membership and reach the application's next poll. Leaving is a
 heartbeat with epoch -1.
 
-Imports: kpax.cluster, kpax.broker.broker, kpax.proto, kpax.structs, kpax.tasks.
+Imports: kpax.cluster, kpax.broker.broker, kpax.consumer.share.membership_state, kpax.proto,
+kpax.structs, kpax.tasks.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from typing import Any
 from kpax.broker.broker import Broker
 from kpax.cluster.cluster import GROUP, Cluster
 from kpax.cluster.request_path import RequestPath, RetryPolicy, ToCoordinator
+from kpax.consumer.share.membership_state import ShareMemberMachine
 from kpax.proto.error_codes import TopicAuthorizationFailedError
 from kpax.proto.error_families import CONSUMER_MEMBER_FENCED_ERRORS, code_in
 from kpax.proto.errors import KafkaError, UnsupportedApiError, error_for_code
@@ -74,8 +76,8 @@ class ShareMembership:
     ) -> None:
         self.cluster = cluster
         self.group_id = group_id
-        self.member_id = new_member_id()
-        self.epoch = 0
+        #: The member's state and identity (member id, epoch): one machine.
+        self.fsm = ShareMemberMachine(f"share group {group_id!r}", new_member_id())
         self.interval = 5.0
         self.rack = rack
         self.subscription: list[str] = []
@@ -87,21 +89,27 @@ class ShareMembership:
         self._timeout = request_timeout
         self._api_timeout = api_timeout
         self._requests = RequestPath(cluster, RetryPolicy(*backoff))
-        self._send_subscription = True
         #: Heartbeats left to send soon while a new member waits for its first
         #: partitions (the broker assigns in the background; waiting a whole
         #: interval would delay the first records by seconds).
         self._eager = _EAGER_HEARTBEATS
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._closed = False
+
+    @property
+    def member_id(self) -> str:
+        return self.fsm.member_id
+
+    @property
+    def epoch(self) -> int:
+        return self.fsm.epoch
 
     # ------------------------------------------------------------ public
 
     def subscribe(self, topics: list[str]) -> None:
         """Join (or change the subscription to) ``topics``; an empty list leaves."""
         self.subscription = sorted(set(topics))
-        self._send_subscription = True
+        self.fsm.subscribe()
         self._eager = _EAGER_HEARTBEATS
         self._wake.set()
         if self._task is None and self.subscription:
@@ -110,19 +118,18 @@ class ShareMembership:
 
     async def leave(self) -> None:
         """Stop heartbeating and leave the group (epoch -1)."""
-        self._closed = True
+        self.fsm.leave()
         task, self._task = self._task, None
         if task is not None:
             await cancel_and_wait([task])
-            if self.epoch > 0:
-                await self._leave_heartbeat()
-        self.epoch = 0
+        if self.fsm.in_group:
+            await self._leave_heartbeat()
+        self.fsm.left()
         self._set_assignment(frozenset())
 
     async def unsubscribe(self) -> None:
         """Leave the group; ``subscribe`` joins again (same member id, epoch 0)."""
         await self.leave()
-        self._closed = False
         self.subscription = []
         self.assigned.clear()
 
@@ -132,12 +139,14 @@ class ShareMembership:
         if task.cancelled():
             return
         exc = task.exception()
-        if exc is not None and not self._closed:
+        if exc is not None and self.fsm.heartbeating:
+            if isinstance(exc, KafkaError):
+                self.fsm.fail(exc)
             self._on_fatal(exc)
 
     async def _run(self) -> None:
         failures = 0
-        while not self._closed:
+        while self.fsm.heartbeating:
             try:
                 await self._heartbeat()
                 failures = 0
@@ -169,7 +178,7 @@ class ShareMembership:
             ) from None
 
     async def _heartbeat(self) -> None:
-        full = self.epoch == 0 or self._send_subscription
+        full = self.fsm.full_heartbeat
         req = ShareGroupHeartbeatRequest(
             group_id=self.group_id,
             member_id=self.member_id,
@@ -211,16 +220,12 @@ class ShareMembership:
                 self.member_id,
                 resp.error_code,
             )
-            self.epoch = 0
-            self._send_subscription = True
+            self.fsm.fenced()
             self._eager = _EAGER_HEARTBEATS
             self._set_assignment(frozenset())
             self._wake.set()
             return
-        self._send_subscription = False
-        if resp.member_id:
-            self.member_id = resp.member_id
-        self.epoch = resp.member_epoch
+        self.fsm.answered(resp.member_id or "", resp.member_epoch)
         if resp.heartbeat_interval_ms > 0:
             self.interval = resp.heartbeat_interval_ms / 1000
         if resp.assignment is not None:

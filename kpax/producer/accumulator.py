@@ -50,7 +50,7 @@ a round anyway (the sender goes round after every request it hears back
 from), which sees it (a fast producer's partitions are at that cap at most
 of their batch rollovers).
 
-Imports: kpax.producer.{batch,partitioner,fastpath,weights}, kpax.proto.records,
+Imports: kpax.producer.{batch,partitioner,fastpath,sequences,weights}, kpax.proto.records,
 the standard library.
 """
 
@@ -66,6 +66,7 @@ from typing import Final
 from kpax.producer.batch import ProducerBatch, RecordFuture
 from kpax.producer.fastpath import QueueBase, new_lock
 from kpax.producer.partitioner import UniformStickyPartitioner, _StickyState
+from kpax.producer.sequences import PartitionSequence
 from kpax.producer.weights import (
     RECORD_FRAME_MAX,
     Column,
@@ -107,27 +108,32 @@ FIRST_CHUNK = 16384
 
 
 class PartitionQueue(QueueBase):
-    """One partition's open batch, ready batches (retries first) and sequence state."""
+    """One partition's open batch, ready batches (retries first) and sequence
+    numbers (:attr:`sequence`, the only code that changes them)."""
 
     __slots__ = (
         "acked",
         "in_flight",
-        "next_sequence",
         "opened",
         "partition",
         "ready",
+        "sequence",
         "serial",
         "topic",
     )
 
-    def __init__(self, topic: str, partition: int) -> None:
+    def __init__(
+        self, topic: str, partition: int, sequence: PartitionSequence | None = None
+    ) -> None:
         self.topic = topic
         self.partition = partition
         self.open: ProducerBatch | None = None
         self.ready: deque[ProducerBatch] = deque()
         #: Batches of this partition in flight, in send order.
         self.in_flight: list[ProducerBatch] = []
-        self.next_sequence = 0
+        #: The partition's idempotent sequence numbers (a new one, or the one it
+        #: had when its queue was dropped: :attr:`Accumulator.saved_sequences`).
+        self.sequence = sequence if sequence is not None else PartitionSequence(topic, partition)
         self.serial = 0
         #: When the partition's last batch was opened (time.monotonic()).
         self.opened = 0.0
@@ -176,10 +182,11 @@ class Accumulator:
         # bytes of the largest offset delta a batch can hold (a record is 7 bytes at least)
         self._off = varint_size(self._cap // 7 + 1)
         self.queues: dict[str, dict[int, PartitionQueue]] = {}
-        #: (topic, partition) -> the next sequence number of a partition whose
+        #: (topic, partition) -> the sequence numbers of a partition whose
         #: queue was dropped (:meth:`forget_idle_topics`): an idempotent
-        #: producer's sequences go on where they stopped when it sends there again.
-        self.saved_sequences: dict[tuple[str, int], int] = {}
+        #: producer's sequences go on where they stopped when it sends there
+        #: again (the new queue takes this object over).
+        self.saved_sequences: dict[tuple[str, int], PartitionSequence] = {}
         self._all_queues: list[PartitionQueue] | None = None  # (all_queues)
         #: Batches not yet completed (open, ready or in flight), for flush.
         self.incomplete: set[ProducerBatch] = set()
@@ -530,9 +537,8 @@ class Accumulator:
         parts = self.queues.get(topic)
         if parts is None:
             parts = self.queues[topic] = {}
-        pq = parts[partition] = PartitionQueue(topic, partition)
-        if self.saved_sequences:
-            pq.next_sequence = self.saved_sequences.pop((topic, partition), 0)
+        saved = self.saved_sequences.pop((topic, partition), None) if self.saved_sequences else None
+        pq = parts[partition] = PartitionQueue(topic, partition, saved)
         self._all_queues = None
         return pq
 
@@ -553,8 +559,8 @@ class Accumulator:
                         continue
                     del self.queues[topic]
                     for p, pq in parts.items():
-                        if pq.next_sequence:
-                            self.saved_sequences[(topic, p)] = pq.next_sequence
+                        if pq.sequence.next:
+                            self.saved_sequences[(topic, p)] = pq.sequence
                     self._all_queues = None
                 self._sticky_states.pop(topic, None)
                 out.append(topic)
@@ -714,8 +720,12 @@ class Accumulator:
                     # a gap (an aborted transaction that never reached the broker
                     # bumps no epoch, so sequences continue).
                     sealed = [b for b in pq.ready if b.data is not None]
-                    if sealed and all(b.attempts == 0 for b in sealed):
-                        pq.next_sequence = sealed[0].base_sequence
+                    if (
+                        sealed
+                        and sealed[0].base_sequence >= 0
+                        and all(b.attempts == 0 for b in sealed)
+                    ):
+                        pq.sequence.rewind_to(sealed[0].base_sequence)
                     out.extend(pq.ready)
                     pq.ready.clear()
             self.lingering.clear()

@@ -3,7 +3,7 @@
 Role: :class:`Sealer` is what the accumulator calls when a batch closes (full,
 lingered, flushed) and the sender when it takes a batch that could not be
 sealed at close (no producer id yet, an epoch bump due). It gives the batch the
-partition's next sequence numbers and encodes it
+partition's next sequence numbers (``PartitionQueue.sequence.assign``) and encodes it
 (:func:`kpax.proto.records.encode_columns`: for an uncompressed batch one C
 call that copies the records and computes the CRC; lz4 by kpax's C block
 compressor; below 256 KiB neither releases the GIL, which in the sync face
@@ -31,10 +31,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kpax.producer")
 
-__all__ = ["MAX_SEQUENCE", "Sealer"]
-
-#: Sequence numbers wrap at int32's maximum (as the broker's).
-MAX_SEQUENCE = 2**31 - 1
+__all__ = ["Sealer"]
 
 
 class Sealer:
@@ -60,8 +57,7 @@ class Sealer:
             if ident.producer_id < 0 or ident.bump_needed:
                 return False
             b.producer_id, b.producer_epoch = ident.producer_id, ident.producer_epoch
-            b.base_sequence = pq.next_sequence
-            pq.next_sequence = (pq.next_sequence + len(b.values)) & MAX_SEQUENCE
+            b.base_sequence = pq.sequence.assign(len(b.values))
         b.count = len(b.values)
         try:
             b.data = encode_columns(
@@ -77,7 +73,7 @@ class Sealer:
             )
         except Exception as exc:  # never let one batch stop the producer
             if ident is not None:  # give its sequence numbers back: no gap
-                pq.next_sequence = b.base_sequence
+                pq.sequence.unassign(b.base_sequence, b.count)
                 b.base_sequence = -1
             log.error(
                 "cannot encode a batch of %d record(s) for %s-%d: %r",

@@ -81,7 +81,7 @@ from kpax.producer.batch import ProducerBatch, delivery_error
 from kpax.producer.idempotence import ProducerIdentity
 from kpax.producer.options import ProducerSettings
 from kpax.producer.outcomes import BatchOutcomes
-from kpax.producer.sealer import MAX_SEQUENCE, Sealer
+from kpax.producer.sealer import Sealer
 from kpax.producer.transactions import TransactionManager
 from kpax.proto.error_codes import UnknownTopicIdError
 from kpax.proto.errors import KafkaConnectionError, KafkaError
@@ -328,14 +328,14 @@ class Sender(BatchOutcomes):
         with self.acc.lock:  # no batch may be sealed while sequences restart
             self.acc.saved_sequences.clear()  # (a new epoch: every partition from 0)
             for pq in queues:
-                seq = 0
-                for b in pq.ready:
+                sequence = pq.sequence
+                sequence.reset()
+                for b in pq.ready:  # (the sealed ones come first, in sequence order)
                     if b.data is not None:
+                        seq = sequence.assign(b.count)
                         b.data = rewrite_producer_state(b.data, pid, epoch, seq)
                         b.producer_id, b.producer_epoch, b.base_sequence = pid, epoch, seq
-                        b.unknown_outcome = b.maybe_written = False
-                        seq = (seq + b.count) & MAX_SEQUENCE
-                pq.next_sequence = seq
+                        b.maybe_written = False
 
     def _fail_unsent(self, exc: KafkaError) -> None:
         for b in self.acc.abort_all():

@@ -22,14 +22,14 @@ metadata or error is its part's (:meth:`ProducerBatch.record_error`).
 :func:`too_large_error` is the error of a single record too large: its size,
 the batch's, and the limits that would let it through.
 
-Imports: kpax.producer.{batch,sealer}, kpax.proto (records, errors, error_codes),
+Imports: kpax.producer.{batch,sequences}, kpax.proto (records, errors, error_codes),
 the standard library.
 """
 
 from __future__ import annotations
 
 from kpax.producer.batch import ProducerBatch
-from kpax.producer.sealer import MAX_SEQUENCE
+from kpax.producer.sequences import seq_add
 from kpax.proto.error_codes import MessageTooLargeError, RecordListTooLargeError
 from kpax.proto.errors import BrokerResponseError, KafkaError
 from kpax.proto.records import Header, decode_batches, encode_columns
@@ -68,7 +68,7 @@ def split_batch(
         part = ProducerBatch(b.topic, b.partition, b.created, 0, b.serial)
         part.producer_id, part.producer_epoch = b.producer_id, b.producer_epoch
         if b.base_sequence >= 0:
-            part.base_sequence = (b.base_sequence + lo) & MAX_SEQUENCE
+            part.base_sequence = seq_add(b.base_sequence, lo)
         part.count = hi - lo
         part.data = encode_columns(
             [r.timestamp for r in chunk],

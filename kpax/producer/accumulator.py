@@ -50,8 +50,8 @@ a round anyway (the sender goes round after every request it hears back
 from), which sees it (a fast producer's partitions are at that cap at most
 of their batch rollovers).
 
-Imports: kpax.producer.{batch,partitioner,fastpath,sequences,weights}, kpax.proto.records,
-the standard library.
+Imports: kpax.producer.{batch,batch_state,partitioner,fastpath,sequences,weights},
+kpax.proto.records, the standard library.
 """
 
 from __future__ import annotations
@@ -64,6 +64,7 @@ from itertools import repeat
 from typing import Final
 
 from kpax.producer.batch import ProducerBatch, RecordFuture
+from kpax.producer.batch_state import BatchEvent, BatchState
 from kpax.producer.fastpath import QueueBase, new_lock
 from kpax.producer.partitioner import UniformStickyPartitioner, _StickyState
 from kpax.producer.sequences import PartitionSequence
@@ -77,6 +78,14 @@ from kpax.producer.weights import (
     varint_size,
 )
 from kpax.proto.records import Header
+
+# (module names: read per batch, where an Enum class attribute costs ~100 ns)
+_CLOSED = BatchState.CLOSED
+_RETRY_WAIT = BatchState.RETRY_WAIT
+_SEALED = BatchState.SEALED
+_UNENCODABLE = BatchState.UNENCODABLE
+_ON_CLOSE = BatchEvent.CLOSE
+
 
 __all__ = [
     "FULL",
@@ -147,7 +156,7 @@ class PartitionQueue(QueueBase):
         """Put a failed batch back for a retry, before newer batches, in creation order."""
         i = 0
         ready = self.ready
-        while i < len(ready) and ready[i].attempts > 0 and ready[i].serial < batch.serial:
+        while i < len(ready) and ready[i].state is _RETRY_WAIT and ready[i].serial < batch.serial:
             i += 1
         ready.insert(i, batch)
 
@@ -492,10 +501,12 @@ class Accumulator:
         """Close a batch (lock held): encode it with its sequence numbers now --
         sealing at close keeps a partition's ready batches in sequence order --
         unless it must wait behind batches that could not be sealed yet."""
+        batch.fire(_ON_CLOSE)
         seal = self.seal
-        if seal is not None and (not pq.ready or pq.ready[-1].data is not None):
+        if seal is not None and (not pq.ready or pq.ready[-1].state is not _CLOSED):
             seal(pq, batch)
-            if batch.seal_error is not None:
+            if batch.state is _UNENCODABLE:
+                assert batch.seal_error is not None
                 self.fail_later(batch, batch.seal_error)
                 return  # in self.failed: the sender fails it (never sent)
             self.shrink(batch)
@@ -680,6 +691,7 @@ class Accumulator:
         open batch, else (closed full meanwhile) taken off ``pq.ready``. Lock held."""
         if pq.open is b:
             pq.open = None
+            b.fire(_ON_CLOSE)
             return
         ready = pq.ready
         if ready and ready[0] is b:
@@ -719,11 +731,11 @@ class Accumulator:
                     # their numbers back: the partition's next batch must not leave
                     # a gap (an aborted transaction that never reached the broker
                     # bumps no epoch, so sequences continue).
-                    sealed = [b for b in pq.ready if b.data is not None]
+                    sealed = [b for b in pq.ready if b.state is not _CLOSED]
                     if (
                         sealed
                         and sealed[0].base_sequence >= 0
-                        and all(b.attempts == 0 for b in sealed)
+                        and all(b.state is _SEALED for b in sealed)
                     ):
                         pq.sequence.rewind_to(sealed[0].base_sequence)
                     out.extend(pq.ready)

@@ -118,14 +118,14 @@ class PartitionSequence:
 
     def assign(self, count: int) -> int:
         """Hand out ``count`` numbers to a batch being sealed; return its base."""
-        if count <= 0:
-            raise self._refuse("assign sequences", f"a batch of {count} record(s)")
-        if self.outstanding + count >= _HALF:
-            raise self._refuse(
-                "assign sequences",
-                f"{self.outstanding + count} numbers would be unacknowledged at once",
-            )
         base = self._next
+        if count <= 0 or ((base - self._acked) & MAX_SEQUENCE) + count >= _HALF:
+            why = (
+                f"a batch of {count} record(s)"
+                if count <= 0
+                else f"{self.outstanding + count} numbers would be unacknowledged at once"
+            )
+            raise self._refuse("assign sequences", why)
         self._next = (base + count) & MAX_SEQUENCE
         return base
 

@@ -28,11 +28,12 @@ if TYPE_CHECKING:
 # (module names: read per batch, where an Enum class attribute costs ~100 ns)
 _IN_FLIGHT = BatchState.IN_FLIGHT
 _RETRY_WAIT = BatchState.RETRY_WAIT
+_SPLIT = BatchState.SPLIT
 
 
 #: States of a batch whose records were sent (in flight, waiting to be sent
-#: again): a close fails them as of unknown outcome.
-_SENT = frozenset({_IN_FLIGHT, _RETRY_WAIT})
+#: again, split: its parts were): a close fails them as of unknown outcome.
+_SENT = frozenset({_IN_FLIGHT, _RETRY_WAIT, _SPLIT})
 
 
 async def flush(p: AsyncProducer, timeout: float | None = None) -> None:
@@ -158,7 +159,7 @@ async def close(p: AsyncProducer, timeout: float | None = None) -> None:
     with acc.lock:
         left = list(acc.incomplete)
     if left:
-        # in flight, or sent before (waiting for a retry)
+        # in flight, sent before (waiting for a retry), or split (its parts were sent)
         unknown = [b for b in left if b.state in _SENT]
         unsent = [b for b in left if b.state not in _SENT]
         limit = (

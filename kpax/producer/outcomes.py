@@ -322,6 +322,15 @@ class BatchOutcomes:
     def complete(
         self, b: ProducerBatch, offset: int, log_append: int, err: BaseException | None
     ) -> None:
+        """Complete ``b`` (once: a done batch is left as it is) and release its
+        memory; a split batch completes once its last part has. Failing a split
+        batch (a close that timed out) fails its unfinished parts with ``err``
+        first: each record's outcome is its part's."""
+        if err is not None and b.state is _SPLIT:
+            assert b.parts is not None
+            for _, part in b.parts:
+                if not part.done:
+                    self.complete(part, -1, -1, err)  # (the last one completes b)
         if self.metrics is not None and not b.done and b.state is not _SPLIT:
             self._count(b, err)  # a split batch is counted by its parts
         b.complete(offset, log_append, err)

@@ -163,9 +163,10 @@ class ProducerBatch(BatchBase):
         """Move the batch on ``event`` (:data:`~kpax.producer.batch_state.TRANSITIONS`);
         IllegalStateError if its state does not allow it. The one place that
         changes ``state`` (and ``done``). Returns the new state."""
-        new = TRANSITIONS[self.state].get(event)
-        if new is None:
-            raise illegal(self._describe(), self.state, event)
+        try:
+            new = TRANSITIONS[self.state][event]
+        except KeyError:
+            raise illegal(self._describe(), self.state, event) from None
         self.state = new
         if new >= _DONE:
             self.done = True

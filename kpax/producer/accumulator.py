@@ -500,16 +500,22 @@ class Accumulator:
     def _close(self, pq: PartitionQueue, batch: ProducerBatch) -> None:
         """Close a batch (lock held): encode it with its sequence numbers now --
         sealing at close keeps a partition's ready batches in sequence order --
-        unless it must wait behind batches that could not be sealed yet."""
-        batch.fire(_ON_CLOSE)
+        unless it must wait behind batches that could not be sealed yet (then,
+        or when the sealer declines, it is CLOSED: sealed when the sender takes
+        it). One transition on the common path: OPEN --seal--> SEALED."""
         seal = self.seal
-        if seal is not None and (not pq.ready or pq.ready[-1].state is not _CLOSED):
-            seal(pq, batch)
+        if (
+            seal is not None
+            and (not pq.ready or pq.ready[-1].state is not _CLOSED)
+            and seal(pq, batch)
+        ):
             if batch.state is _UNENCODABLE:
                 assert batch.seal_error is not None
                 self.fail_later(batch, batch.seal_error)
                 return  # in self.failed: the sender fails it (never sent)
             self.shrink(batch)
+        else:
+            batch.fire(_ON_CLOSE)
         pq.ready.append(batch)
         self.ready_queues[pq] = None
 
@@ -688,10 +694,11 @@ class Accumulator:
 
     def take_open(self, pq: PartitionQueue, b: ProducerBatch) -> None:
         """The sender takes ``b`` to send it: closed if it is still ``pq``'s
-        open batch, else (closed full meanwhile) taken off ``pq.ready``. Lock held."""
+        open batch, else (closed full meanwhile) taken off ``pq.ready``. Lock
+        held. An open batch taken stays OPEN: the caller seals it (OPEN --seal-->
+        SEALED) or fails it at once, under the lock."""
         if pq.open is b:
             pq.open = None
-            b.fire(_ON_CLOSE)
             return
         ready = pq.ready
         if ready and ready[0] is b:

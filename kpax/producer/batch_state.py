@@ -13,7 +13,8 @@ never per record (the C send path only appends to an OPEN batch).
 ::
 
     OPEN --close--> CLOSED --seal--> SEALED --send--> IN_FLIGHT --succeed--> DONE
-    CLOSED --seal_failed--> UNENCODABLE (failed on the I/O loop, never sent)
+    OPEN --seal--> SEALED (closed and sealed at once: the common path)
+    OPEN, CLOSED --seal_failed--> UNENCODABLE (failed on the I/O loop, never sent)
     IN_FLIGHT --retry--> RETRY_WAIT --send--> IN_FLIGHT
     IN_FLIGHT --split--> SPLIT --succeed--> DONE (once every part is, none failed)
     OPEN --split_off--> RETRY_WAIT (a part of a split batch, sent in its place)
@@ -92,7 +93,13 @@ S, E = BatchState, BatchEvent
 
 #: state -> {event: next state}; an event missing from a state's row is refused.
 TRANSITIONS: Mapping[BatchState, Mapping[BatchEvent, BatchState]] = {
-    S.OPEN: {E.CLOSE: S.CLOSED, E.SPLIT_OFF: S.RETRY_WAIT, E.FAIL: S.FAILED},
+    S.OPEN: {
+        E.CLOSE: S.CLOSED,
+        E.SEAL: S.SEALED,  # closed and sealed at once (the common path)
+        E.SEAL_FAILED: S.UNENCODABLE,
+        E.SPLIT_OFF: S.RETRY_WAIT,
+        E.FAIL: S.FAILED,
+    },
     S.CLOSED: {E.SEAL: S.SEALED, E.SEAL_FAILED: S.UNENCODABLE, E.FAIL: S.FAILED},
     S.SEALED: {E.SEND: S.IN_FLIGHT, E.FAIL: S.FAILED},
     S.UNENCODABLE: {E.FAIL: S.FAILED},

@@ -54,7 +54,8 @@ class Sealer:
         self.transactional = transactional
 
     def seal(self, pq: PartitionQueue, b: ProducerBatch) -> bool:
-        """Encode a closing batch with its sequence numbers (accumulator lock held).
+        """Encode a closing batch (OPEN, or CLOSED earlier) with its sequence
+        numbers (accumulator lock held).
         Declines (False) while the producer id is unknown or an epoch bump is due:
         the batch is then sealed before it is sent (``Sender._take``). A batch
         that cannot be encoded gets ``seal_error`` (True is returned: it was

@@ -96,6 +96,7 @@ from kpax.structs import TopicPartition
 
 # (module names: read per batch, where an Enum class attribute costs ~100 ns)
 _CLOSED = BatchState.CLOSED
+_OPEN = BatchState.OPEN
 _RETRY_WAIT = BatchState.RETRY_WAIT
 _SEALED = BatchState.SEALED
 _UNENCODABLE = BatchState.UNENCODABLE
@@ -546,7 +547,7 @@ class Sender(BatchOutcomes):
         b.resequenced = False  # (this attempt carries its current numbers)
         with self.acc.lock:
             self.acc.take_open(pq, b)
-            if b.state is _CLOSED:
+            if b.state is _OPEN or b.state is _CLOSED:  # (taken open, or closed unsealed)
                 if not self.sealer.seal(pq, b):
                     raise AssertionError("sealing a batch without a producer id")
                 self.acc.shrink(b)

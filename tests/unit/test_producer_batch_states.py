@@ -38,6 +38,8 @@ def test_every_state_has_a_row_and_only_done_and_failed_are_final() -> None:
 def test_the_paths_a_batch_takes() -> None:
     paths = [
         # sealed at close, sent, written
+        [(E.SEAL, S.SEALED), (E.SEND, S.IN_FLIGHT), (E.SUCCEED, S.DONE)],
+        # closed before the producer id came, sealed when taken
         [(E.CLOSE, S.CLOSED), (E.SEAL, S.SEALED), (E.SEND, S.IN_FLIGHT), (E.SUCCEED, S.DONE)],
         # retried twice, then written
         [

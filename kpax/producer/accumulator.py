@@ -50,8 +50,8 @@ a round anyway (the sender goes round after every request it hears back
 from), which sees it (a fast producer's partitions are at that cap at most
 of their batch rollovers).
 
-Imports: kpax.producer.{batch,partitioner,fastpath,weights}, kpax.proto.records,
-the standard library.
+Imports: kpax.producer.{batch,batch_state,partitioner,fastpath,sequences,weights},
+kpax.proto.records, the standard library.
 """
 
 from __future__ import annotations
@@ -64,8 +64,10 @@ from itertools import repeat
 from typing import Final
 
 from kpax.producer.batch import ProducerBatch, RecordFuture
+from kpax.producer.batch_state import BatchEvent, BatchState
 from kpax.producer.fastpath import QueueBase, new_lock
 from kpax.producer.partitioner import UniformStickyPartitioner, _StickyState
+from kpax.producer.sequences import PartitionSequence
 from kpax.producer.weights import (
     RECORD_FRAME_MAX,
     Column,
@@ -76,6 +78,14 @@ from kpax.producer.weights import (
     varint_size,
 )
 from kpax.proto.records import Header
+
+# (module names: read per batch, where an Enum class attribute costs ~100 ns)
+_CLOSED = BatchState.CLOSED
+_RETRY_WAIT = BatchState.RETRY_WAIT
+_SEALED = BatchState.SEALED
+_UNENCODABLE = BatchState.UNENCODABLE
+_ON_CLOSE = BatchEvent.CLOSE
+
 
 __all__ = [
     "FULL",
@@ -107,27 +117,32 @@ FIRST_CHUNK = 16384
 
 
 class PartitionQueue(QueueBase):
-    """One partition's open batch, ready batches (retries first) and sequence state."""
+    """One partition's open batch, ready batches (retries first) and sequence
+    numbers (:attr:`sequence`, the only code that changes them)."""
 
     __slots__ = (
         "acked",
         "in_flight",
-        "next_sequence",
         "opened",
         "partition",
         "ready",
+        "sequence",
         "serial",
         "topic",
     )
 
-    def __init__(self, topic: str, partition: int) -> None:
+    def __init__(
+        self, topic: str, partition: int, sequence: PartitionSequence | None = None
+    ) -> None:
         self.topic = topic
         self.partition = partition
         self.open: ProducerBatch | None = None
         self.ready: deque[ProducerBatch] = deque()
         #: Batches of this partition in flight, in send order.
         self.in_flight: list[ProducerBatch] = []
-        self.next_sequence = 0
+        #: The partition's idempotent sequence numbers (a new one, or the one it
+        #: had when its queue was dropped: :attr:`Accumulator.saved_sequences`).
+        self.sequence = sequence if sequence is not None else PartitionSequence(topic, partition)
         self.serial = 0
         #: When the partition's last batch was opened (time.monotonic()).
         self.opened = 0.0
@@ -141,7 +156,7 @@ class PartitionQueue(QueueBase):
         """Put a failed batch back for a retry, before newer batches, in creation order."""
         i = 0
         ready = self.ready
-        while i < len(ready) and ready[i].attempts > 0 and ready[i].serial < batch.serial:
+        while i < len(ready) and ready[i].state is _RETRY_WAIT and ready[i].serial < batch.serial:
             i += 1
         ready.insert(i, batch)
 
@@ -176,10 +191,11 @@ class Accumulator:
         # bytes of the largest offset delta a batch can hold (a record is 7 bytes at least)
         self._off = varint_size(self._cap // 7 + 1)
         self.queues: dict[str, dict[int, PartitionQueue]] = {}
-        #: (topic, partition) -> the next sequence number of a partition whose
+        #: (topic, partition) -> the sequence numbers of a partition whose
         #: queue was dropped (:meth:`forget_idle_topics`): an idempotent
-        #: producer's sequences go on where they stopped when it sends there again.
-        self.saved_sequences: dict[tuple[str, int], int] = {}
+        #: producer's sequences go on where they stopped when it sends there
+        #: again (the new queue takes this object over).
+        self.saved_sequences: dict[tuple[str, int], PartitionSequence] = {}
         self._all_queues: list[PartitionQueue] | None = None  # (all_queues)
         #: Batches not yet completed (open, ready or in flight), for flush.
         self.incomplete: set[ProducerBatch] = set()
@@ -484,14 +500,22 @@ class Accumulator:
     def _close(self, pq: PartitionQueue, batch: ProducerBatch) -> None:
         """Close a batch (lock held): encode it with its sequence numbers now --
         sealing at close keeps a partition's ready batches in sequence order --
-        unless it must wait behind batches that could not be sealed yet."""
+        unless it must wait behind batches that could not be sealed yet (then,
+        or when the sealer declines, it is CLOSED: sealed when the sender takes
+        it). One transition on the common path: OPEN --seal--> SEALED."""
         seal = self.seal
-        if seal is not None and (not pq.ready or pq.ready[-1].data is not None):
-            seal(pq, batch)
-            if batch.seal_error is not None:
+        if (
+            seal is not None
+            and (not pq.ready or pq.ready[-1].state is not _CLOSED)
+            and seal(pq, batch)
+        ):
+            if batch.state is _UNENCODABLE:
+                assert batch.seal_error is not None
                 self.fail_later(batch, batch.seal_error)
                 return  # in self.failed: the sender fails it (never sent)
             self.shrink(batch)
+        else:
+            batch.fire(_ON_CLOSE)
         pq.ready.append(batch)
         self.ready_queues[pq] = None
 
@@ -530,9 +554,8 @@ class Accumulator:
         parts = self.queues.get(topic)
         if parts is None:
             parts = self.queues[topic] = {}
-        pq = parts[partition] = PartitionQueue(topic, partition)
-        if self.saved_sequences:
-            pq.next_sequence = self.saved_sequences.pop((topic, partition), 0)
+        saved = self.saved_sequences.pop((topic, partition), None) if self.saved_sequences else None
+        pq = parts[partition] = PartitionQueue(topic, partition, saved)
         self._all_queues = None
         return pq
 
@@ -553,8 +576,8 @@ class Accumulator:
                         continue
                     del self.queues[topic]
                     for p, pq in parts.items():
-                        if pq.next_sequence:
-                            self.saved_sequences[(topic, p)] = pq.next_sequence
+                        if pq.sequence.next:
+                            self.saved_sequences[(topic, p)] = pq.sequence
                     self._all_queues = None
                 self._sticky_states.pop(topic, None)
                 out.append(topic)
@@ -671,7 +694,9 @@ class Accumulator:
 
     def take_open(self, pq: PartitionQueue, b: ProducerBatch) -> None:
         """The sender takes ``b`` to send it: closed if it is still ``pq``'s
-        open batch, else (closed full meanwhile) taken off ``pq.ready``. Lock held."""
+        open batch, else (closed full meanwhile) taken off ``pq.ready``. Lock
+        held. An open batch taken stays OPEN: the caller seals it (OPEN --seal-->
+        SEALED) or fails it at once, under the lock."""
         if pq.open is b:
             pq.open = None
             return
@@ -713,9 +738,13 @@ class Accumulator:
                     # their numbers back: the partition's next batch must not leave
                     # a gap (an aborted transaction that never reached the broker
                     # bumps no epoch, so sequences continue).
-                    sealed = [b for b in pq.ready if b.data is not None]
-                    if sealed and all(b.attempts == 0 for b in sealed):
-                        pq.next_sequence = sealed[0].base_sequence
+                    sealed = [b for b in pq.ready if b.state is not _CLOSED]
+                    if (
+                        sealed
+                        and sealed[0].base_sequence >= 0
+                        and all(b.state is _SEALED for b in sealed)
+                    ):
+                        pq.sequence.rewind_to(sealed[0].base_sequence)
                     out.extend(pq.ready)
                     pq.ready.clear()
             self.lingering.clear()

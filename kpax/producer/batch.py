@@ -10,6 +10,9 @@ an error). :class:`RecordFuture` is what ``send`` returns: a small object
 (batch, index, timestamp) -- no lock, event or list per record. Completion is
 per batch: one lock, one lazily created :class:`threading.Event` for blocking
 waiters, and asyncio futures for awaiting callers (woken on their own loop).
+Its state (open, sealed, in flight, waiting for a retry, split, done...) is
+one machine, :mod:`kpax.producer.batch_state`; :meth:`ProducerBatch.fire` is
+the only code that moves it.
 A batch the broker refused as too large is split (:mod:`kpax.producer.split`):
 it keeps its futures, completes when its ``parts`` have, and each record's
 offset or error is its part's.
@@ -19,7 +22,7 @@ lock; a batch is completed exactly once, on the producer's I/O loop. Callbacks
 ``fn(metadata, error)`` run on the I/O loop (as the Java client's do): keep
 them short and never block there.
 
-Imports: kpax.producer.fastpath, kpax.structs, kpax.proto (records, errors),
+Imports: kpax.producer.{batch_state,fastpath}, kpax.structs, kpax.proto (records, errors),
 the standard library.
 """
 
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import logging
 import threading
 import time
 from collections.abc import Callable, Generator, Sequence
@@ -34,6 +38,7 @@ from inspect import CO_VARARGS
 from types import MethodType
 from typing import TYPE_CHECKING, Any
 
+from kpax.producer.batch_state import TRANSITIONS, BatchEvent, BatchState, illegal
 from kpax.producer.fastpath import BatchBase, FutureBase, enter_callbacks, leave_callbacks
 from kpax.proto.errors import KafkaError, KafkaTimeoutError
 from kpax.proto.records import Header
@@ -43,6 +48,10 @@ if TYPE_CHECKING:
     from kpax.producer.weights import Segment
 
 Callback = Callable[[RecordMetadata | None, BaseException | None], Any]
+
+_log = logging.getLogger("kpax.producer")
+_OPEN, _DONE = BatchState.OPEN, BatchState.DONE
+_SUCCEED, _FAIL = BatchEvent.SUCCEED, BatchEvent.FAIL
 
 __all__ = ["BulkFuture", "Callback", "ProducerBatch", "RecordFuture", "bad_callback"]
 
@@ -79,8 +88,8 @@ class ProducerBatch(BatchBase):
         "rolled",
         "seal_error",
         "serial",
+        "state",
         "topic",
-        "unknown_outcome",
     )
 
     def __init__(
@@ -119,7 +128,6 @@ class ProducerBatch(BatchBase):
         self.base_sequence = -1
         self.producer_id = -1
         self.producer_epoch = -1
-        self.unknown_outcome = False
         #: An attempt with this producer id and epoch had an unknown outcome (it
         #: may have been written): its sequence numbers are never given back.
         self.maybe_written = False
@@ -127,6 +135,9 @@ class ProducerBatch(BatchBase):
         #: earlier batch failed unwritten): its sequence error is expected.
         self.resequenced = False
         self.last_error: BaseException | None = None
+        #: Where the batch is (kpax.producer.batch_state); changed by :meth:`fire` only.
+        self.state = _OPEN
+        #: ``state`` is DONE or FAILED (a plain bool, read per record on any thread).
         self.done = False
         self.base_offset = -1
         self.log_append_time = -1
@@ -142,20 +153,41 @@ class ProducerBatch(BatchBase):
     def __repr__(self) -> str:
         return (
             f"<ProducerBatch {self.topic}-{self.partition} serial={self.serial} "
-            f"seq={self.base_sequence}>"
+            f"seq={self.base_sequence} {self.state.name}>"
         )
+
+    def _describe(self) -> str:
+        return f"{self.topic}-{self.partition} (serial {self.serial})"
+
+    def fire(self, event: BatchEvent) -> BatchState:
+        """Move the batch on ``event`` (:data:`~kpax.producer.batch_state.TRANSITIONS`);
+        IllegalStateError if its state does not allow it. The one place that
+        changes ``state`` (and ``done``). Returns the new state."""
+        try:
+            new = TRANSITIONS[self.state][event]
+        except KeyError:
+            raise illegal(self._describe(), self.state, event) from None
+        self.state = new
+        if new >= _DONE:
+            self.done = True
+        return new
 
     # ------------------------------------------------------------ completion (I/O loop)
 
     def complete(self, base_offset: int, log_append_time: int, error: BaseException | None) -> None:
-        """Set the outcome once; wake blocking waiters, awaiting tasks and callbacks."""
+        """Set the outcome once; wake blocking waiters, awaiting tasks and callbacks.
+        A success the batch's state does not allow (a bug) fails it instead: its
+        futures are completed whatever happens."""
         with self._lock:
             if self.done:
-                return
+                return  # (a late answer for a batch that expired in flight)
+            if error is None and _SUCCEED not in TRANSITIONS[self.state]:
+                error = illegal(self._describe(), self.state, _SUCCEED)
+                _log.error("%s", error)
+            self.fire(_SUCCEED if error is None else _FAIL)
             self.base_offset = base_offset
             self.log_append_time = log_append_time
             self.error = error
-            self.done = True
             event, waiters, callbacks = self._event, self._waiters, self._callbacks
             self._waiters = self._callbacks = None
         self.timestamps = self.keys = self.values = []  # type: ignore[assignment]
@@ -258,9 +290,7 @@ def _run_callback(fn: Callback, meta: RecordMetadata | None, error: BaseExceptio
     try:
         fn(meta, error)
     except Exception:  # a user callback must not break the sender
-        import logging
-
-        logging.getLogger("kpax.producer").exception("producer callback %r raised", fn)
+        _log.exception("producer callback %r raised", fn)
 
 
 class RecordFuture(FutureBase):

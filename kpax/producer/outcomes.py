@@ -26,7 +26,8 @@ Metrics (kpax.metrics): counted once per completed batch in
 :meth:`BatchOutcomes.complete` (records sent or failed, batch bytes, per
 topic) and per retry; never per record.
 
-Imports: kpax.producer.{accumulator,batch,idempotence,sealer,split,transactions},
+Imports: kpax.producer.{accumulator,batch,batch_state,idempotence,sealer,sequences,split,
+transactions},
 kpax.cluster (cluster, request_path), kpax.broker, kpax.metrics, kpax.proto, the standard library.
 """
 
@@ -43,8 +44,10 @@ from kpax.cluster.cluster import Cluster
 from kpax.cluster.request_path import RetryPolicy
 from kpax.producer.accumulator import Accumulator, PartitionQueue
 from kpax.producer.batch import ProducerBatch, delivery_error
+from kpax.producer.batch_state import BatchEvent, BatchState
 from kpax.producer.idempotence import ProducerIdentity
-from kpax.producer.sealer import MAX_SEQUENCE, Sealer
+from kpax.producer.sealer import Sealer
+from kpax.producer.sequences import seq_add, seq_before
 from kpax.producer.split import TOO_LARGE_ERRORS, split_batch, too_large_error
 from kpax.producer.transactions import TransactionManager
 from kpax.proto.error_codes import DuplicateSequenceNumberError, UnknownServerError
@@ -53,7 +56,18 @@ from kpax.proto.errors import KafkaError, error_for_code
 from kpax.proto.produce_wire import PartitionResult
 from kpax.proto.records import rewrite_producer_state
 
+# (module names: read per batch, where an Enum class attribute costs ~100 ns)
+_CLOSED = BatchState.CLOSED
+_OPEN = BatchState.OPEN
+_SPLIT = BatchState.SPLIT
+_UNENCODABLE = BatchState.UNENCODABLE
+_ON_RETRY = BatchEvent.RETRY
+
+
 log = logging.getLogger("kpax.producer")
+
+#: States of a batch with no bytes yet (not sealed).
+_UNSEALED = frozenset({_OPEN, _CLOSED, _UNENCODABLE})
 
 __all__ = ["BatchOutcomes"]
 
@@ -112,10 +126,12 @@ class BatchOutcomes:
             _, _, code, base_offset, log_append_time, message = found
             if code == 0:
                 pq.acked = True
+                self._written(pq, b)
                 self._finish(pq, b, base_offset, log_append_time, None)
                 continue
             error = error_for_code(code)
             if issubclass(error, DuplicateSequenceNumberError):
+                self._written(pq, b)
                 self._finish(pq, b, -1, -1, None)  # written before: a retry's duplicate
                 continue
             err = error(
@@ -151,6 +167,20 @@ class BatchOutcomes:
         if refresh:
             self.refresh_metadata()
 
+    def _written(self, pq: PartitionQueue, b: ProducerBatch) -> None:
+        """The broker wrote ``b`` (or had: a duplicate): its sequence numbers,
+        and every one before them, are acknowledged -- if it carries this
+        producer's id and epoch (an answer from before an epoch bump is of
+        numbers that no longer count)."""
+        identity = self.identity
+        if (
+            identity is not None
+            and b.base_sequence >= 0
+            and b.producer_id == identity.producer_id
+            and b.producer_epoch == identity.producer_epoch
+        ):
+            pq.sequence.ack(b.base_sequence, b.count)
+
     def _give_back(self, pq: PartitionQueue, b: ProducerBatch) -> None:
         """The broker refused ``b`` for good without writing it (INVALID_TIMESTAMP,
         INVALID_RECORD, a record too large, not authorized...): ``b`` fails, and
@@ -182,22 +212,26 @@ class BatchOutcomes:
             return
 
         def later(o: ProducerBatch) -> bool:
-            d = (o.base_sequence - base) & MAX_SEQUENCE
-            return o is not b and o.data is not None and o.base_sequence >= 0 and 0 < d < 1 << 30
+            return (
+                o is not b
+                and o.state not in _UNSEALED
+                and o.base_sequence >= 0
+                and seq_before(base, o.base_sequence)
+            )
 
         flying = [o for o in pq.in_flight if later(o)]
         if any(o.done or o.producer_epoch != epoch for o in flying):
             return
         with self.acc.lock:  # no batch may be sealed meanwhile
+            pq.sequence.give_back(base, count)
             waiting = [o for o in pq.ready if later(o)]
             for o in (*flying, *waiting):
-                seq = (o.base_sequence - count) & MAX_SEQUENCE
+                seq = seq_add(o.base_sequence, -count)
                 assert o.data is not None
                 o.data = rewrite_producer_state(o.data, pid, epoch, seq)
                 o.base_sequence = seq
             for o in flying:
                 o.resequenced = True
-            pq.next_sequence = (pq.next_sequence - count) & MAX_SEQUENCE
         pq.acked = False  # one batch at a time until the partition answers again
         log.info(
             "%s-%d: a batch of %d record(s) failed unwritten; %d later batch(es) renumbered "
@@ -213,9 +247,11 @@ class BatchOutcomes:
     def _earlier_unacked(pq: PartitionQueue, b: ProducerBatch) -> bool:
         """Whether a batch of ``pq`` before ``b`` (in sequence) is unacknowledged
         (in flight, or back in the queue: retried or split): a sequence error on
-        ``b`` is then that batch's consequence."""
-        return any(o is not b and o.base_sequence < b.base_sequence for o in pq.in_flight) or any(
-            o.data is not None and o.base_sequence < b.base_sequence for o in pq.ready
+        ``b`` is then that batch's consequence. ("Before" wraps as the numbers
+        do: past 2**31 - 1 comes 0.)"""
+        seq = b.base_sequence
+        return any(o is not b and seq_before(o.base_sequence, seq) for o in pq.in_flight) or any(
+            o.state is not _CLOSED and seq_before(o.base_sequence, seq) for o in pq.ready
         )
 
     def _split(self, pq: PartitionQueue, b: ProducerBatch, err: KafkaError) -> bool:
@@ -286,14 +322,24 @@ class BatchOutcomes:
     def complete(
         self, b: ProducerBatch, offset: int, log_append: int, err: BaseException | None
     ) -> None:
-        if self.metrics is not None and not b.done and b.parts is None:
+        """Complete ``b`` (once: a done batch is left as it is) and release its
+        memory; a split batch completes once its last part has. Failing a split
+        batch (a close that timed out) fails its unfinished parts with ``err``
+        first: each record's outcome is its part's."""
+        if err is not None and b.state is _SPLIT:
+            assert b.parts is not None
+            for _, part in b.parts:
+                if not part.done:
+                    self.complete(part, -1, -1, err)  # (the last one completes b)
+        if self.metrics is not None and not b.done and b.state is not _SPLIT:
             self._count(b, err)  # a split batch is counted by its parts
         b.complete(offset, log_append, err)
         self.acc.release(b)
         if err is not None and self.txn is not None and isinstance(err, KafkaError):
             self.txn.fail(err)
         parent = b.parent
-        while parent is not None and parent.parts is not None and not parent.done:
+        while parent is not None and parent.state is _SPLIT:
+            assert parent.parts is not None
             if not all(p.done for _, p in parent.parts):
                 break
             # every part of a split batch is done: so is it (records: their part's outcome)
@@ -341,7 +387,6 @@ class BatchOutcomes:
         if b.done:  # expired in flight (delivery_timeout_ms): never retried
             return
         b.last_error = err
-        b.unknown_outcome = unknown
         if unknown:
             b.maybe_written = True
         if count:
@@ -366,6 +411,7 @@ class BatchOutcomes:
             )
             return
         b.retry_at = now + delay
+        b.fire(_ON_RETRY)
         self.retried_batches += 1
         if self.metrics is not None:
             self.m_retry.record(b.count)

@@ -34,7 +34,8 @@ capped by the delivery time its oldest batch has left (at least
 ``MIN_REQUEST_TIMEOUT``). A dead cluster ends in errors, never a hang.
 
 Idempotence (on by default): a batch gets its partition's next sequence
-number when it is first sent, and a retry resends the very same bytes, so the
+numbers when it is sealed (``PartitionQueue.sequence``, kpax.producer.sequences:
+the only code that changes them), and a retry resends the very same bytes, so the
 broker drops duplicates. At most 5 batches per partition are in flight, and a
 retried batch goes out only when no batch of its partition is in flight, so
 retries never reorder a partition. When the broker lost the producer's
@@ -57,7 +58,8 @@ wait for a connection goes through a task first).
 Metrics (kpax.metrics): per request here (records per request), per
 completed batch and per retry in :mod:`kpax.producer.outcomes`; never per record.
 
-Imports: kpax.producer.{accumulator,batch,idempotence,options,outcomes,sealer,transactions},
+Imports: kpax.producer.{accumulator,batch,batch_state,idempotence,options,outcomes,sealer,
+transactions},
 kpax.cluster (cluster, request_path), kpax.metrics, kpax.broker, kpax.proto,
 kpax.structs, the standard library.
 """
@@ -78,10 +80,11 @@ from kpax.cluster.request_path import RetryPolicy
 from kpax.metrics import Metrics
 from kpax.producer.accumulator import Accumulator, PartitionQueue
 from kpax.producer.batch import ProducerBatch, delivery_error
+from kpax.producer.batch_state import BatchEvent, BatchState
 from kpax.producer.idempotence import ProducerIdentity
 from kpax.producer.options import ProducerSettings
 from kpax.producer.outcomes import BatchOutcomes
-from kpax.producer.sealer import MAX_SEQUENCE, Sealer
+from kpax.producer.sealer import Sealer
 from kpax.producer.transactions import TransactionManager
 from kpax.proto.error_codes import UnknownTopicIdError
 from kpax.proto.errors import KafkaConnectionError, KafkaError
@@ -90,6 +93,15 @@ from kpax.proto.produce_wire import MAX_VERSION as PRODUCE_MAX_VERSION
 from kpax.proto.produce_wire import decode_produce_response, encode_produce
 from kpax.proto.records import rewrite_producer_state
 from kpax.structs import TopicPartition
+
+# (module names: read per batch, where an Enum class attribute costs ~100 ns)
+_CLOSED = BatchState.CLOSED
+_OPEN = BatchState.OPEN
+_RETRY_WAIT = BatchState.RETRY_WAIT
+_SEALED = BatchState.SEALED
+_UNENCODABLE = BatchState.UNENCODABLE
+_ON_SEND = BatchEvent.SEND
+
 
 log = logging.getLogger("kpax.producer")
 
@@ -267,7 +279,7 @@ class Sender(BatchOutcomes):
 
     def _complete_failed(self) -> None:
         for b in self.acc.take_failed():
-            assert b.seal_error is not None
+            assert b.state is _UNENCODABLE and b.seal_error is not None
             self.complete(b, -1, -1, b.seal_error)
 
     def _round(self) -> None:
@@ -328,14 +340,15 @@ class Sender(BatchOutcomes):
         with self.acc.lock:  # no batch may be sealed while sequences restart
             self.acc.saved_sequences.clear()  # (a new epoch: every partition from 0)
             for pq in queues:
-                seq = 0
-                for b in pq.ready:
-                    if b.data is not None:
+                sequence = pq.sequence
+                sequence.reset()
+                for b in pq.ready:  # (the sealed ones come first, in sequence order)
+                    if b.state is not _CLOSED:
+                        assert b.data is not None
+                        seq = sequence.assign(b.count)
                         b.data = rewrite_producer_state(b.data, pid, epoch, seq)
                         b.producer_id, b.producer_epoch, b.base_sequence = pid, epoch, seq
-                        b.unknown_outcome = b.maybe_written = False
-                        seq = (seq + b.count) & MAX_SEQUENCE
-                pq.next_sequence = seq
+                        b.maybe_written = False
 
     def _fail_unsent(self, exc: KafkaError) -> None:
         for b in self.acc.abort_all():
@@ -388,7 +401,7 @@ class Sender(BatchOutcomes):
                     continue
                 if pq.in_flight and (
                     len(pq.in_flight) >= self.per_partition
-                    or (idempotent and b.attempts)
+                    or (idempotent and b.state is _RETRY_WAIT)
                     or not pq.acked
                 ):
                     idle.append(pq)  # back when one of its requests ends
@@ -443,6 +456,7 @@ class Sender(BatchOutcomes):
                     size += len(b.data)
                     batch_list.append((pq, b))
                     pq.in_flight.append(b)
+                    b.fire(_ON_SEND)
                 if batch_list:
                     self._launch(leader, batch_list)
                 progress = True
@@ -509,7 +523,7 @@ class Sender(BatchOutcomes):
                     delivery_error(
                         b,
                         f"not delivered within delivery_timeout_ms={ms}"
-                        if b.attempts
+                        if b.state is _RETRY_WAIT
                         else f"expired before they could be sent (delivery_timeout_ms={ms})",
                     ),
                 )
@@ -533,15 +547,17 @@ class Sender(BatchOutcomes):
         b.resequenced = False  # (this attempt carries its current numbers)
         with self.acc.lock:
             self.acc.take_open(pq, b)
-            if b.data is None:
+            if b.state is _OPEN or b.state is _CLOSED:  # (taken open, or closed unsealed)
                 if not self.sealer.seal(pq, b):
                     raise AssertionError("sealing a batch without a producer id")
                 self.acc.shrink(b)
-            if b.seal_error is not None:
+            if b.state is _UNENCODABLE:
+                assert b.seal_error is not None
                 self.acc.fail_later(b, b.seal_error)
-        if self.metrics is not None and b.attempts == 0:
+                return False
+        if self.metrics is not None and b.state is _SEALED:
             self.m_queue.record((time.monotonic() - b.created) * 1000.0)
-        return b.seal_error is None
+        return True
 
     def _launch(self, leader: int, batches: list[tuple[PartitionQueue, ProducerBatch]]) -> None:
         """Send one Produce request to ``leader``: at once, without a task, when

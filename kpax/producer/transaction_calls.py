@@ -45,7 +45,7 @@ def restart_sequences(accumulator: Accumulator) -> None:
     with accumulator.lock:
         accumulator.saved_sequences.clear()
         for pq in queues:
-            pq.next_sequence = 0
+            pq.sequence.reset()
 
 
 async def init(p: AsyncProducer, timeout: float | None) -> None:

@@ -160,3 +160,23 @@ def test_records_gather_in_one_batch_while_the_broker_is_busy(fake_kafka):
         assert [f.result(10).offset for f in futures] == list(range(10))
     (batch,) = _batches(fake_kafka, "t", 1)
     assert [r.value for r in batch] == [b"v%d" % i for i in range(10)]
+
+
+def test_close_while_a_split_batchs_parts_are_unanswered_fails_their_records(fake_kafka):
+    """A batch refused as too large is sent again as two parts. A close that
+    times out while those parts are unanswered fails every record of the batch
+    with ClientClosedError, outcome unknown (the parts were sent: they may be
+    written). (The batch itself was failed, as never sent, and its parts left
+    pending: each record's outcome is its part's, so the records of the part
+    not sent yet read as delivered, at offset -1.)"""
+    fake_kafka.create_topic("split", 1)
+    fake_kafka.inject("Produce", error="MESSAGE_TOO_LARGE", nth=1)
+    fake_kafka.inject("Produce", delay_ms=20_000, nth=2, times=None)  # the parts: unanswered
+    p = kpax.Producer(fake_kafka.bootstrap, linger_ms=50)
+    futures = [p.send("split", b"v%d" % i, partition=0) for i in range(4)]
+    eventually(lambda: p.aio.sender.split_batches == 1, timeout=10)
+    p.close(0.5)
+    for f in futures:
+        err = f.exception(0)
+        assert isinstance(err, kpax.errors.ClientClosedError), (f, err)
+        assert err.outcome_unknown and "outcome is unknown" in str(err)

@@ -123,7 +123,8 @@ def test_sequence_reset_after_out_of_order_bumps_the_epoch(own_broker):
         p.send(t, b"s-0").result(30)
         pid0, epoch0 = p.aio.identity.producer_id, p.aio.identity.producer_epoch
         pq = p.aio.accumulator.queues[t][0]
-        pq.next_sequence += 5  # the next batch arrives with a gap: OUT_OF_ORDER_SEQUENCE_NUMBER
+        with p.aio.accumulator.lock:  # 5 numbers given to no batch: the next batch
+            pq.sequence.assign(5)  # arrives with a gap (OUT_OF_ORDER_SEQUENCE_NUMBER)
         futs = [p.send(t, b"s-%d" % i) for i in range(1, 200)]
         p.flush(60)
         assert [f.result(0).offset for f in futs] == list(range(1, 200))

@@ -14,6 +14,7 @@ import pytest
 from kpax.errors import ClientClosedError, KafkaTimeoutError, TransactionAbortedError
 from kpax.producer.accumulator import Accumulator, Column, Segment, fit, header_bytes, record_weight
 from kpax.producer.batch import BulkFuture
+from kpax.producer.batch_state import BatchEvent, BatchState
 from kpax.producer.partitioner import DefaultPartitioner
 
 
@@ -114,6 +115,15 @@ def test_full_memory_stops_and_resumes_where_it_was() -> None:
     assert sum(hi - lo for _, _, _, lo, hi in segments) == 100
 
 
+def _sent(b: Any) -> Any:
+    """``b`` moved on to IN_FLIGHT (as the sender would before an answer completes it)."""
+    steps = {BatchState.OPEN: BatchEvent.CLOSE, BatchState.CLOSED: BatchEvent.SEAL}
+    while b.state in steps:
+        b.fire(steps[b.state])
+    b.fire(BatchEvent.SEND)
+    return b
+
+
 def _future(n: int, per_batch: int, partition: int = 0) -> tuple[BulkFuture, list[Any]]:
     acc = _acc()
     col = _column([b"v%d" % i for i in range(n)], partition)
@@ -122,6 +132,8 @@ def _future(n: int, per_batch: int, partition: int = 0) -> tuple[BulkFuture, lis
     acc.batch_size, acc._cap = 10_000, per_batch * (record_weight(None, b"v0", None) + 4) + 1
     assert acc.append_many("t", col, 1234, None, 1, segments)
     fut = BulkFuture("t", n, 1234, segments)
+    for b in fut._batches:
+        _sent(b)
     return fut, fut._batches
 
 

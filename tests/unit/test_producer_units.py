@@ -7,12 +7,14 @@ import asyncio
 import itertools
 import logging
 import threading
+from typing import Any
 
 import pytest
 
 from kpax.errors import ConfigError, KafkaTimeoutError, SerializationError
 from kpax.producer.accumulator import FULL, Accumulator, record_weight
 from kpax.producer.batch import ProducerBatch, RecordFuture
+from kpax.producer.batch_state import BatchEvent, BatchState
 from kpax.producer.options import resolve_producer_config
 from kpax.producer.partitioner import DefaultPartitioner
 from kpax.producer.planning import check_headers as _headers
@@ -142,7 +144,7 @@ def test_buffer_memory_full_then_released():
     assert _append(acc, b"c", partition=2) is FULL
     first = acc.queues["t"][0].open
     assert first is not None
-    first.complete(0, -1, None)
+    _sent(first).complete(0, -1, None)
     acc.release(first)
     assert acc.reserved == 1000
     assert _append(acc, b"c", partition=2) is not None
@@ -328,6 +330,15 @@ def test_concurrent_appends_lose_nothing():
 def _batch() -> ProducerBatch:
     b = ProducerBatch("t", 3, 0.0, 0, 1)
     b.values.extend([b"a", b"b"])
+    return _sent(b)
+
+
+def _sent(b: Any) -> Any:
+    """``b`` moved on to IN_FLIGHT (as the sender would before an answer completes it)."""
+    steps = {BatchState.OPEN: BatchEvent.CLOSE, BatchState.CLOSED: BatchEvent.SEAL}
+    while b.state in steps:
+        b.fire(steps[b.state])
+    b.fire(BatchEvent.SEND)
     return b
 
 

@@ -7,13 +7,14 @@
 The names below are imported on first use (PEP 562 ``__getattr__``): importing
 a module of this package (an option table, say) does not load the rest.
 
-Imports: kpax.admin.client, kpax.admin.sync, kpax.admin.types.
+Imports: kpax.admin.client, kpax.admin.sync, kpax.admin.types, kpax.lazy_names.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from kpax.lazy_names import lazy_names
 
 if TYPE_CHECKING:
     from kpax.admin.client import ADMIN_OPTIONS, AsyncAdmin
@@ -104,17 +105,7 @@ _LAZY: dict[str, str] = {
 }
 
 
-def _load(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+_load, __dir__ = lazy_names(__name__, _LAZY)
 
 
 # Hidden from type checkers, which take the names from the TYPE_CHECKING imports

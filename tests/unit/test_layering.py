@@ -28,6 +28,7 @@ LAYER = {
     "event_loops": 1,
     "peer_methods": 0,  # peers' method names, for AttributeError hints
     "user_callbacks": 0,  # calls the application's callbacks (plain or async)
+    "lazy_names": 0,  # a package's names imported on first use (PEP 562)
     "broker": 2,
     "sync_face": 2,
     "cluster": 3,

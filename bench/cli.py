@@ -71,15 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     if shutil.which("kcat") is None:
         print("bench.cli: kcat not found (make tools)", file=sys.stderr)
         return 1
-    # Byte-compile kpax first, as `pip install` does: this environment may set
-    # PYTHONDONTWRITEBYTECODE, which would make every `kpax` run recompile sources.
-    import kpax
-
-    subprocess.run(
-        [sys.executable, "-m", "compileall", "-q", str(Path(kpax.__file__).parent)],
-        check=False,
-        stdout=subprocess.DEVNULL,
-    )
+    h.compile_sources()
     results: list[h.Result] = []
     with tempfile.TemporaryDirectory() as tmp, h.broker() as bootstrap:
         path = Path(tmp) / "records.txt"

@@ -27,6 +27,7 @@ Stable API (the consumer benchmark reuses it)::
     h.franz_binary()            # bench/franz/franz-bench (built with go if needed): franz-go peer
     h.select_peers("kpax-sync,aiokafka", PEERS)          # --peers, spelled loosely
     h.percentile(samples, 99)                            # nearest-rank percentile
+    h.compile_sources()         # byte-compile kpax and bench, as `pip install` does
 
 A :data:`Result` is a plain dict: ``peer``, ``scenario``, ``records``, ``bytes``,
 ``seconds``, ``records_per_s``, ``mb_per_s`` (MB = 10**6 bytes of record
@@ -105,6 +106,23 @@ BROKER_JVM_OPTS = [
     "-XX:+ExplicitGCInvokesConcurrent",
     "-Djava.awt.headless=true",
 ]
+
+
+def compile_sources() -> None:
+    """Byte-compile kpax and bench, as ``pip install`` does for an installed package.
+
+    A benchmark whose timed part starts Python processes (the ``kpax`` command, the
+    Python workers Spark starts) must not pay for compiling kpax's sources in each of
+    them: that happens when the environment sets ``PYTHONDONTWRITEBYTECODE`` (as this
+    repository's development shells may) over an editable install, which never
+    writes ``__pycache__``; compileall writes it whatever that variable says.
+    """
+    root = Path(__file__).resolve().parent.parent
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", str(root / "kpax"), str(root / "bench")],
+        check=False,
+        stdout=subprocess.DEVNULL,
+    )
 
 
 def _broker_dir() -> str | None:

@@ -208,6 +208,7 @@ def main() -> None:
     if args.peer:
         first_write_peer(args)
         return
+    h.compile_sources()  # Spark's Python workers import kpax: from bytecode, as installed
     wanted = [s.strip() for s in args.scenarios.split(",") if s.strip()]
     unknown = [s for s in wanted if s not in SCENARIOS]
     if unknown:

@@ -20,9 +20,6 @@ import pytest
 
 from kpax.broker.options import ConnectionConfig
 from kpax.config import Option, non_negative_int, optional_str, resolved_type
-from kpax.consumer.options import CONSUMER_OPTIONS, ConsumerSettings
-from kpax.consumer.share.options import SHARE_CONSUMER_OPTIONS, ShareSettings
-from kpax.producer.options import PRODUCER_OPTIONS, ProducerSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -124,22 +121,3 @@ def test_resolved_type_prefers_resolved_then_the_check_then_the_declaration() ->
     assert resolved_type(Option(None, optional_str, resolved=str), Any) is str
     assert resolved_type(Option(None, lambda v: v), list[int]) == list[int]
     assert resolved_type(Option(None), bytes) is bytes
-
-
-@pytest.mark.parametrize(
-    ("settings", "table"),
-    [
-        (ProducerSettings, PRODUCER_OPTIONS),
-        (ConsumerSettings, CONSUMER_OPTIONS),
-        (ShareSettings, SHARE_CONSUMER_OPTIONS),
-    ],
-    ids=lambda t: getattr(t, "__name__", ""),
-)
-def test_each_client_settings_carries_its_own_options(settings: type, table: dict) -> None:
-    """Every option of the client but the connection options the broker layer
-    takes, and nothing else: no field listed twice, frozen."""
-    connection = set(get_type_hints(ConnectionConfig))
-    own = [n for n in table if n not in connection or n in gen.CLIENT_READ_CONNECTION_OPTIONS]
-    assert [f.name for f in dataclasses.fields(settings)] == own
-    assert settings.__dataclass_params__.frozen  # type: ignore[attr-defined]
-    assert "__annotations__" not in vars(settings)  # the subclass names no field itself

@@ -72,15 +72,18 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(PY) -m mypy
 
-## kpax/proto/messages is generated from Apache Kafka's JSON specs.
+## kpax/proto/messages is generated from Apache Kafka's JSON specs; each client's
+## Settings fields (kpax/*/settings_fields.py) from its options' declarations.
 specs: $(STAMP)
 	@test -f $(SPECS)/VERSION || $(PY) tools/kafka_specs.py --version $(SPECS_VERSION) --out $(SPECS)
 
 generate: specs
 	$(PY) tools/gen_proto.py --specs $(SPECS)
+	$(PY) tools/gen_settings.py
 
 check-generated: specs
 	$(PY) tools/gen_proto.py --specs $(SPECS) --check
+	$(PY) tools/gen_settings.py --check
 
 unit: $(STAMP)
 	$(PY) -m pytest tests/unit

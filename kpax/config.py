@@ -137,11 +137,18 @@ class Option:
     non_negative_int)]`` in ``ProducerConfig``): the key is the option's name,
     the type is what users' type checkers see (``**config: Unpack[...]``), and
     :func:`option_table` reads the Options back for :func:`resolve` and the
-    docs' option tables."""
+    docs' option tables, and ``tools/gen_settings.py`` the fields of the
+    client's typed Settings (each typed as :func:`resolved_type` says).
+
+    ``resolved``: the type of the value the client reads once the option is
+    resolved (its Settings field), where neither the check's return annotation
+    nor the declared type says it (``enable_idempotence``: ``bool | None``
+    given, always a bool once resolved). Keep it rare: annotate the check."""
 
     default: Any
     check: Callable[[Any], Any] | None = None
     doc: str = ""
+    resolved: Any = None
 
 
 def option_table(config_type: type) -> dict[str, Option]:
@@ -158,6 +165,22 @@ def option_table(config_type: type) -> dict[str, Option]:
             )
         out[name] = found[0]
     return out
+
+
+def resolved_type(option: Option, declared: Any) -> Any:
+    """The type of ``option``'s value once resolved (its Settings field's type):
+    its explicit ``resolved``, else its check's return annotation unless that is
+    ``Any``, else ``declared`` (the type users give it)."""
+    if option.resolved is not None:
+        return option.resolved
+    if option.check is not None:
+        try:
+            returned = get_type_hints(option.check).get("return", Any)
+        except (NameError, TypeError):
+            returned = Any
+        if returned is not Any:
+            return returned
+    return declared
 
 
 def one_of(*choices: Any) -> Callable[[Any], Any]:

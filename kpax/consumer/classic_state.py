@@ -31,7 +31,7 @@ holds the assignment of its generation: auto-commit runs,
 ``wait_for_assignment`` returns). While leaving, and after, the events of a
 round or a heartbeat still under way change nothing.
 
-Imports: kpax.proto.errors and the standard library.
+Imports: kpax.machines, kpax.proto.errors and the standard library.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 
+from kpax.machines import refusal
 from kpax.proto.errors import IllegalStateError, KafkaError
 
 __all__ = ["TRANSITIONS", "ClassicEvent", "ClassicMachine", "ClassicState"]
@@ -262,11 +263,8 @@ class ClassicMachine:
         row = TRANSITIONS[self.state]
         new = row.get(event)
         if new is None:
-            if self.state is S.FATAL and self.error is not None:
-                raise self.error
-            raise IllegalStateError(
-                f"cannot {event.value} for the member of {self.describe}: it is {self.state.value}"
-            )
+            fatal = self.error if self.state is S.FATAL else None
+            raise refusal(event, self.state, f"for the member of {self.describe}", fatal=fatal)
         live = self.state not in _CLOSING and self.state is not S.FATAL
         if event is E.ASSIGNED and new is S.STABLE and self.rejoin_pending:
             new = S.REJOIN_NEEDED

@@ -32,7 +32,7 @@ epoch never goes back. *Stable* (auto-commit runs, ``wait_for_assignment``
 returns) once the member reconciled an assignment of this membership: there is
 no barrier, so it stays stable while it reconciles the next one.
 
-Imports: kpax.proto.errors and the standard library.
+Imports: kpax.machines, kpax.proto.errors and the standard library.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 
+from kpax.machines import refusal
 from kpax.proto.errors import IllegalStateError, KafkaError
 
 __all__ = ["TRANSITIONS", "Kip848Event", "Kip848Machine", "Kip848State"]
@@ -203,11 +204,8 @@ class Kip848Machine:
     def _fire(self, event: Kip848Event, new: Kip848State | None = None) -> bool:
         row = TRANSITIONS[self.state]
         if event not in row:
-            if self.state is S.FATAL and self.error is not None:
-                raise self.error
-            raise IllegalStateError(
-                f"cannot {event.value} for the member of {self.describe}: it is {self.state.value}"
-            )
+            fatal = self.error if self.state is S.FATAL else None
+            raise refusal(event, self.state, f"for the member of {self.describe}", fatal=fatal)
         moved = self.state not in (S.PREPARE_LEAVING, S.LEAVING) or event in (
             E.LEAVE_SENT,
             E.LEFT,

@@ -13,7 +13,8 @@ kpax adds ``fetch_buffer_chunks`` and ``max_decompressed_batch_bytes`` (the most
 one compressed batch may decompress to; None: :func:`max_decompressed_batch_bytes`
 picks ``max(2 * fetch_max_bytes, 64 MiB)``, see docs/consumer.md for why).
 
-Imports: kpax.broker.options, kpax.config, kpax.proto (compression, errors), kpax.structs.
+Imports: kpax.broker.options, kpax.config, kpax.consumer.settings_fields, kpax.proto (compression,
+errors), kpax.structs.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from kpax.config import (
     optional_str,
     positive_int,
 )
+from kpax.consumer.settings_fields import ConsumerSettingsFields
 from kpax.proto.compression import DEFAULT_MAX_DECOMPRESSED_SIZE
 from kpax.proto.errors import ConfigError
 from kpax.structs import TopicPartition
@@ -66,7 +68,7 @@ _BUILTIN_DESERIALIZERS: dict[str, Callable[[bytes | None], Any] | None] = {
 }
 
 
-def deserializer_option(value: Any) -> Any:
+def deserializer_option(value: Any) -> Callable[[bytes], Any] | None:
     """The check of ``key_deserializer``/``value_deserializer`` (the share consumer's too)."""
     if isinstance(value, str):
         if value.lower() not in _BUILTIN_DESERIALIZERS:
@@ -79,14 +81,15 @@ def deserializer_option(value: Any) -> Any:
         raise ValueError(
             f"must be a callable taking bytes (or None), or one of {sorted(_BUILTIN_DESERIALIZERS)}"
         )
-    return value
+    deserializer: Callable[[bytes], Any] | None = value
+    return deserializer
 
 
-def _assignors(value: Any) -> Any:
+def _assignors(value: Any) -> tuple[Any, ...]:
     if isinstance(value, str):
-        return [v.strip() for v in value.split(",") if v.strip()]
+        return tuple(v.strip() for v in value.split(",") if v.strip())
     if isinstance(value, (list, tuple)) and value:
-        return list(value)
+        return tuple(value)
     raise ValueError("must be an assignor name, a comma-separated list, or a list of assignors")
 
 
@@ -188,50 +191,13 @@ def max_decompressed_batch_bytes(config: Mapping[str, Any]) -> int:
 
 
 @dataclass(frozen=True)
-class ConsumerSettings(Timeouts):
+class ConsumerSettings(ConsumerSettingsFields, Timeouts):
     """What the consumer's components read from its validated configuration,
-    typed and frozen (built once: :meth:`from_config`). Field names are the
-    option names; ``max_decompressed_batch_bytes`` is the cap in force (see
+    typed and frozen (built once: :meth:`from_config`). Its fields are
+    generated from :class:`ConsumerConfig` (:mod:`kpax.consumer.settings_fields`,
+    ``tools/gen_settings.py``), named as the options;
+    ``max_decompressed_batch_bytes`` is the cap in force (see
     :func:`max_decompressed_batch_bytes`)."""
-
-    # group
-    group_id: str | None
-    group_instance_id: str | None
-    group_protocol: str
-    group_remote_assignor: str | None
-    partition_assignment_strategy: tuple[Any, ...]
-    session_timeout_ms: int
-    heartbeat_interval_ms: int
-    max_poll_interval_ms: int
-    enable_auto_commit: bool
-    auto_commit_interval_ms: int
-    #: A pattern subscription never matches internal topics (Java's option).
-    exclude_internal_topics: bool
-    # fetching
-    client_rack: str | None
-    auto_offset_reset: str
-    isolation_level: str
-    fetch_min_bytes: int
-    fetch_max_wait_ms: int
-    fetch_max_bytes: int
-    max_partition_fetch_bytes: int
-    fetch_buffer_chunks: int
-    max_decompressed_batch_bytes: int
-    check_crcs: bool
-    # offset store, callbacks
-    enable_auto_offset_store: bool
-    on_partition_eof: Callable[[TopicPartition, int], Any] | None
-    statistics_interval_ms: int
-    stats_callback: Callable[[dict[str, float]], Any] | None
-    error_callback: Callable[[BaseException], Any] | None
-    key_deserializer: Callable[[bytes], Any] | None
-    value_deserializer: Callable[[bytes], Any] | None
-    # polling, requests
-    max_poll_records: int
-    request_timeout_ms: int
-    default_api_timeout_ms: int
-    retry_backoff_ms: int
-    retry_backoff_max_ms: int
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> ConsumerSettings:
@@ -241,16 +207,9 @@ class ConsumerSettings(Timeouts):
                 "consumer option enable_partition_eof=True needs on_partition_eof="
                 "callable(topic_partition, offset): kpax tells of a partition's end through it"
             )
-        derived: dict[str, Any] = {
-            "partition_assignment_strategy": tuple(config["partition_assignment_strategy"]),
-            "max_decompressed_batch_bytes": max_decompressed_batch_bytes(config),
-        }
-        return cls(
-            **{
-                f.name: derived[f.name] if f.name in derived else config[f.name]
-                for f in fields(cls)
-            }
-        )
+        values = {f.name: config[f.name] for f in fields(cls)}
+        values["max_decompressed_batch_bytes"] = max_decompressed_batch_bytes(config)
+        return cls(**values)
 
     @property
     def read_committed(self) -> bool:

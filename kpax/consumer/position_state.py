@@ -34,7 +34,7 @@ once per partition and response, never per record). ``gen`` is bumped by every
 event that makes data fetched earlier stale (seek, reset, pause, revoke), so
 that such data is dropped wherever it is (in flight or buffered).
 
-Imports: kpax.proto.errors, kpax.structs and the standard library.
+Imports: kpax.machines, kpax.proto.errors, kpax.structs and the standard library.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 
+from kpax.machines import refusal
 from kpax.proto.errors import IllegalStateError
 from kpax.structs import TopicPartition
 
@@ -209,10 +210,8 @@ class PositionMachine:
         row = TRANSITIONS[self.state]
         if event not in row:
             how = f" ({self.reset.value})" if self.reset is not None else ""
-            raise IllegalStateError(
-                f"cannot {event.value} of partition {self.tp}: its position is "
-                f"{self.state.value}{how}"
-            )
+            subject = f"of partition {self.tp}"
+            raise refusal(event, self.state, subject, holder="its position", note=how)
         new = row[event]
         if new is not None:
             if new in _NEED_POSITION and event not in _MOVES and self.position is None:

@@ -1,6 +1,7 @@
 """kpax.producer — partitioner, accumulator, sender, idempotence, transactions.
 
-Modules: options (config, ProducerSettings), serializers, partitioner, planning
+Modules: options (config, ProducerSettings; its fields generated in settings_fields),
+serializers, partitioner, planning
 (record checks, send_many's plan), batch (ProducerBatch, RecordFuture,
 BulkFuture), fastpath and _sendpath (the C send path), accumulator, sealer
 (batches encoded at close), sender, idempotence (producer id and epoch),

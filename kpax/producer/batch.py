@@ -22,8 +22,8 @@ lock; a batch is completed exactly once, on the producer's I/O loop. Callbacks
 ``fn(metadata, error)`` run on the I/O loop (as the Java client's do): keep
 them short and never block there.
 
-Imports: kpax.producer.{batch_state,fastpath}, kpax.structs, kpax.proto (records, errors),
-the standard library.
+Imports: kpax.producer.{batch_state,fastpath}, kpax.machines, kpax.structs, kpax.proto (records,
+errors), the standard library.
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ from inspect import CO_VARARGS
 from types import MethodType
 from typing import TYPE_CHECKING, Any
 
-from kpax.producer.batch_state import TRANSITIONS, BatchEvent, BatchState, illegal
+from kpax.machines import refusal
+from kpax.producer.batch_state import TRANSITIONS, BatchEvent, BatchState
 from kpax.producer.fastpath import BatchBase, FutureBase, enter_callbacks, leave_callbacks
 from kpax.proto.errors import KafkaError, KafkaTimeoutError
 from kpax.proto.records import Header
@@ -156,8 +157,10 @@ class ProducerBatch(BatchBase):
             f"seq={self.base_sequence} {self.state.name}>"
         )
 
-    def _describe(self) -> str:
-        return f"{self.topic}-{self.partition} (serial {self.serial})"
+    def _refused(self, event: BatchEvent) -> BaseException:
+        """The error of ``event``, which the batch's state does not allow."""
+        subject = f"the batch {self.topic}-{self.partition} (serial {self.serial})"
+        return refusal(event, self.state, subject, note="; this is a bug in kpax")
 
     def fire(self, event: BatchEvent) -> BatchState:
         """Move the batch on ``event`` (:data:`~kpax.producer.batch_state.TRANSITIONS`);
@@ -166,7 +169,7 @@ class ProducerBatch(BatchBase):
         try:
             new = TRANSITIONS[self.state][event]
         except KeyError:
-            raise illegal(self._describe(), self.state, event) from None
+            raise self._refused(event) from None
         self.state = new
         if new >= _DONE:
             self.done = True
@@ -182,7 +185,7 @@ class ProducerBatch(BatchBase):
             if self.done:
                 return  # (a late answer for a batch that expired in flight)
             if error is None and _SUCCEED not in TRANSITIONS[self.state]:
-                error = illegal(self._describe(), self.state, _SUCCEED)
+                error = self._refused(_SUCCEED)
                 _log.error("%s", error)
             self.fire(_SUCCEED if error is None else _FAIL)
             self.base_offset = base_offset

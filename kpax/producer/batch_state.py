@@ -7,8 +7,8 @@ its state in ``state``; :meth:`ProducerBatch.fire
 <kpax.producer.batch.ProducerBatch.fire>` is the only code that changes it
 (and ``done``, its mirror for readers on any thread: true in DONE and
 FAILED). An event the table does not allow raises IllegalStateError naming the
-batch, the event and the state. Firing costs two dict lookups, per batch and
-never per record (the C send path only appends to an OPEN batch).
+batch, the event and the state (:func:`kpax.machines.refusal`). Firing costs two
+dict lookups, per batch and never per record (the C send path only appends to an OPEN batch).
 
 ::
 
@@ -30,7 +30,7 @@ once SEALED, ``attempts`` how often it failed retriably (against ``retries``),
 batch failed, ``parts``/``parent`` the structure of a split (kept after it
 completes: each record's outcome is its part's).
 
-Imports: kpax.proto.errors and the standard library.
+Imports: the standard library.
 """
 
 from __future__ import annotations
@@ -38,9 +38,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 
-from kpax.proto.errors import IllegalStateError
-
-__all__ = ["FINAL", "TRANSITIONS", "BatchEvent", "BatchState", "illegal"]
+__all__ = ["FINAL", "TRANSITIONS", "BatchEvent", "BatchState"]
 
 
 class BatchState(enum.IntEnum):
@@ -83,11 +81,6 @@ class BatchEvent(enum.IntEnum):
     SUCCEED = 7
     FAIL = 8
 
-    @property
-    def action(self) -> str:
-        """The event as a verb, for errors: ``seal failed`` for SEAL_FAILED."""
-        return self.name.lower().replace("_", " ")
-
 
 S, E = BatchState, BatchEvent
 
@@ -117,10 +110,3 @@ TRANSITIONS: Mapping[BatchState, Mapping[BatchEvent, BatchState]] = {
 
 #: The states a batch ends in.
 FINAL = frozenset({S.DONE, S.FAILED})
-
-
-def illegal(describe: str, state: BatchState, event: BatchEvent) -> IllegalStateError:
-    """The error of ``event`` refused in ``state`` for the batch ``describe``."""
-    return IllegalStateError(
-        f"cannot {event.action} the batch {describe}: it is {state.name}; this is a bug in kpax"
-    )

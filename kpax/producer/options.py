@@ -23,7 +23,7 @@ applies the Java client's rules that tie options together:
   it fills (kpax.producer.accumulator), so keyed records spread over many
   partitions, whose batches hold a few records each, do not pay for it.
 
-Imports: kpax.config, kpax.broker.options, kpax.proto (compression, errors).
+Imports: kpax.config, kpax.broker.options, kpax.producer.settings_fields, kpax.proto.errors.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ from kpax.config import (
     positive_int,
     resolve,
 )
+from kpax.producer.settings_fields import ProducerSettingsFields
 from kpax.proto.errors import ConfigError
 
 COMPRESSION_TYPES = ("none", "gzip", "snappy", "lz4", "zstd")
@@ -80,11 +81,13 @@ class ProducerConfig(ConnectionConfig, CallbackConfig, total=False):
     buffer_memory: Annotated[int, Option(32 * 1024 * 1024, positive_int)]
     max_block_ms: Annotated[int, Option(60000, non_negative_int)]
     max_request_size: Annotated[int, Option(1024 * 1024, positive_int)]
-    compression_type: Annotated[str | None, Option("none", one_of(*COMPRESSION_TYPES))]
+    compression_type: Annotated[
+        str | None, Option("none", one_of(*COMPRESSION_TYPES), resolved=str)
+    ]
     retries: Annotated[int, Option(2147483647, non_negative_int)]
     delivery_timeout_ms: Annotated[int, Option(120000, positive_int)]
     max_in_flight_requests_per_connection: Annotated[int, Option(5, positive_int)]
-    enable_idempotence: Annotated[bool | None, Option(None, _optional_bool)]
+    enable_idempotence: Annotated[bool | None, Option(None, _optional_bool, resolved=bool)]
     transactional_id: Annotated[str | None, Option(None, optional_str)]
     transaction_timeout_ms: Annotated[int, Option(60000, positive_int)]
     allow_auto_create_topics: Annotated[bool, Option(True, boolean)]
@@ -134,46 +137,15 @@ def resolve_producer_config(given: Mapping[str, Any]) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class ProducerSettings:
+class ProducerSettings(ProducerSettingsFields):
     """The producer's options, typed and frozen: built once from the validated
     config (:func:`resolve_producer_config`) and read by the client, the
-    sender and the transaction manager instead of ``config["..."]`` lookups."""
-
-    acks: int
-    linger_ms: int
-    batch_size: int
-    buffer_memory: int
-    max_block_ms: int
-    max_request_size: int
-    compression_type: str
-    retries: int
-    delivery_timeout_ms: int
-    max_in_flight: int
-    enable_idempotence: bool
-    transactional_id: str | None
-    transaction_timeout_ms: int
-    metadata_max_idle_ms: int
-    request_timeout_ms: int
-    retry_backoff_ms: int
-    retry_backoff_max_ms: int
-    partitioner: Any
-    key_serializer: Any
-    value_serializer: Any
-    statistics_interval_ms: int
-    stats_callback: Any
-    error_callback: Any
+    sender and the transaction manager instead of ``config["..."]`` lookups.
+    Its fields are generated from :class:`ProducerConfig`
+    (:mod:`kpax.producer.settings_fields`, ``tools/gen_settings.py``)."""
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> ProducerSettings:
-        """The settings of a resolved (validated) producer configuration: each
-        field is the option of its name (``max_in_flight``: Java's long name)."""
-        derived: dict[str, Any] = {
-            "max_in_flight": config["max_in_flight_requests_per_connection"],
-            "enable_idempotence": bool(config["enable_idempotence"]),
-        }
-        return cls(
-            **{
-                f.name: derived[f.name] if f.name in derived else config[f.name]
-                for f in fields(cls)
-            }
-        )
+        """The settings of a resolved (validated) producer configuration
+        (:func:`resolve_producer_config`): each field is the option of its name."""
+        return cls(**{f.name: config[f.name] for f in fields(cls)})

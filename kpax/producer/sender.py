@@ -139,7 +139,7 @@ class Sender(BatchOutcomes):
         self.request_timeout_ms = settings.request_timeout_ms
         self.delivery_timeout = settings.delivery_timeout_ms / 1000
         self.retries = settings.retries
-        self.max_in_flight = settings.max_in_flight
+        self.max_in_flight = settings.max_in_flight_requests_per_connection
         self.max_request_size = settings.max_request_size
         self.backoff_ms = (settings.retry_backoff_ms, settings.retry_backoff_max_ms)
         #: The clients' one retry policy (kpax.cluster.request_path): a batch's backoff.

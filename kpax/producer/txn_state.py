@@ -20,7 +20,7 @@ do; in FATAL every call raises the error that made it fatal.
         timed out is called again: it resumes)
     any state --fenced/fatal--> FATAL (every later call raises its error)
 
-Imports: kpax.proto.errors and the standard library.
+Imports: kpax.machines, kpax.proto.errors and the standard library.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 
-from kpax.proto.errors import IllegalStateError, KafkaError
+from kpax.machines import refusal
+from kpax.proto.errors import KafkaError
 
 __all__ = ["TRANSITIONS", "TxnEvent", "TxnMachine", "TxnState"]
 
@@ -126,8 +127,6 @@ class TxnMachine:
         fatal error in FATAL, else an IllegalStateError saying what to do."""
         if event in TRANSITIONS[self.state]:
             return
-        if self.state is TxnState.FATAL and self.error is not None:
-            raise self.error
         hint = ""
         if self.state is TxnState.ABORTABLE_ERROR and self.error is not None:
             hint = f" (the transaction failed: {self.error.message}; abort it)"
@@ -137,9 +136,9 @@ class TxnMachine:
             hint = " (call init_transactions() first)"
         elif self.state in (TxnState.COMMITTING, TxnState.ABORTING):
             hint = f" (the transaction is {self.state.value}: finish that call first)"
-        raise IllegalStateError(
-            f"cannot {event.value} for {self.describe}: the producer is {self.state.value}{hint}"
-        )
+        fatal = self.error if self.state is TxnState.FATAL else None
+        subject = f"for {self.describe}"
+        raise refusal(event, self.state, subject, fatal=fatal, holder="the producer", note=hint)
 
     def fire(self, event: TxnEvent, error: KafkaError | None = None) -> TxnState:
         """Move on ``event`` (refused as :meth:`check` says); FAILED and FATAL keep

@@ -21,6 +21,7 @@ LAYER = {
     "metrics": 1,
     "errors": 1,
     "config": 1,
+    "machines": 1,  # what the engines' state machines raise for a refused event
     "structs": 1,
     "loop_thread": 1,
     "forks": 1,

@@ -19,7 +19,7 @@ import pytest
 import kpax
 from kpax.admin.base import ADMIN_OPTIONS, AdminConfig
 from kpax.broker.options import COMMON_OPTIONS, ConnectionConfig
-from kpax.config import CALLBACK_OPTIONS, CallbackConfig, Option
+from kpax.config import CALLBACK_OPTIONS, CallbackConfig, Option, Timeouts
 from kpax.consumer.options import (
     CONSUMER_OPTIONS,
     ConsumerConfig,
@@ -67,14 +67,6 @@ def test_the_public_names_are_the_declarations() -> None:
     assert kpax.ParallelConsumerConfig is ParallelConsumerConfig
 
 
-# Settings fields that are not an option of the same name: what they are made from.
-DERIVED = {
-    ProducerSettings: {"max_in_flight": "max_in_flight_requests_per_connection"},
-    ConsumerSettings: {},
-    ShareSettings: {},
-}
-
-
 @pytest.mark.parametrize(
     ("settings", "table"),
     [
@@ -85,12 +77,15 @@ DERIVED = {
     ids=lambda t: getattr(t, "__name__", ""),
 )
 def test_every_settings_field_is_a_declared_option(settings, table) -> None:
-    """The typed settings the components read are a view of the declared options:
-    a field is an option's (same name) or derived from a named one."""
-    derived = DERIVED[settings]
-    for field in dataclasses.fields(settings):
-        source = derived.get(field.name, field.name)
-        assert source in table, f"{settings.__name__}.{field.name}: no option {source!r}"
+    """The typed settings the components read are a view of the declared options
+    (tools/gen_settings.py writes their fields): each field is the option of its
+    name, every option of the client but the connection options the broker
+    layer takes (the timeouts excepted), in declaration order; frozen."""
+    connection = set(get_type_hints(ConnectionConfig))
+    own = [n for n in table if n not in connection or n in Timeouts.__annotations__]
+    assert [f.name for f in dataclasses.fields(settings)] == own
+    assert settings.__dataclass_params__.frozen
+    assert "__annotations__" not in vars(settings)  # the subclass names no field itself
 
 
 SNIPPET = """

@@ -25,7 +25,7 @@ The member id is made by the client once and kept for the consumer's life
 (across fences and leaves, as the Java client does). Within one membership
 (from JOINING to a fence or a leave) the epoch never goes back.
 
-Imports: kpax.proto.errors and the standard library.
+Imports: kpax.machines, kpax.proto.errors and the standard library.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 
+from kpax.machines import refusal
 from kpax.proto.errors import IllegalStateError, KafkaError
 
 __all__ = ["TRANSITIONS", "ShareMemberEvent", "ShareMemberMachine", "ShareMemberState"]
@@ -126,11 +127,8 @@ class ShareMemberMachine:
     def _fire(self, event: ShareMemberEvent) -> None:
         row = TRANSITIONS[self.state]
         if event not in row:
-            if self.state is S.FATAL and self.error is not None:
-                raise self.error
-            raise IllegalStateError(
-                f"cannot {event.value} for the member of {self.describe}: it is {self.state.value}"
-            )
+            fatal = self.error if self.state is S.FATAL else None
+            raise refusal(event, self.state, f"for the member of {self.describe}", fatal=fatal)
         self.state = row[event]
 
     def _out(self) -> None:

@@ -6,12 +6,13 @@ once per share consumer. Options of the ordinary consumer that mean nothing
 to a share group (offsets, auto commit, assignors, isolation level: the
 group's ``share.isolation.level`` config decides) are refused by name.
 
-Imports: kpax.broker.options, kpax.config, kpax.consumer.options, kpax.proto.{compression,errors}.
+Imports: kpax.broker.options, kpax.config, kpax.consumer.options,
+kpax.consumer.share.settings_fields, kpax.proto.errors.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Annotated, Any
 
@@ -22,8 +23,8 @@ from kpax.config import (
     one_of,
     option_table,
 )
-from kpax.consumer.options import FetchConfig
-from kpax.proto.compression import DEFAULT_MAX_DECOMPRESSED_SIZE
+from kpax.consumer.options import FetchConfig, max_decompressed_batch_bytes
+from kpax.consumer.share.settings_fields import ShareSettingsFields
 from kpax.proto.errors import ConfigError
 
 __all__ = ["ACQUIRE_MODES", "SHARE_CONSUMER_OPTIONS", "ShareConsumerConfig", "ShareSettings"]
@@ -70,39 +71,19 @@ SHARE_CONSUMER_OPTIONS: dict[str, Option] = option_table(ShareConsumerConfig)
 
 
 @dataclass(frozen=True)
-class ShareSettings(Timeouts):
-    """What the share consumer's parts read from its validated configuration."""
-
-    group_id: str
-    client_rack: str | None
-    share_acknowledgement_mode: str
-    share_acquire_mode: str
-    max_poll_records: int
-    fetch_min_bytes: int
-    fetch_max_wait_ms: int
-    fetch_max_bytes: int
-    check_crcs: bool
-    key_deserializer: Callable[[bytes], Any] | None
-    value_deserializer: Callable[[bytes], Any] | None
-    max_decompressed_batch_bytes: int
-    request_timeout_ms: int
-    default_api_timeout_ms: int
-    retry_backoff_ms: int
-    retry_backoff_max_ms: int
+class ShareSettings(ShareSettingsFields, Timeouts):
+    """What the share consumer's parts read from its validated configuration.
+    Its fields are generated from :class:`ShareConsumerConfig`
+    (:mod:`kpax.consumer.share.settings_fields`, ``tools/gen_settings.py``);
+    ``max_decompressed_batch_bytes`` is the cap in force."""
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> ShareSettings:
         """The settings of a resolved (validated) share consumer configuration."""
         if config["group_id"] is None:
             raise ConfigError("a share consumer needs group_id (the share group to join)")
-        cap = config["max_decompressed_batch_bytes"]
-        derived: dict[str, Any] = {
-            "max_decompressed_batch_bytes": cap
-            if cap is not None
-            else max(2 * int(config["fetch_max_bytes"]), DEFAULT_MAX_DECOMPRESSED_SIZE)
-        }
-        values: dict[str, Any] = {f.name: config.get(f.name) for f in fields(cls)}
-        values.update(derived)
+        values = {f.name: config[f.name] for f in fields(cls)}
+        values["max_decompressed_batch_bytes"] = max_decompressed_batch_bytes(config)
         return cls(**values)
 
     @property

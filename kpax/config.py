@@ -30,7 +30,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields, is_dataclass
-from typing import Annotated, Any, TypedDict, get_type_hints
+from typing import Annotated, Any, TypedDict, get_args, get_type_hints
 
 from kpax.proto.errors import ConfigError
 
@@ -151,11 +151,21 @@ class Option:
     resolved: Any = None
 
 
-def option_table(config_type: type) -> dict[str, Option]:
+class OptionTable(dict[str, Option]):
+    """A client's option table (:func:`option_table`): each :class:`Option` by
+    name, and :attr:`nullable`, the names that take None (their declared type
+    admits it, or their default is None); :func:`resolve` refuses None for the
+    others, naming the option, rather than letting it reach the client."""
+
+    nullable: frozenset[str] = frozenset()
+
+
+def option_table(config_type: type) -> OptionTable:
     """The option table of a client's config TypedDict (in declaration order,
     inherited keys first): each key's :class:`Option`, from its ``Annotated``
     metadata. A key without exactly one Option is a TypeError at import."""
-    out: dict[str, Option] = {}
+    out = OptionTable()
+    nullable = set()
     for name, hint in get_type_hints(config_type, include_extras=True).items():
         found = [m for m in getattr(hint, "__metadata__", ()) if isinstance(m, Option)]
         if len(found) != 1:
@@ -164,6 +174,10 @@ def option_table(config_type: type) -> dict[str, Option]:
                 "Annotated[<type>, Option(default, check, doc)]"
             )
         out[name] = found[0]
+        declared = getattr(hint, "__origin__", hint)
+        if found[0].default is None or declared is Any or type(None) in get_args(declared):
+            nullable.add(name)
+    out.nullable = frozenset(nullable)
     return out
 
 
@@ -355,7 +369,7 @@ class CallbackConfig(TypedDict, total=False):
 
 
 #: The options of :class:`CallbackConfig`.
-CALLBACK_OPTIONS: dict[str, Option] = option_table(CallbackConfig)
+CALLBACK_OPTIONS: OptionTable = option_table(CallbackConfig)
 
 
 def _from_string(check: Callable[[Any], Any], text: str) -> Any:
@@ -414,6 +428,8 @@ def resolve(kind: str, options: Mapping[str, Option], given: Mapping[str, Any]) 
         opt = options.get(key)
         if opt is None:
             raise ConfigError(f"unknown {kind} option {name!r}{_unknown_hint(kind, key, options)}")
+        if value is None and key not in getattr(options, "nullable", options):
+            raise _bad_value(kind, name, key, raw, _refusing_none(opt))
         if opt.check is not None and value is not None:
             try:
                 value = opt.check(value)
@@ -429,6 +445,17 @@ def resolve(kind: str, options: Mapping[str, Option], given: Mapping[str, Any]) 
                     raise _bad_value(kind, name, key, raw, error) from None
         out[key] = value
     return ClientConfig(out)
+
+
+def _refusing_none(opt: Option) -> Exception:
+    """Why None is no value of ``opt`` (an option whose type does not take it):
+    what its check says of None, else that it needs a value."""
+    if opt.check is not None:
+        try:
+            opt.check(None)
+        except (TypeError, ValueError) as exc:
+            return exc
+    return ValueError("needs a value (leave the option out for its default)")
 
 
 def _bad_value(kind: str, name: str, key: str, raw: Any, exc: Exception) -> ConfigError:

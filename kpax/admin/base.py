@@ -31,7 +31,7 @@ from kpax.cluster.request_path import (
     ToCoordinator,
     ToLeader,
 )
-from kpax.config import Option, given_options, option_table, positive_int, resolve
+from kpax.config import Option, OptionTable, given_options, option_table, positive_int, resolve
 from kpax.metrics import ConnectionMetrics, Metrics, metrics_enabled
 from kpax.proto.error_codes import InvalidTopicError, NonEmptyGroupError
 from kpax.proto.error_families import UNKNOWN_TOPIC_ERRORS, code_in
@@ -55,7 +55,7 @@ class AdminConfig(ConnectionConfig, total=False):
 
 
 #: The admin client's option table (from :class:`AdminConfig`).
-ADMIN_OPTIONS: dict[str, Option] = option_table(AdminConfig)
+ADMIN_OPTIONS: OptionTable = option_table(AdminConfig)
 
 #: How long a call on an existing topic (leader-routed, or describe, delete,
 #: create partitions) retries UNKNOWN_TOPIC_OR_PARTITION: a topic just created

@@ -20,6 +20,7 @@ from kpax.broker.sasl import SUPPORTED_MECHANISMS, import_gssapi
 from kpax.broker.tls import build_ssl_context
 from kpax.config import (
     Option,
+    OptionTable,
     Secret,
     boolean,
     bootstrap_list,
@@ -133,7 +134,7 @@ class ConnectionConfig(TypedDict, total=False):
 
 
 #: The options every client accepts (merged into each client's own table).
-COMMON_OPTIONS: dict[str, Option] = option_table(ConnectionConfig)
+COMMON_OPTIONS: OptionTable = option_table(ConnectionConfig)
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from kpax.broker.options import ConnectionConfig
 from kpax.config import (
     CallbackConfig,
     Option,
+    OptionTable,
     Timeouts,
     boolean,
     callback_or_none,
@@ -178,7 +179,7 @@ class ConsumerConfig(ConnectionConfig, CallbackConfig, FetchConfig, total=False)
 
 
 #: The consumer's option table (from :class:`ConsumerConfig`).
-CONSUMER_OPTIONS: dict[str, Option] = option_table(ConsumerConfig)
+CONSUMER_OPTIONS: OptionTable = option_table(ConsumerConfig)
 
 
 def max_decompressed_batch_bytes(config: Mapping[str, Any]) -> int:

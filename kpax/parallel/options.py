@@ -19,6 +19,7 @@ from typing import Annotated, Any, TypedDict
 
 from kpax.config import (
     Option,
+    OptionTable,
     non_negative_int,
     one_of,
     option_table,
@@ -174,7 +175,7 @@ class ParallelOptions(TypedDict, total=False):
 
 
 #: The parallel consumer's own option table (from :class:`ParallelOptions`).
-PARALLEL_OPTIONS: dict[str, Option] = option_table(ParallelOptions)
+PARALLEL_OPTIONS: OptionTable = option_table(ParallelOptions)
 
 
 class ParallelConsumerConfig(ConsumerConfig, ParallelOptions, total=False):

@@ -36,6 +36,7 @@ from kpax.broker.options import ConnectionConfig
 from kpax.config import (
     CallbackConfig,
     Option,
+    OptionTable,
     boolean,
     non_negative_int,
     one_of,
@@ -98,7 +99,7 @@ class ProducerConfig(ConnectionConfig, CallbackConfig, total=False):
 
 
 #: The producer's option table (from :class:`ProducerConfig`).
-PRODUCER_OPTIONS: dict[str, Option] = option_table(ProducerConfig)
+PRODUCER_OPTIONS: OptionTable = option_table(ProducerConfig)
 
 
 def resolve_producer_config(given: Mapping[str, Any]) -> dict[str, Any]:

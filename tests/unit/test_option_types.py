@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import get_type_hints
+from typing import Any, get_type_hints
 
 import pytest
 
@@ -32,7 +32,12 @@ from kpax.consumer.share.options import (
     ShareSettings,
 )
 from kpax.parallel.options import PARALLEL_OPTIONS, ParallelConsumerConfig, ParallelOptions
-from kpax.producer.options import PRODUCER_OPTIONS, ProducerConfig, ProducerSettings
+from kpax.producer.options import (
+    PRODUCER_OPTIONS,
+    ProducerConfig,
+    ProducerSettings,
+    resolve_producer_config,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -153,3 +158,31 @@ def test_the_consumer_and_share_consumer_share_their_fetch_options() -> None:
     for resolve_table in (CONSUMER_OPTIONS, SHARE_CONSUMER_OPTIONS):
         check = resolve_table["fetch_max_wait_ms"].check
         assert check is not None and check(0) == 0
+
+
+@pytest.mark.parametrize(
+    "make, option",
+    [
+        (lambda **kw: kpax.aio.Producer("localhost:9092", **kw), "linger_ms"),
+        (lambda **kw: kpax.aio.Producer("localhost:9092", **kw), "batch_size"),
+        (lambda **kw: kpax.aio.Consumer("localhost:9092", **kw), "max_poll_records"),
+        (lambda **kw: kpax.aio.Admin("localhost:9092", **kw), "request_timeout_ms"),
+    ],
+)
+def test_none_for_an_option_that_takes_no_none_is_a_config_error_naming_it(
+    make: Any, option: str
+) -> None:
+    """None skipped every check and failed later with a bare TypeError
+    (``NoneType + int`` in the delivery timeout rule, ``'<' not supported``)."""
+    with pytest.raises(kpax.ConfigError, match=rf"option {option}=None: must be an integer"):
+        make(**{option: None})
+
+
+def test_none_is_still_a_value_of_the_options_whose_type_takes_it() -> None:
+    cfg = resolve_producer_config(
+        {"client_id": None, "compression_type": None, "transactional_id": None, "partitioner": None}
+    )
+    assert cfg["client_id"] is None and cfg["compression_type"] == "none"
+    assert cfg["transactional_id"] is None and cfg["partitioner"] is None
+    assert "linger_ms" not in PRODUCER_OPTIONS.nullable
+    assert {"client_id", "enable_idempotence", "transactional_id"} <= PRODUCER_OPTIONS.nullable

@@ -19,6 +19,7 @@ from typing import Annotated, Any
 from kpax.broker.options import ConnectionConfig
 from kpax.config import (
     Option,
+    OptionTable,
     Timeouts,
     one_of,
     option_table,
@@ -67,7 +68,7 @@ class ShareConsumerConfig(ConnectionConfig, FetchConfig, total=False):
 
 
 #: The share consumer's option table (from :class:`ShareConsumerConfig`).
-SHARE_CONSUMER_OPTIONS: dict[str, Option] = option_table(ShareConsumerConfig)
+SHARE_CONSUMER_OPTIONS: OptionTable = option_table(ShareConsumerConfig)
 
 
 @dataclass(frozen=True)

@@ -22,9 +22,10 @@ copied to a temporary directory), so both revisions run the very same loop; only
 ``kpax`` comes from the revision (its worktree is on ``PYTHONPATH``).
 
 Scenarios: ``consumer Np`` reads a topic of N partitions filled once (``--records``
-values of 100 bytes, confluent-kafka producer, as ``bench consumer`` does);
-``producer Np`` sends ``--records`` values to a fresh topic of N partitions, acks=1,
-compressed with ``--compression`` (none by default; as ``bench producer``);
+values of 100 bytes, confluent-kafka producer, as ``bench consumer`` does, compressed
+with ``--compression``); ``producer Np`` sends ``--records`` values to a fresh topic of
+N partitions, acks=1, compressed with ``--compression`` (none by default; as ``bench
+producer``);
 ``producer Np keyed`` sends ``--keyed-records`` (50,000) records keyed ``key-<i>``,
 acks=all, kpax's default settings but linger_ms=5 (``bench producer``'s keyed
 scenarios), e.g. ``producer 1000p keyed``.
@@ -185,7 +186,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scenarios", default=",".join(SCENARIOS))
     ap.add_argument("--peer", default="kpax sync", help="kpax sync or kpax asyncio")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per run")
-    ap.add_argument("--compression", default="none", help="the producer scenarios' codec")
+    ap.add_argument(
+        "--compression",
+        default="none",
+        help="the codec of the producer scenarios' sends and of the consumer scenarios' topics",
+    )
     ap.add_argument(
         "--keyed-records", type=int, default=50_000, help="records of a 'producer Np keyed' run"
     )
@@ -213,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
                     filled = None
                     if kind == "consumer":
                         filled = h.make_topic(bootstrap, n, prefix="bench-compare")
-                        fill(bootstrap, filled, a.records, 100, n, "none")
+                        fill(bootstrap, filled, a.records, 100, n, a.compression)
                     got: dict[str, list[float]] = {"base": [], "head": []}
                     for i in range(a.pairs):
                         order = ("base", "head") if i % 2 == 0 else ("head", "base")

@@ -12,7 +12,7 @@ v13+ names topics by id (from the metadata); when a topic's id is unknown the
 request is capped at v12.
 
 Responses are framed and CRC-checked here (in one C call per partition that
-releases the GIL, with the accelerator: ``decode_batches``), one
+does it all, with the accelerator: ``decode_batches``), one
 :class:`~kpax.consumer.buffer.Chunk` per partition, which
 :class:`~kpax.consumer.chunk_decoder.ChunkDecoder` decodes into the buffer
 (records built here or by the taking thread, aborted transactions dropped,
@@ -424,7 +424,7 @@ class Fetcher:
         refresh: set[str] = set()
         pending: list[tuple[Any, ...]] = []
         # Records built by the taking thread are checked here: with the framing and
-        # CRCs, outside the GIL (decode_batches), so the taking thread runs meanwhile.
+        # CRCs, in the same C call (decode_batches).
         check_records = self.decoder.defer_build
         for t in resp.responses:
             name = ids.get(t.topic_id) if t.topic_id is not None and t.topic_id.int else t.topic

@@ -32,7 +32,7 @@
  *
  *   walk_batches(data, validate_crc, check_records, min_offset=None) -> (buf, list, stop)
  *       The consumer's framing and checks of a partition's fetched batches (CRC-32C,
- *       headers, records of uncompressed batches) without the GIL; it stops at the
+ *       headers, records of uncompressed batches) in one call; it stops at the
  *       first batch it does not take as good and the Python walk goes on from there.
  *
  *   crc32c(data, value=0) -> int
@@ -1192,22 +1192,27 @@ crc32c_hardware(PyObject *module, PyObject *unused)
 /* walk_batches(data, validate_crc, check_records, min_offset=None)
  *     -> (buf, [pos, kept, pos, kept, ...], stop)
  *
- * The consumer's I/O-thread work on a partition's fetched bytes, in one call that
- * releases the GIL while it walks them (from WALK_NOGIL_MIN bytes): `buf` is
- * `data` as bytes (copied unless it is bytes already); then every RecordBatch v2
- * from the start is framed, its header checked (length, magic, record count,
- * codec), its CRC-32C checked (`validate_crc`) and -- `check_records`, for an
- * uncompressed batch -- its records scanned with scan_records' checks (`kept`:
- * how many are at or after `min_offset`; -1 when not scanned). The walk stops,
- * with no error, at the first thing it does not take as good: a legacy or unknown
- * magic, a bad length, a partial trailing batch, a CRC or record mismatch, fewer
- * than 61 bytes left. `stop` is where it stopped: the caller (kpax.proto.records.
- * decode_batches) goes on from there in Python, which frames the rest and raises
- * the very errors it always raised. The batches listed are exactly those the
- * Python walk would have yielded first, and a scanned batch is one scan_records
- * accepts with the same count. */
-
-#define WALK_NOGIL_MIN (64 * 1024)
+ * The consumer's I/O-thread work on a partition's fetched bytes in one call:
+ * `buf` is `data` as bytes (copied unless it is bytes already); then every
+ * RecordBatch v2 from the start is framed, its header checked (length, magic,
+ * record count, codec), its CRC-32C checked (`validate_crc`) and --
+ * `check_records`, for an uncompressed batch -- its records scanned with
+ * scan_records' checks (`kept`: how many are at or after `min_offset`; -1 when not
+ * scanned). The walk stops, with no error, at the first thing it does not take as
+ * good: a legacy or unknown magic, a bad length, a partial trailing batch, a CRC
+ * or record mismatch, fewer than 61 bytes left. `stop` is where it stopped: the
+ * caller (kpax.proto.records.decode_batches) goes on from there in Python, which
+ * frames the rest and raises the very errors it always raised. The batches listed
+ * are exactly those the Python walk would have yielded first, and a scanned batch
+ * is one scan_records accepts with the same count.
+ *
+ * The walk keeps the GIL. Releasing it (tried for responses from 64 KiB, so that
+ * the sync consumer's caller thread would build records meanwhile) made the sync
+ * face slower: while the caller thread runs, a thread that gave the GIL up waits
+ * up to the switch interval (5 ms) to get it back, so the I/O thread fell behind
+ * and the caller found the buffer empty more often (bench.consumer_cpu: 0.80M vs
+ * 0.90M records/s median of 5 interleaved rounds, the caller's CPU per record up
+ * 15%). walk_plain touches no Python object, should that be tried again. */
 
 static inline int64_t
 get_be64(const uint8_t *p)
@@ -1274,7 +1279,7 @@ utf8_ok(const uint8_t *s, Py_ssize_t n)
     return 1;
 }
 
-/* scan_records' checks with no Python object (callable without the GIL): how many
+/* scan_records' checks with no Python object: how many
  * records are at or after min_offset, or -1 where scan_records would raise. */
 static Py_ssize_t
 scan_plain(const uint8_t *p, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t count, int64_t base_offset,
@@ -1404,19 +1409,10 @@ walk_batches(PyObject *module, PyObject *args)
         goto done;
     }
     const uint8_t *p = (const uint8_t *)PyBytes_AS_STRING(buf);
-    Py_ssize_t nent, stop;
-    if (n >= WALK_NOGIL_MIN) {
-        Py_BEGIN_ALLOW_THREADS
-        if (copy)
-            memcpy((void *)p, view.buf, (size_t)n);
-        nent = walk_plain(p, n, validate_crc, check_records, (int64_t)min_offset, ent, &stop);
-        Py_END_ALLOW_THREADS
-    }
-    else {
-        if (copy)
-            memcpy((void *)p, view.buf, (size_t)n);
-        nent = walk_plain(p, n, validate_crc, check_records, (int64_t)min_offset, ent, &stop);
-    }
+    Py_ssize_t stop;
+    if (copy)
+        memcpy((void *)p, view.buf, (size_t)n);
+    Py_ssize_t nent = walk_plain(p, n, validate_crc, check_records, (int64_t)min_offset, ent, &stop);
     found = PyList_New(2 * nent);
     if (found == NULL)
         goto done;
@@ -2166,7 +2162,7 @@ static PyMethodDef methods[] = {
      "crc32c_software(data, value=0) -> int: crc32c by the table code (the fallback, for tests)"},
     {"walk_batches", (PyCFunction)walk_batches, METH_VARARGS,
      "walk_batches(data, validate_crc, check_records, min_offset=None) -> (buf, [pos, kept, ...], "
-     "stop): the good RecordBatch v2 batches from the start, framed and checked without the GIL"},
+     "stop): the good RecordBatch v2 batches from the start, framed and checked in one call"},
     {"crc32c_hardware", (PyCFunction)crc32c_hardware, METH_NOARGS,
      "crc32c_hardware() -> bool: whether crc32c uses the CPU's crc32 instruction"},
     {NULL, NULL, 0, NULL},

@@ -2,7 +2,7 @@
 ``decode_batches``) against the pure-Python walk.
 
 With the accelerator, ``decode_batches`` frames and CRC-checks the good v2 batches
-from the start in one C call without the GIL (and, ``check_records``, scans the
+from the start in one C call (and, ``check_records``, scans the
 records of the uncompressed ones), then walks the rest in Python. On any input --
 valid, corrupted, truncated, legacy -- it must yield the very batches the Python
 walk yields and raise the very error, at the same point; and a batch marked as
@@ -174,7 +174,7 @@ def _with_header_key(key: bytes) -> bytes:
     )
 )
 def test_header_keys_are_utf8_checked_as_python_checks_them(key: bytes) -> None:
-    """The C scan checks header keys without the GIL, so without Python's decoder:
+    """The C scan checks header keys without Python's decoder:
     it must accept exactly what ``bytes.decode("utf-8")`` accepts."""
     data = _with_header_key(key)
     try:
@@ -194,7 +194,7 @@ def test_header_keys_are_utf8_checked_as_python_checks_them(key: bytes) -> None:
 
 @needs_c
 def test_a_large_response_is_walked_without_the_gil_and_gives_the_same_batches() -> None:
-    """Responses from 64 KiB are walked with the GIL released: the same results."""
+    """A response of many batches (a fetch's size): the same results."""
     data = b"".join(
         encode_batch(
             [

@@ -183,7 +183,7 @@ def decode_batches(
     ``max_decompressed_size`` bytes.
 
     With the C accelerator, the good v2 batches from the start are framed and
-    CRC-checked in one call that releases the GIL (``walk_batches``; the rest, from
+    CRC-checked in one C call (``walk_batches``; the rest, from
     the first batch it does not take, is walked here, raising what it always
     raised); ``check_records`` also scans the records of the uncompressed ones
     there, which :meth:`RecordBatchV2.checked_rows` with the same ``min_offset``

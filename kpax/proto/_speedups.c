@@ -1214,6 +1214,9 @@ crc32c_hardware(PyObject *module, PyObject *unused)
  * 0.90M records/s median of 5 interleaved rounds, the caller's CPU per record up
  * 15%). walk_plain touches no Python object, should that be tried again. */
 
+/* Batches walked per pass (their positions kept on the stack between passes). */
+#define WALK_CHUNK 256
+
 static inline int64_t
 get_be64(const uint8_t *p)
 {
@@ -1334,14 +1337,15 @@ scan_plain(const uint8_t *p, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t count, i
     return pos == end ? kept : -1;
 }
 
-/* The walk itself (no Python object touched): fills ent (pos, kept pairs), returns
- * how many batches it took; *stop is where it stopped. */
+/* The walk itself (no Python object touched), from `pos`: fills ent with up to
+ * `cap` (pos, kept) pairs, returns how many batches it took; *stop is where it
+ * stopped (at `cap` batches: where the next one starts). */
 static Py_ssize_t
-walk_plain(const uint8_t *p, Py_ssize_t n, int validate_crc, int check_records, int64_t min_offset,
-           int64_t *ent, Py_ssize_t *stop)
+walk_plain(const uint8_t *p, Py_ssize_t n, Py_ssize_t pos, int validate_crc, int check_records,
+           int64_t min_offset, int64_t *ent, Py_ssize_t cap, Py_ssize_t *stop)
 {
-    Py_ssize_t pos = 0, nent = 0;
-    while (n - pos >= 61) {
+    Py_ssize_t nent = 0;
+    while (nent < cap && n - pos >= 61) {
         int32_t length = get_be32(p + pos + 8);
         if (p[pos + 16] != 2 || length < 49)
             break;
@@ -1383,7 +1387,7 @@ walk_batches(PyObject *module, PyObject *args)
                           &min_off_obj))
         return NULL;
     PyObject *result = NULL, *buf = NULL, *found = NULL;
-    int64_t *ent = NULL;
+    int64_t ent[2 * WALK_CHUNK];
     long long min_offset = LLONG_MIN;
     if (min_off_obj != Py_None) {
         min_offset = PyLong_AsLongLong(min_off_obj);
@@ -1402,31 +1406,29 @@ walk_batches(PyObject *module, PyObject *args)
         buf = view.obj;
         Py_INCREF(buf);
     }
-    Py_ssize_t cap = n / 61 + 1;
-    ent = (int64_t *)PyMem_Malloc((size_t)cap * 2 * sizeof(int64_t));
-    if (ent == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
     const uint8_t *p = (const uint8_t *)PyBytes_AS_STRING(buf);
-    Py_ssize_t stop;
     if (copy)
         memcpy((void *)p, view.buf, (size_t)n);
-    Py_ssize_t nent = walk_plain(p, n, validate_crc, check_records, (int64_t)min_offset, ent, &stop);
-    found = PyList_New(2 * nent);
+    found = PyList_New(0);
     if (found == NULL)
         goto done;
-    for (Py_ssize_t i = 0; i < 2 * nent; i++) {
-        PyObject *v = PyLong_FromLongLong(ent[i]);
-        if (v == NULL)
-            goto done;
-        PyList_SET_ITEM(found, i, v);
-    }
+    Py_ssize_t stop = 0, nent;
+    do {
+        nent = walk_plain(p, n, stop, validate_crc, check_records, (int64_t)min_offset, ent,
+                          WALK_CHUNK, &stop);
+        for (Py_ssize_t i = 0; i < 2 * nent; i++) {
+            PyObject *v = PyLong_FromLongLong(ent[i]);
+            if (v == NULL || PyList_Append(found, v) < 0) {
+                Py_XDECREF(v);
+                goto done;
+            }
+            Py_DECREF(v);
+        }
+    } while (nent == WALK_CHUNK);
     result = Py_BuildValue("(OOn)", buf, found, stop);
 done:
     Py_XDECREF(buf);
     Py_XDECREF(found);
-    PyMem_Free(ent);
     PyBuffer_Release(&view);
     return result;
 }

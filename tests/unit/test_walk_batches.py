@@ -215,6 +215,10 @@ def test_a_large_response_is_walked_without_the_gil_and_gives_the_same_batches()
             kw = {"check_records": True, "min_offset": mo}
             want = _walk(memoryview(bytearray(d)), None, **kw)
             assert _walk(memoryview(bytearray(d)), R._walk_batches, **kw) == want
+    many = b"".join(encode_batch([Record(b"x", timestamp=1)], base_offset=i) for i in range(600))
+    kw = {"check_records": True, "min_offset": 0}  # more batches than one pass of the walk
+    assert _walk(many, R._walk_batches, **kw) == _walk(many, None, **kw)
+    assert len(R._walk_batches(many, True, True, 0)[1]) == 1200
     buf, found, stop = R._walk_batches(memoryview(bytearray(data)), True, True, 25)
     assert buf == data and stop == len(data) and len(found) == 80
     assert found[1] == 25 and found[3::2] == [50] * 39  # records at or after offset 25

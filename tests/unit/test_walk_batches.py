@@ -193,7 +193,7 @@ def test_header_keys_are_utf8_checked_as_python_checks_them(key: bytes) -> None:
 
 
 @needs_c
-def test_a_large_response_is_walked_without_the_gil_and_gives_the_same_batches() -> None:
+def test_a_large_response_of_many_batches_gives_the_same_batches() -> None:
     """A response of many batches (a fetch's size): the same results."""
     data = b"".join(
         encode_batch(

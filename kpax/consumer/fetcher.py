@@ -432,9 +432,9 @@ class Fetcher:
         """
         refresh: set[str] = set()
         pending: list[tuple[Any, ...]] = []
-        # Records built by the taking thread are checked here: with the framing and
-        # CRCs, in the same C call (decode_batches).
-        check_records = self.decoder.defer_build
+        # Uncompressed batches' records are checked with the framing and CRCs, in the
+        # same C call (decode_batches): such batches are built by the taking thread.
+        check_records = True
         for t in resp.responses:
             name = ids.get(t.topic_id) if t.topic_id is not None and t.topic_id.int else t.topic
             if name is None:

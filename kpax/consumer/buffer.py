@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import gc
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -118,10 +119,19 @@ class Chunk:
             del recs[: self.pos]
             self.pos = 0
         sources = self.sources
-        while sources and len(recs) < want:
-            n, src = sources.popleft()
-            recs.extend(src if type(src) is list else parse_rows(*src))
-            self.pending -= n
+        # Only untracked records and lists are made: the cyclic GC's passes over them
+        # (the allocations trigger one every few batches) would cost more than building.
+        paused = gc.isenabled()
+        if paused:
+            gc.disable()
+        try:
+            while sources and len(recs) < want:
+                n, src = sources.popleft()
+                recs.extend(src if type(src) is list else parse_rows(*src))
+                self.pending -= n
+        finally:
+            if paused:
+                gc.enable()
 
 
 class _Reading(NamedTuple):

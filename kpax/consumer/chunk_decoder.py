@@ -3,13 +3,15 @@
 Role: :class:`ChunkDecoder` turns what the fetcher (kpax.consumer.fetcher) framed
 and CRC-checked for one partition into one :class:`~kpax.consumer.buffer.Chunk`
 and puts it in the fetch buffer. The :class:`~kpax.consumer.record.ConsumerRecord`
-objects of a v2 batch are built by the record loop in C (``batch.rows``) here,
-or -- with ``defer_build``, which the sync face sets -- the batch is
-decompressed and every record checked here (``RecordBatchV2.checked_rows``, no
-object built) and the records are built later by the thread that takes the
-chunk (see :class:`~kpax.consumer.buffer.Chunk`): the I/O thread stays free to
-read the next response, and the records are made just before the application
-reads them. With a deserializer, or a legacy (v0/v1) batch, the records are
+objects of a v2 batch are built later by the thread that takes the chunk (see
+:class:`~kpax.consumer.buffer.Chunk`), just before the application reads them;
+here the batch is only decompressed and every record checked
+(``RecordBatchV2.checked_rows``, no object built): so for every v2 batch with
+``defer_build`` (the sync face: its I/O thread stays free to read the next
+response), and for the uncompressed ones otherwise (the fetcher's C walk
+checked their records with their CRCs: ``batch.checked``); the asyncio face
+builds a compressed batch here (``batch.rows``), from the bytes it has just
+decompressed. With a deserializer, or a legacy (v0/v1) batch, the records are
 built here (``zip``/``map`` in C). ``read_committed`` drops batches of aborted
 transactions (the response's aborted list) and control batches are never shown.
 
@@ -52,10 +54,12 @@ _ROW_SLOTS = (2, 3, 5, 6, 7)
 class ChunkDecoder:
     """Decodes a partition's batches into a chunk of the fetch buffer (module docstring)."""
 
-    #: Build a v2 batch's records on the thread that takes them (Chunk sources) rather
-    #: than here: the sync face sets it (its I/O thread then only checks batches and
-    #: its caller's thread builds what it reads); the asyncio face, one thread for
-    #: both, builds here and spares the check (scan_records) a deferred build needs.
+    #: Build every v2 batch's records on the thread that takes them (Chunk sources)
+    #: rather than here: the sync face sets it (its I/O thread then only checks
+    #: batches and its caller's thread builds what it reads). Without it, only the
+    #: batches checked already (``batch.checked``: uncompressed, by the fetcher's C
+    #: walk) are: a compressed one is built here and spares a second pass
+    #: (scan_records) over what it decompressed.
     defer_build = False
 
     def __init__(
@@ -152,7 +156,7 @@ class ChunkDecoder:
                     template = ConsumerRecord(
                         topic, partition, 0, 0, batch.timestamp_type, None, None, (), epoch
                     )
-                    if not defer:
+                    if not defer and batch.checked is None:
                         out.extend(batch.rows(template, _ROW_SLOTS, fetch_offset))
                         next_offset, next_epoch = nxt, epoch
                         continue

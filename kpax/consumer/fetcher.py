@@ -11,7 +11,8 @@ sessions (KIP-227, :mod:`kpax.consumer.fetch_session`, one per broker). Fetch
 v13+ names topics by id (from the metadata); when a topic's id is unknown the
 request is capped at v12.
 
-Responses are framed and CRC-checked here, one
+Responses are framed and CRC-checked here (in one C call per partition that
+does it all, with the accelerator: ``decode_batches``), one
 :class:`~kpax.consumer.buffer.Chunk` per partition, which
 :class:`~kpax.consumer.chunk_decoder.ChunkDecoder` decodes into the buffer
 (records built here or by the taking thread, aborted transactions dropped,
@@ -431,6 +432,9 @@ class Fetcher:
         """
         refresh: set[str] = set()
         pending: list[tuple[Any, ...]] = []
+        # Uncompressed batches' records are checked with the framing and CRCs, in the
+        # same C call (decode_batches): such batches are built by the taking thread.
+        check_records = True
         for t in resp.responses:
             name = ids.get(t.topic_id) if t.topic_id is not None and t.topic_id.int else t.topic
             if name is None:
@@ -467,6 +471,8 @@ class Fetcher:
                             data,
                             validate_crc=self.check_crcs,
                             max_decompressed_size=self.max_decompressed,
+                            check_records=check_records,
+                            min_offset=offset,
                         )
                     )
                 except KafkaError as exc:

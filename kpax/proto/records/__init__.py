@@ -17,7 +17,8 @@ Hot paths:
 - ``BatchBuilder`` (producer accumulator) and ``encode_columns`` (column input).
 - ``rewrite_producer_state`` for idempotent retries after an epoch bump.
 
-Imports: the standard library and kpax.proto.* only (see the submodules).
+Imports: the standard library and kpax.proto.* only (see the submodules; kpax.proto.accel
+for the C walk over fetched batches).
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable, Iterator, Sequence
 from operator import attrgetter
-from typing import Final
+from typing import Any, Final
 
+from kpax.proto.accel import speedups as _speedups
 from kpax.proto.compression import DEFAULT_MAX_DECOMPRESSED_SIZE
 from kpax.proto.errors import CorruptRecordError
 from kpax.proto.records.builder import BatchBuilder, encode_columns, rewrite_producer_state
@@ -74,6 +76,8 @@ _KEY = attrgetter("key")
 _VALUE = attrgetter("value")
 _HEADERS = attrgetter("headers")
 _LEGACY_MIN: Final = {0: 14, 1: 22}
+#: The C walk over the good v2 batches (see decode_batches), or None without the C module.
+_walk_batches: Any = None if _speedups is None else _speedups.walk_batches
 
 
 class Record:
@@ -168,6 +172,8 @@ def decode_batches(
     max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
     validate_crc: bool = True,
     allow_partial: bool = True,
+    check_records: bool = False,
+    min_offset: int | None = None,
 ) -> Iterator[RecordBatch]:
     """Yield each whole batch in ``data`` (v2 ``RecordBatchV2`` or legacy ``LegacyBatch``).
 
@@ -175,10 +181,26 @@ def decode_batches(
     ``allow_partial`` is False. Corrupt data raises CorruptRecordError naming the
     byte offset; a compressed batch may not decompress to more than
     ``max_decompressed_size`` bytes.
+
+    With the C accelerator, the good v2 batches from the start are framed and
+    CRC-checked in one C call (``walk_batches``; the rest, from
+    the first batch it does not take, is walked here, raising what it always
+    raised); ``check_records`` also scans the records of the uncompressed ones
+    there, which :meth:`RecordBatchV2.checked_rows` with the same ``min_offset``
+    then need not do again (the consumer's I/O thread: kpax.consumer.fetcher).
     """
-    buf = data if isinstance(data, bytes) else bytes(data)
-    n = len(buf)
     pos = 0
+    if _walk_batches is not None:
+        buf, found, pos = _walk_batches(data, validate_crc, check_records, min_offset)
+        it = iter(found)
+        for start, kept in zip(it, it, strict=True):
+            batch = RecordBatchV2(buf, start, max_decompressed_size)
+            if kept >= 0:
+                batch.checked = (min_offset, kept)
+            yield batch
+    else:
+        buf = data if isinstance(data, bytes) else bytes(data)
+    n = len(buf)
     while n - pos >= 17:
         (length,) = _I32.unpack_from(buf, pos + 8)
         magic = buf[pos + 16]

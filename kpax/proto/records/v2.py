@@ -457,6 +457,7 @@ class RecordBatchV2:
         "base_sequence",
         "base_timestamp",
         "batch_length",
+        "checked",
         "count",
         "crc",
         "decompressed_size",
@@ -503,6 +504,9 @@ class RecordBatchV2:
         self._max_size = max_size
         #: Bytes the records section decompressed to (0 until decoded, or uncompressed).
         self.decompressed_size = 0
+        #: (min_offset, how many records are at or after it) when the records were
+        #: scanned already (decode_batches' ``check_records``), else None.
+        self.checked: tuple[int | None, int] | None = None
         if self.count < 0:
             raise CorruptRecordError(
                 f"batch at offset {self.base_offset} (byte {pos}) has a negative record count"
@@ -629,11 +633,15 @@ class RecordBatchV2:
         the arguments of ``parse_rows`` that build them). The batch is decompressed
         and every record checked (the same CorruptRecordError as :meth:`rows`), but no
         record object is made: ``parse_rows(*args)`` makes them where they are read."""
-        buf, start, end = self._section()
-        try:
-            n = scan_records(buf, start, end, self.count, self.base_offset, min_offset)
-        except CorruptRecordError as e:
-            raise self._error(e) from None
+        checked = self.checked
+        if checked is not None and checked[0] == min_offset:  # scanned when framed
+            buf, start, end, n = self._buf, self._start, self._end, checked[1]
+        else:
+            buf, start, end = self._section()
+            try:
+                n = scan_records(buf, start, end, self.count, self.base_offset, min_offset)
+            except CorruptRecordError as e:
+                raise self._error(e) from None
         ts = self.max_timestamp if self.attributes & ATTR_TIMESTAMP_TYPE else None
         args = (buf, start, end, self.count, self.base_offset, self.base_timestamp)
         return n, (*args, template, slots, ts, min_offset)

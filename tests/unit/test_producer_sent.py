@@ -153,7 +153,9 @@ async def test_send_many_buffers_at_the_call_and_warns_alike() -> None:
     try:
         with pytest.warns(RuntimeWarning) as caught:
             p.send_many(TOPIC, [b"a", b"b"], partition=0)
-        assert [str(w.message) for w in caught] == [never_awaited("send_many", TOPIC)]
+        # (an unclosed producer of an earlier test collected meanwhile warns too)
+        shown = [str(w.message) for w in caught if not str(w.message).startswith("unclosed ")]
+        assert shown == [never_awaited("send_many", TOPIC)]
         assert list(p.accumulator.queues[TOPIC][0].open.values) == [b"a", b"b"]
         bulk = await p.send_many(TOPIC, [b"c"], partition=0)
         server = asyncio.ensure_future(serve([broker], lambda: False))

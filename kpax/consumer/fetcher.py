@@ -473,6 +473,7 @@ class Fetcher:
                             max_decompressed_size=self.max_decompressed,
                             check_records=check_records,
                             min_offset=offset,
+                            borrow=True,  # the response frame is ours alone
                         )
                     )
                 except KafkaError as exc:

@@ -30,10 +30,15 @@
  *       then independent 64 KiB blocks from kpax's own block compressor
  *       (stored when they would not shrink), then the end mark.
  *
- *   walk_batches(data, validate_crc, check_records, min_offset=None) -> (buf, list, stop)
+ *   walk_batches(data, validate_crc, check_records, min_offset=None, borrow=False)
+ *       -> (buf, list, stop)
  *       The consumer's framing and checks of a partition's fetched batches (CRC-32C,
  *       headers, records of uncompressed batches) in one call; it stops at the
  *       first batch it does not take as good and the Python walk goes on from there.
+ *
+ *   frame_buffer(size) -> bytearray
+ *       `size` bytes not initialised: a large response frame's buffer, which the
+ *       socket fills (kpax.proto.framing).
  *
  *   crc32c(data, value=0) -> int
  *       CRC-32C (Castagnoli) of a bytes-like object, continuing from `value`:
@@ -1189,11 +1194,13 @@ crc32c_hardware(PyObject *module, PyObject *unused)
 
 /* ------------------------------------------------------------------ walk_batches */
 
-/* walk_batches(data, validate_crc, check_records, min_offset=None)
+/* walk_batches(data, validate_crc, check_records, min_offset=None, borrow=False)
  *     -> (buf, [pos, kept, pos, kept, ...], stop)
  *
  * The consumer's I/O-thread work on a partition's fetched bytes in one call:
- * `buf` is `data` as bytes (copied unless it is bytes already); then every
+ * `buf` is `data` as bytes (copied unless it is bytes already) -- or, with
+ * `borrow` and a memoryview, the memoryview itself, not copied: the caller
+ * promises nothing writes to its bytes any more; then every
  * RecordBatch v2 from the start is framed, its header checked (length, magic,
  * record count, codec), its CRC-32C checked (`validate_crc`) and --
  * `check_records`, for an uncompressed batch -- its records scanned with
@@ -1381,10 +1388,12 @@ static PyObject *
 walk_batches(PyObject *module, PyObject *args)
 {
     Py_buffer view;
-    int validate_crc, check_records;
-    PyObject *min_off_obj = Py_None;
-    if (!PyArg_ParseTuple(args, "y*pp|O:walk_batches", &view, &validate_crc, &check_records,
-                          &min_off_obj))
+    int validate_crc, check_records, borrow = 0;
+    PyObject *data, *min_off_obj = Py_None;
+    if (!PyArg_ParseTuple(args, "Opp|Op:walk_batches", &data, &validate_crc, &check_records,
+                          &min_off_obj, &borrow))
+        return NULL;
+    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0)
         return NULL;
     PyObject *result = NULL, *buf = NULL, *found = NULL;
     int64_t ent[2 * WALK_CHUNK];
@@ -1395,20 +1404,26 @@ walk_batches(PyObject *module, PyObject *args)
             goto done;
     }
     Py_ssize_t n = view.len;
-    int copy = !(view.obj != NULL && PyBytes_CheckExact(view.obj) && view.buf == PyBytes_AS_STRING(view.obj) &&
-                 view.len == PyBytes_GET_SIZE(view.obj));
-    if (copy) {
-        buf = PyBytes_FromStringAndSize(NULL, n);
-        if (buf == NULL)
-            goto done;
+    const uint8_t *p;
+    if (PyBytes_CheckExact(data)) {
+        buf = data; /* immutable already */
+        Py_INCREF(buf);
+        p = (const uint8_t *)PyBytes_AS_STRING(buf);
+    }
+    else if (borrow && PyMemoryView_Check(data) && PyMemoryView_GET_BUFFER(data)->itemsize == 1 &&
+             PyMemoryView_GET_BUFFER(data)->ndim == 1) {
+        /* The caller's promise: nothing writes to these bytes any more (the
+         * consumer's own response frame). The view keeps them alive and unmoved. */
+        buf = data;
+        Py_INCREF(buf);
+        p = (const uint8_t *)view.buf;
     }
     else {
-        buf = view.obj;
-        Py_INCREF(buf);
+        buf = PyBytes_FromStringAndSize((const char *)view.buf, n);
+        if (buf == NULL)
+            goto done;
+        p = (const uint8_t *)PyBytes_AS_STRING(buf);
     }
-    const uint8_t *p = (const uint8_t *)PyBytes_AS_STRING(buf);
-    if (copy)
-        memcpy((void *)p, view.buf, (size_t)n);
     found = PyList_New(0);
     if (found == NULL)
         goto done;
@@ -1431,6 +1446,27 @@ done:
     Py_XDECREF(found);
     PyBuffer_Release(&view);
     return result;
+}
+
+/* ------------------------------------------------------------------ frame_buffer */
+
+/* frame_buffer(size) -> bytearray: `size` bytes, not initialised (no zero fill).
+ * The broker connection's buffer for a large response frame, filled by the socket
+ * (kpax.proto.framing): a large allocation is mapped pages the kernel commits only
+ * as bytes are written into them, so its memory in use follows the bytes that
+ * have arrived, and nothing is written twice. Bytes past those written must never
+ * be read: the reader hands the frame out only once the socket filled all of it. */
+static PyObject *
+frame_buffer(PyObject *module, PyObject *arg)
+{
+    Py_ssize_t size = PyLong_AsSsize_t(arg);
+    if (size == -1 && PyErr_Occurred())
+        return NULL;
+    if (size < 0) {
+        PyErr_SetString(PyExc_ValueError, "frame_buffer: negative size");
+        return NULL;
+    }
+    return PyByteArray_FromStringAndSize(NULL, size);
 }
 
 /* ------------------------------------------------------------------ module */
@@ -2163,8 +2199,12 @@ static PyMethodDef methods[] = {
     {"crc32c_software", (PyCFunction)crc32c_software, METH_VARARGS,
      "crc32c_software(data, value=0) -> int: crc32c by the table code (the fallback, for tests)"},
     {"walk_batches", (PyCFunction)walk_batches, METH_VARARGS,
-     "walk_batches(data, validate_crc, check_records, min_offset=None) -> (buf, [pos, kept, ...], "
+     "walk_batches(data, validate_crc, check_records, min_offset=None, borrow=False) -> "
+     "(buf, [pos, kept, ...], "
      "stop): the good RecordBatch v2 batches from the start, framed and checked in one call"},
+    {"frame_buffer", (PyCFunction)frame_buffer, METH_O,
+     "frame_buffer(size) -> bytearray of size bytes, not initialised (a response frame's "
+     "buffer, filled by the socket)"},
     {"crc32c_hardware", (PyCFunction)crc32c_hardware, METH_NOARGS,
      "crc32c_hardware() -> bool: whether crc32c uses the CPU's crc32 instruction"},
     {NULL, NULL, 0, NULL},

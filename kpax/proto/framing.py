@@ -10,13 +10,19 @@ back ``(request, frame)`` pairs; tests do the same with plain bytes.
 
 Buffers: small frames are cut from a fixed scratch buffer (one copy each); a
 frame larger than the scratch buffer (a Fetch response) gets a buffer of its
-own that the socket fills directly, so its bytes are never copied again. That
-buffer never holds more than what has arrived plus ``grow`` bytes: it starts at
+own that the socket fills directly, so its bytes are never copied again.
+With the C accelerator, a frame up to :data:`WHOLE_FRAME_MAX` gets it whole at
+once, not initialised (``_speedups.frame_buffer``): the kernel commits a large
+allocation's pages only as the socket writes into them, so memory in use
+follows the bytes that have arrived, no byte is written twice, and the socket
+may fill all that is left in one read. Otherwise the buffer never holds more
+than what has arrived plus ``grow`` zeroed bytes: it starts at
 ``min(size, grow)`` and grows by ``grow`` as bytes come in (a ``bytearray``
 resize, which for large buffers the C library does by remapping pages). A
 4-byte size prefix is untrusted: a bogus one (a TLS alert read as a size is
-350 MB) costs at most ``grow`` bytes, and a large frame gets its buffer only
-after its correlation id has been checked against the oldest request.
+350 MB) costs at most ``grow`` bytes of memory in use, and a large frame gets
+its buffer only after its correlation id has been checked against the oldest
+request.
 
 Errors: bytes that break the protocol -- a size below 4 or above
 ``max_response_size``, a correlation id out of order, a TLS record where a
@@ -24,15 +30,17 @@ Kafka response was expected -- stop the reader: :attr:`~ResponseReader.error`
 is set (a :class:`FrameError`) and every later call returns nothing. The
 frames cut before the error are still returned.
 
-Imports: the standard library and kpax.proto.errors only.
+Imports: the standard library, kpax.proto.errors and kpax.proto.accel only.
 """
 
 from __future__ import annotations
 
 import collections
 import struct
+from collections.abc import Callable
 from typing import Generic, Protocol, TypeVar
 
+from kpax.proto.accel import speedups
 from kpax.proto.errors import ProtocolError
 
 __all__ = [
@@ -42,7 +50,16 @@ __all__ = [
     "InFlight",
     "ResponseReader",
     "TlsRecordSeen",
+    "WHOLE_FRAME_MAX",
 ]
+
+#: The largest frame given its whole buffer at once (with the C accelerator): a
+#: default Fetch response (``fetch_max_bytes`` 50 MiB) and anything smaller.
+WHOLE_FRAME_MAX = 64 * 1024 * 1024
+#: An uninitialised bytearray of a given size, or None without the accelerator.
+_FRAME_BUFFER: Callable[[int], bytearray] | None = (
+    None if speedups is None else speedups.frame_buffer
+)
 
 _SIZE = struct.Struct(">i")
 #: TLS record content types: change_cipher_spec, alert, handshake, application_data.
@@ -101,6 +118,7 @@ class ResponseReader(Generic[R]):
         detect_tls: bool = False,
         scratch: int = 256 * 1024,
         grow: int = 1024 * 1024,
+        whole_frames: bool | None = None,
     ) -> None:
         self.max_response_size = max_response_size
         #: Check the first bytes for a TLS record (a plaintext client on a TLS listener).
@@ -112,6 +130,13 @@ class ResponseReader(Generic[R]):
         self.error: FrameError | None = None
         self._cap = scratch
         self._grow = grow
+        #: An uninitialised buffer maker for whole frames (None: grow by ``grow``);
+        #: ``whole_frames`` None means whenever the C accelerator is built.
+        self._whole: Callable[[int], bytearray] | None = (
+            _FRAME_BUFFER if whole_frames is None or whole_frames else None
+        )
+        if whole_frames and self._whole is None:
+            raise ValueError("whole_frames needs the C accelerator (kpax.proto._speedups)")
         self._zeros = memoryview(bytes(grow))
         self._scratch = bytearray(scratch)
         self._scratch_view = memoryview(self._scratch)
@@ -226,7 +251,10 @@ class ResponseReader(Generic[R]):
                 if not self._matches_oldest(correlation_id):
                     return
                 have = avail - 4
-                frame = bytearray(min(size, self._grow))  # > have: have < scratch and < size
+                if self._whole is not None and size <= WHOLE_FRAME_MAX:
+                    frame = self._whole(size)  # not initialised: only [:pos] is ever read
+                else:
+                    frame = bytearray(min(size, self._grow))  # > have: have < scratch and < size
                 frame[:have] = buf[start + 4 : self._end]
                 self._frame, self._frame_view = frame, memoryview(frame)
                 self._frame_pos, self._frame_size = have, size

@@ -11,12 +11,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kpax.proto.accel import speedups
 from kpax.proto.framing import (
+    WHOLE_FRAME_MAX,
     BadFrameSize,
     CorrelationMismatch,
     ResponseReader,
     TlsRecordSeen,
 )
+
+#: The ways a large frame gets its buffer: grown as bytes arrive, and (with the C
+#: accelerator) whole at once, not initialised.
+BUFFERINGS = [False] + ([True] if speedups is not None else [])
 
 
 @dataclass
@@ -53,6 +59,7 @@ def feed(reader: ResponseReader[Req], data: bytes, cuts: list[int]) -> list[tupl
         max_size=6,
     ),
     cut_fracs=st.lists(st.floats(0, 1), max_size=12),
+    whole=st.sampled_from(BUFFERINGS),
 )
 @settings(
     max_examples=60,
@@ -60,9 +67,11 @@ def feed(reader: ResponseReader[Req], data: bytes, cuts: list[int]) -> list[tupl
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 def test_frames_come_out_whole_in_order_however_the_stream_is_cut(
-    bodies: list[bytes], cut_fracs: list[float]
+    bodies: list[bytes], cut_fracs: list[float], whole: bool
 ) -> None:
-    reader: ResponseReader[Req] = ResponseReader(1 << 30, scratch=64 * 1024, grow=128 * 1024)
+    reader: ResponseReader[Req] = ResponseReader(
+        1 << 30, scratch=64 * 1024, grow=128 * 1024, whole_frames=whole
+    )
     reqs = [Req(100 + i) for i in range(len(bodies))]
     reader.in_flight.extend(reqs)
     data = b"".join(frame(r.correlation_id, b) for r, b in zip(reqs, bodies, strict=True))
@@ -77,7 +86,9 @@ def test_frames_come_out_whole_in_order_however_the_stream_is_cut(
 
 
 def test_a_large_frame_gets_its_own_buffer_grown_as_bytes_arrive() -> None:
-    reader: ResponseReader[Req] = ResponseReader(1 << 30, scratch=1024, grow=4096)
+    reader: ResponseReader[Req] = ResponseReader(
+        1 << 30, scratch=1024, grow=4096, whole_frames=False
+    )
     reader.in_flight.append(Req(7))
     big = frame(7, bytes(range(256)) * 100)  # 25,608 bytes
     first = reader.get_buffer()
@@ -98,6 +109,30 @@ def test_a_large_frame_gets_its_own_buffer_grown_as_bytes_arrive() -> None:
         done = reader.buffer_updated(n)
     assert [(r.correlation_id, bytes(f)) for r, f in done] == [(7, big[4:])]
     assert largest <= pos + 4096
+
+
+@pytest.mark.skipif(speedups is None, reason="whole frame buffers come from the C accelerator")
+def test_a_large_frame_gets_its_whole_buffer_at_once_and_only_its_bytes_come_out() -> None:
+    reader: ResponseReader[Req] = ResponseReader(1 << 30, scratch=1024, grow=4096)
+    reader.in_flight.extend([Req(7), Req(8)])
+    big = frame(7, bytes(range(256)) * 100)  # 25,608 bytes
+    first = reader.get_buffer()
+    first[:100] = big[:100]
+    del first
+    assert reader.buffer_updated(100) == []
+    rest = reader.get_buffer()
+    assert len(rest) == len(big) - 100  # the socket may fill all that is left at once
+    rest[:] = big[100:]
+    del rest
+    done = reader.buffer_updated(len(big) - 100)
+    assert [(r.correlation_id, bytes(f)) for r, f in done] == [(7, big[4:])]
+    # Above WHOLE_FRAME_MAX a frame's buffer grows as its bytes arrive again.
+    huge = struct.pack(">ii", WHOLE_FRAME_MAX + 5, 8)
+    buf = reader.get_buffer()
+    buf[: len(huge)] = huge
+    del buf
+    assert reader.buffer_updated(len(huge)) == []
+    assert len(reader.get_buffer()) == 4096 - 4  # `grow` bytes, the correlation id in
 
 
 def test_a_large_frame_out_of_order_is_refused_before_its_buffer_is_made() -> None:

@@ -134,15 +134,22 @@ def _walk(data: Any, walker: Any, **kw: Any) -> tuple[list[Any], Any]:
     st.booleans(),
     st.one_of(st.none(), st.integers(0, 2**40 + 40)),
     st.booleans(),
+    st.booleans(),
 )
 def test_the_c_walk_gives_what_the_python_walk_gives(
-    data: bytes, validate_crc: bool, check_records: bool, min_offset: int | None, view: bool
+    data: bytes,
+    validate_crc: bool,
+    check_records: bool,
+    min_offset: int | None,
+    view: bool,
+    borrow: bool,
 ) -> None:
     kw = {"validate_crc": validate_crc, "check_records": check_records, "min_offset": min_offset}
     want = _walk(data, None, **kw)
-    # a memoryview of a bytearray (a Fetch response's records) is copied to bytes
+    # a memoryview of a bytearray (a Fetch response's records) is copied to bytes,
+    # or read where it is when borrowed
     arg: Any = memoryview(bytearray(data)) if view else data
-    assert _walk(arg, R._walk_batches, **kw) == want
+    assert _walk(arg, R._walk_batches, borrow=borrow, **kw) == want
     # batches the C walk scanned: scan_records accepts them, with the same count
     with contextlib.suppress(KafkaError):
         for b in decode_batches(data, **kw):
@@ -150,6 +157,28 @@ def test_the_c_walk_gives_what_the_python_walk_gives(
                 assert check_records and not b.attributes & 7
                 args = (b._buf, b._start, b._end, b.count, b.base_offset, min_offset)
                 assert b.checked == (min_offset, v2._py_scan_records(*args))
+
+
+@needs_c
+def test_a_borrowed_view_is_read_where_it_is_and_anything_else_is_copied() -> None:
+    data = b"".join(
+        encode_batch([Record(b"v%d" % i, timestamp=i)] * 3, base_offset=3 * i) for i in range(4)
+    )
+    frame = bytearray(b"head" + data)
+    view = memoryview(frame)[4:]
+    borrowed = list(decode_batches(view, check_records=True, min_offset=0, borrow=True))
+    assert all(b._buf is view for b in borrowed)  # no copy
+    assert [r.value for b in borrowed for r in b] == [b"v%d" % (i // 3) for i in range(12)]
+    copied = list(decode_batches(view, check_records=True, min_offset=0))
+    assert all(type(b._buf) is bytes for b in copied)
+    got = list(decode_batches(frame[4:], borrow=True))  # not a view: copied even if borrowed
+    assert all(type(b._buf) is bytes for b in got) and len(got) == 4
+    # A legacy message after the v2 batches: the walk goes on in Python, on bytes.
+    legacy = encode_batch([Record(b"old", timestamp=1)], base_offset=12, magic=1)
+    tail = memoryview(bytearray(data + legacy))
+    got = list(decode_batches(tail, borrow=True))
+    assert [b.base_offset for b in got] == [0, 3, 6, 9, 12]
+    assert [r.value for r in got[-1]] == [b"old"]
 
 
 def _with_header_key(key: bytes) -> bytes:

@@ -174,6 +174,7 @@ def decode_batches(
     allow_partial: bool = True,
     check_records: bool = False,
     min_offset: int | None = None,
+    borrow: bool = False,
 ) -> Iterator[RecordBatch]:
     """Yield each whole batch in ``data`` (v2 ``RecordBatchV2`` or legacy ``LegacyBatch``).
 
@@ -188,16 +189,23 @@ def decode_batches(
     raised); ``check_records`` also scans the records of the uncompressed ones
     there, which :meth:`RecordBatchV2.checked_rows` with the same ``min_offset``
     then need not do again (the consumer's I/O thread: kpax.consumer.fetcher).
+
+    The batches read ``data`` as bytes, copied once unless it is bytes already;
+    ``borrow`` (a memoryview of bytes nothing writes to any more, such as the
+    consumer's own response frame) lets the C walk's batches read the view
+    itself, with no copy: they then keep its whole buffer alive.
     """
     pos = 0
     if _walk_batches is not None:
-        buf, found, pos = _walk_batches(data, validate_crc, check_records, min_offset)
+        buf, found, pos = _walk_batches(data, validate_crc, check_records, min_offset, borrow)
         it = iter(found)
         for start, kept in zip(it, it, strict=True):
             batch = RecordBatchV2(buf, start, max_decompressed_size)
             if kept >= 0:
                 batch.checked = (min_offset, kept)
             yield batch
+        if pos < len(buf) and not isinstance(buf, bytes):
+            buf = bytes(buf)  # the walk in Python (legacy batches, errors) reads bytes
     else:
         buf = data if isinstance(data, bytes) else bytes(data)
     n = len(buf)

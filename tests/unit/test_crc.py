@@ -56,3 +56,23 @@ def test_the_accelerator_crc_at_every_length_and_alignment() -> None:
     big = os.urandom(1 << 20)
     assert speedups.crc32c(big) == speedups.crc32c_software(big) == ref(big)
     assert speedups.crc32c(big[7:], speedups.crc32c(big[:7])) == ref(big)
+
+
+def test_the_hardware_crc_joins_its_three_streams_right() -> None:
+    """The hardware CRC runs three streams over blocks of 3 x 4096 and 3 x 256 bytes
+    and joins them: lengths at and around those blocks' edges, at every alignment,
+    continued from a non-zero value, against crcmod."""
+    from kpax.proto.accel import speedups
+
+    if speedups is None:
+        return
+    ref = crcmod.predefined.mkPredefinedCrcFun("crc-32c")
+    data = os.urandom(3 * 4096 * 2 + 3 * 256 * 3 + 64)
+    edges = [3 * 256, 3 * 4096, 3 * 4096 + 3 * 256, 2 * 3 * 4096 + 2 * 3 * 256]
+    lengths = sorted({e + d for e in edges for d in (-9, -8, -1, 0, 1, 7, 8, 9, 255, 256)})
+    for off in range(8):
+        for n in lengths:
+            chunk = bytes(data[off : off + n])
+            assert speedups.crc32c(chunk) == ref(chunk), (off, n)
+            head = ref(data[:5])
+            assert speedups.crc32c(chunk, head) == ref(data[:5] + chunk), (off, n)

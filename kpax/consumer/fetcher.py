@@ -11,8 +11,8 @@ sessions (KIP-227, :mod:`kpax.consumer.fetch_session`, one per broker). Fetch
 v13+ names topics by id (from the metadata); when a topic's id is unknown the
 request is capped at v12.
 
-Responses are framed and CRC-checked here (in one C call per partition that
-does it all, with the accelerator: ``decode_batches``), one
+Responses are framed and CRC-checked here (with the accelerator, in C: one call
+for all the partitions of a response for the sync face, ``walk_many``), one
 :class:`~kpax.consumer.buffer.Chunk` per partition, which
 :class:`~kpax.consumer.chunk_decoder.ChunkDecoder` decodes into the buffer
 (records built here or by the taking thread, aborted transactions dropped,
@@ -73,7 +73,7 @@ from kpax.proto.errors import (
     error_for_code,
 )
 from kpax.proto.messages import FetchRequest
-from kpax.proto.records import decode_batches
+from kpax.proto.records import decode_batches, walk_many
 from kpax.structs import TopicPartition
 from kpax.tasks import cancel_and_wait
 
@@ -428,13 +428,19 @@ class Fetcher:
 
         Batches are framed (and CRC-checked) here and each partition's fetch
         position moves to the end of its last batch, with a buffer slot reserved,
-        so the next fetch can be sent before the records are decoded.
+        so the next fetch can be sent before the records are decoded. The framing,
+        CRCs and the records of uncompressed batches are checked in C (such
+        batches are built by the taking thread). For the sync face, that is one
+        call for all the partitions (``walk_many``), with the GIL released once
+        when they are large, so that its application thread reads records
+        meanwhile; the asyncio face, which has no other thread to let run, walks
+        each partition just before decoding it, while its bytes are in the caches.
         """
         refresh: set[str] = set()
         pending: list[tuple[Any, ...]] = []
-        # Uncompressed batches' records are checked with the framing and CRCs, in the
-        # same C call (decode_batches): such batches are built by the taking thread.
-        check_records = True
+        # The partitions with records, in response order: (state, gen, topic, its
+        # response partition, fetch offset).
+        todo: list[tuple[PartitionState, int, str, Any, int]] = []
         for t in resp.responses:
             name = ids.get(t.topic_id) if t.topic_id is not None and t.topic_id.int else t.topic
             if name is None:
@@ -460,43 +466,51 @@ class Fetcher:
                     self.positions.maybe_truncated(st, div.epoch, div.end_offset)
                     if st.gen != gen or st.state is FetchState.FAILED:
                         continue
-                data = p.records
-                if not data:
-                    continue
-                batches: list[Any] = []
-                err: KafkaError | None = None
-                try:
-                    batches.extend(
-                        decode_batches(
-                            data,
-                            validate_crc=self.check_crcs,
-                            max_decompressed_size=self.max_decompressed,
-                            check_records=check_records,
-                            min_offset=offset,
-                            borrow=True,  # the response frame is ours alone
-                        )
+                if p.records:
+                    todo.append((st, gen, name, p, offset))
+        walks = None
+        if self.decoder.defer_build:  # the sync face: its application thread builds records
+            walks = walk_many(
+                [item[3].records for item in todo],
+                [item[4] for item in todo],
+                validate_crc=self.check_crcs,
+                check_records=True,
+                borrow=True,  # the response frame is ours alone
+            )
+        for i, (st, gen, name, p, offset) in enumerate(todo):
+            batches: list[Any] = []
+            err: KafkaError | None = None
+            try:
+                batches.extend(
+                    decode_batches(
+                        p.records,
+                        validate_crc=self.check_crcs,
+                        max_decompressed_size=self.max_decompressed,
+                        check_records=True,
+                        min_offset=offset,
+                        borrow=True,
+                        walked=None if walks is None else walks[i],
                     )
-                except KafkaError as exc:
-                    # Bad bytes after `batches`: stop fetching the partition now; the
-                    # error follows its records (see ChunkDecoder.decode), in response order.
-                    at = max(offset, batches[-1].next_offset) if batches else offset
-                    err = self.decoder.record_error(st, exc, at)
-                    st.fail(err)  # (raised by the buffer after the records: decode)
-                if not batches:
-                    if err is not None:
-                        pending.append(
-                            (st, gen, name, p.partition_index, batches, offset, None, err)
-                        )
-                    continue
-                last = batches[-1]
-                nxt = last.next_offset
-                if nxt <= offset and err is None:
-                    continue
-                st.fetched(nxt, last.partition_leader_epoch if last.magic >= 2 else -1)
-                st.puts += 1  # the slot of the chunk ChunkDecoder.decode will put
-                pending.append(
-                    (st, gen, name, p.partition_index, batches, offset, p.aborted_transactions, err)
                 )
+            except KafkaError as exc:
+                # Bad bytes after `batches`: stop fetching the partition now; the
+                # error follows its records (see ChunkDecoder.decode), in response order.
+                at = max(offset, batches[-1].next_offset) if batches else offset
+                err = self.decoder.record_error(st, exc, at)
+                st.fail(err)  # (raised by the buffer after the records: decode)
+            if not batches:
+                if err is not None:
+                    pending.append((st, gen, name, p.partition_index, batches, offset, None, err))
+                continue
+            last = batches[-1]
+            nxt = last.next_offset
+            if nxt <= offset and err is None:
+                continue
+            st.fetched(nxt, last.partition_leader_epoch if last.magic >= 2 else -1)
+            st.puts += 1  # the slot of the chunk ChunkDecoder.decode will put
+            pending.append(
+                (st, gen, name, p.partition_index, batches, offset, p.aborted_transactions, err)
+            )
         if refresh:
             self._spawn(self.cluster.refresh(refresh))
         return pending

@@ -36,6 +36,10 @@
  *       headers, records of uncompressed batches) in one call; it stops at the
  *       first batch it does not take as good and the Python walk goes on from there.
  *
+ *   walk_many(datas, min_offsets, validate_crc, check_records, borrow) -> list
+ *       walk_batches over a Fetch response's partitions in one call, with the
+ *       GIL released once for them all when they are large.
+ *
  *   frame_buffer(size) -> bytearray
  *       `size` bytes not initialised: a large response frame's buffer, which the
  *       socket fills (kpax.proto.framing).
@@ -1511,6 +1515,123 @@ done:
     return result;
 }
 
+/* walk_many(datas, min_offsets, validate_crc, check_records, borrow) -> [walk, ...]
+ *
+ * walk_batches over each of `datas` (with its min_offset), as a list of its
+ * (buf, [pos, kept, ...], stop) results, in one call: a Fetch response's
+ * partitions. When they hold NOGIL_MIN bytes or more, the walks run with the
+ * GIL released, once for them all: the sync consumer's application thread
+ * builds and reads records meanwhile (one release, not one per partition: a
+ * thread taking the GIL back may wait for the switch interval). */
+typedef struct {
+    Py_buffer view;
+    int held;
+    PyObject *buf;
+    const uint8_t *p;
+    int64_t min_offset;
+    int64_t *ent;
+    Py_ssize_t nent, stop;
+} walk_item;
+
+static PyObject *
+walk_many(PyObject *module, PyObject *args)
+{
+    PyObject *datas, *mins;
+    int validate_crc, check_records, borrow;
+    if (!PyArg_ParseTuple(args, "O!O!ppp:walk_many", &PyList_Type, &datas, &PyList_Type, &mins,
+                          &validate_crc, &check_records, &borrow))
+        return NULL;
+    Py_ssize_t m = PyList_GET_SIZE(datas);
+    if (PyList_GET_SIZE(mins) != m) {
+        PyErr_SetString(PyExc_ValueError, "walk_many: datas and min_offsets differ in length");
+        return NULL;
+    }
+    PyObject *result = NULL;
+    walk_item *items = PyMem_Calloc((size_t)(m ? m : 1), sizeof(walk_item));
+    if (items == NULL)
+        return PyErr_NoMemory();
+    Py_ssize_t total = 0;
+    int nomem = 0;
+    for (Py_ssize_t i = 0; i < m; i++) {
+        walk_item *it = &items[i];
+        PyObject *data = PyList_GET_ITEM(datas, i), *mo = PyList_GET_ITEM(mins, i);
+        it->min_offset = INT64_MIN;
+        if (mo != Py_None) {
+            long long v = PyLong_AsLongLong(mo);
+            if (v == -1 && PyErr_Occurred())
+                goto done;
+            it->min_offset = (int64_t)v;
+        }
+        if (PyObject_GetBuffer(data, &it->view, PyBUF_SIMPLE) < 0)
+            goto done;
+        it->held = 1;
+        if (PyBytes_CheckExact(data) ||
+            (borrow && PyMemoryView_Check(data) && PyMemoryView_GET_BUFFER(data)->itemsize == 1 &&
+             PyMemoryView_GET_BUFFER(data)->ndim == 1)) {
+            it->buf = data; /* bytes, or a view the caller promises nothing writes to */
+            Py_INCREF(data);
+            it->p = (const uint8_t *)it->view.buf;
+        }
+        else {
+            it->buf = PyBytes_FromStringAndSize((const char *)it->view.buf, it->view.len);
+            if (it->buf == NULL)
+                goto done;
+            it->p = (const uint8_t *)PyBytes_AS_STRING(it->buf);
+        }
+        total += it->view.len;
+    }
+    PyThreadState *released = total >= NOGIL_MIN ? PyEval_SaveThread() : NULL;
+    for (Py_ssize_t i = 0; i < m && !nomem; i++) {
+        walk_item *it = &items[i];
+        Py_ssize_t n = it->view.len, cap = n / 61 + 1; /* a batch takes 61 bytes or more */
+        it->ent = malloc((size_t)cap * 2 * sizeof(int64_t));
+        if (it->ent == NULL)
+            nomem = 1;
+        else
+            it->nent = walk_plain(it->p, n, 0, validate_crc, check_records, it->min_offset,
+                                  it->ent, cap, &it->stop);
+    }
+    if (released != NULL)
+        PyEval_RestoreThread(released);
+    if (nomem) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    result = PyList_New(m);
+    if (result == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < m; i++) {
+        walk_item *it = &items[i];
+        PyObject *found = PyList_New(2 * it->nent);
+        if (found == NULL)
+            goto fail;
+        for (Py_ssize_t k = 0; k < 2 * it->nent; k++) {
+            PyObject *v = PyLong_FromLongLong(it->ent[k]);
+            if (v == NULL) {
+                Py_DECREF(found);
+                goto fail;
+            }
+            PyList_SET_ITEM(found, k, v);
+        }
+        PyObject *walk = Py_BuildValue("(ONn)", it->buf, found, it->stop);
+        if (walk == NULL)
+            goto fail;
+        PyList_SET_ITEM(result, i, walk);
+    }
+    goto done;
+fail:
+    Py_CLEAR(result);
+done:
+    for (Py_ssize_t i = 0; i < m; i++) {
+        if (items[i].held)
+            PyBuffer_Release(&items[i].view);
+        Py_XDECREF(items[i].buf);
+        free(items[i].ent);
+    }
+    PyMem_Free(items);
+    return result;
+}
+
 /* ------------------------------------------------------------------ frame_buffer */
 
 /* frame_buffer(size) -> bytearray: `size` bytes, not initialised (no zero fill).
@@ -2265,6 +2386,9 @@ static PyMethodDef methods[] = {
      "walk_batches(data, validate_crc, check_records, min_offset=None, borrow=False) -> "
      "(buf, [pos, kept, ...], "
      "stop): the good RecordBatch v2 batches from the start, framed and checked in one call"},
+    {"walk_many", (PyCFunction)walk_many, METH_VARARGS,
+     "walk_many(datas, min_offsets, validate_crc, check_records, borrow) -> [walk_batches "
+     "result, ...]: each data walked, with the GIL released once for them all when large"},
     {"frame_buffer", (PyCFunction)frame_buffer, METH_O,
      "frame_buffer(size) -> bytearray of size bytes, not initialised (a response frame's "
      "buffer, filled by the socket)"},

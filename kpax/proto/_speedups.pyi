@@ -85,3 +85,11 @@ def walk_batches(
     /,
 ) -> tuple[bytes | memoryview, list[int], int]: ...
 def frame_buffer(size: int, /) -> bytearray: ...
+def walk_many(
+    datas: list[bytes | bytearray | memoryview],
+    min_offsets: list[int | None],
+    validate_crc: bool,
+    check_records: bool,
+    borrow: bool,
+    /,
+) -> list[tuple[bytes | memoryview, list[int], int]]: ...

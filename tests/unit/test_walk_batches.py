@@ -160,6 +160,56 @@ def test_the_c_walk_gives_what_the_python_walk_gives(
 
 
 @needs_c
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.tuples(fetched(), st.one_of(st.none(), st.integers(0, 2**40 + 40)), st.booleans()),
+        max_size=4,
+    ),
+    st.booleans(),
+    st.booleans(),
+    st.booleans(),
+)
+def test_walk_many_walks_each_partition_as_walk_batches_does(
+    parts: list[tuple[bytes, int | None, bool]],
+    validate_crc: bool,
+    check_records: bool,
+    borrow: bool,
+) -> None:
+    """A Fetch response's partitions walked in one call: each walk is what
+    walk_batches gives for it, and decode_batches given it yields the same."""
+    datas: list[Any] = [memoryview(bytearray(d)) if view else d for d, _, view in parts]
+    mins = [mo for _, mo, _ in parts]
+    walks = R.walk_many(
+        datas, mins, validate_crc=validate_crc, check_records=check_records, borrow=borrow
+    )
+    assert walks is not None
+    for data, mo, walk in zip(datas, mins, walks, strict=True):
+        assert walk == R._walk_batches(data, validate_crc, check_records, mo, borrow)
+        kw = {"validate_crc": validate_crc, "check_records": check_records, "min_offset": mo}
+        want = _walk(data, R._walk_batches, borrow=borrow, **kw)
+        assert _walk(data, R._walk_batches, borrow=borrow, walked=walk, **kw) == want
+
+
+@needs_c
+def test_walk_many_on_a_large_response_and_bad_arguments() -> None:
+    """Above 256 KiB the walks run with the GIL released: the same results; and
+    arguments that do not fit are refused, not walked."""
+    batch = encode_batch([Record(b"x" * 100, timestamp=1)] * 100, base_offset=0)
+    big = memoryview(bytearray(batch * 40))  # ~440 KiB
+    walks = R.walk_many([big, batch], [0, None], check_records=True, borrow=True)
+    assert walks is not None
+    assert walks[0][0] is big and len(walks[0][1]) == 80 and walks[0][2] == len(big)
+    assert walks[1][1] == [0, 100]
+    with pytest.raises(ValueError, match="differ in length"):
+        R._walk_many([batch], [], True, True, False)
+    with pytest.raises(TypeError):
+        R._walk_many([batch], ["0"], True, True, False)
+    with pytest.raises(TypeError):
+        R._walk_many(["not bytes"], [None], True, True, False)
+
+
+@needs_c
 def test_a_borrowed_view_is_read_where_it_is_and_anything_else_is_copied() -> None:
     data = b"".join(
         encode_batch([Record(b"v%d" % i, timestamp=i)] * 3, base_offset=3 * i) for i in range(4)

@@ -58,6 +58,7 @@ __all__ = [
     "RecordBatchV2",
     "RecordTuple",
     "decode_batches",
+    "walk_many",
     "encode_batch",
     "encode_columns",
     "rewrite_producer_state",
@@ -78,6 +79,8 @@ _HEADERS = attrgetter("headers")
 _LEGACY_MIN: Final = {0: 14, 1: 22}
 #: The C walk over the good v2 batches (see decode_batches), or None without the C module.
 _walk_batches: Any = None if _speedups is None else _speedups.walk_batches
+#: The same over several partitions at once (see walk_many).
+_walk_many: Any = None if _speedups is None else _speedups.walk_many
 
 
 class Record:
@@ -166,6 +169,25 @@ def encode_batch(
     )
 
 
+def walk_many(
+    datas: list[bytes | bytearray | memoryview],
+    min_offsets: list[int | None],
+    *,
+    validate_crc: bool = True,
+    check_records: bool = False,
+    borrow: bool = False,
+) -> list[tuple[Any, list[int], int]] | None:
+    """The C walk of :func:`decode_batches` over several partitions' bytes in one
+    call (each one's ``walked``), with the GIL released once for them all when
+    they are large (256 KiB and more); None without the C accelerator."""
+    if _walk_many is None:
+        return None
+    result: list[tuple[Any, list[int], int]] = _walk_many(
+        datas, min_offsets, validate_crc, check_records, borrow
+    )
+    return result
+
+
 def decode_batches(
     data: bytes | bytearray | memoryview,
     *,
@@ -175,6 +197,7 @@ def decode_batches(
     check_records: bool = False,
     min_offset: int | None = None,
     borrow: bool = False,
+    walked: tuple[Any, list[int], int] | None = None,
 ) -> Iterator[RecordBatch]:
     """Yield each whole batch in ``data`` (v2 ``RecordBatchV2`` or legacy ``LegacyBatch``).
 
@@ -193,11 +216,15 @@ def decode_batches(
     The batches read ``data`` as bytes, copied once unless it is bytes already;
     ``borrow`` (a memoryview of bytes nothing writes to any more, such as the
     consumer's own response frame) lets the C walk's batches read the view
-    itself, with no copy: they then keep its whole buffer alive.
+    itself, with no copy: they then keep its whole buffer alive. ``walked`` is
+    what :func:`walk_many` gave for ``data`` with the same arguments (the C walk
+    done already).
     """
     pos = 0
-    if _walk_batches is not None:
-        buf, found, pos = _walk_batches(data, validate_crc, check_records, min_offset, borrow)
+    if walked is not None or _walk_batches is not None:
+        if walked is None:
+            walked = _walk_batches(data, validate_crc, check_records, min_offset, borrow)
+        buf, found, pos = walked
         it = iter(found)
         for start, kept in zip(it, it, strict=True):
             batch = RecordBatchV2(buf, start, max_decompressed_size)

@@ -398,7 +398,7 @@ def given_options(first: Any, config: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def resolve(kind: str, options: Mapping[str, Option], given: Mapping[str, Any]) -> ClientConfig:
+def resolve(kind: str, options: OptionTable, given: Mapping[str, Any]) -> ClientConfig:
     """Merge ``given`` over the defaults of ``options``, checking each value.
 
     ``kind`` names the client in messages ("producer", "consumer", "admin");
@@ -428,7 +428,7 @@ def resolve(kind: str, options: Mapping[str, Option], given: Mapping[str, Any]) 
         opt = options.get(key)
         if opt is None:
             raise ConfigError(f"unknown {kind} option {name!r}{_unknown_hint(kind, key, options)}")
-        if value is None and key not in getattr(options, "nullable", options):
+        if value is None and key not in options.nullable:
             raise _bad_value(kind, name, key, raw, _refusing_none(opt))
         if opt.check is not None and value is not None:
             try:

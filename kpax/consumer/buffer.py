@@ -45,14 +45,13 @@ Also runs rebalance-listener calls that must happen on the application's
 thread (see :meth:`FetchBuffer.call_in_app`).
 
 Imports: kpax.consumer.state, kpax.consumer.record, kpax.metrics,
-kpax.proto.records.v2 (parse_rows), the standard library.
+kpax.proto.records.v2 (parse_rows), kpax.proto.gc_pause, the standard library.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
-import gc
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -63,6 +62,7 @@ from typing import Any, NamedTuple
 from kpax.consumer.record import ConsumerRecord
 from kpax.consumer.state import PartitionState
 from kpax.metrics import Sensor
+from kpax.proto.gc_pause import gc_paused
 from kpax.proto.records.v2 import parse_rows
 
 __all__ = ["Chunk", "FetchBuffer"]
@@ -121,17 +121,11 @@ class Chunk:
         sources = self.sources
         # Only untracked records and lists are made: the cyclic GC's passes over them
         # (the allocations trigger one every few batches) would cost more than building.
-        paused = gc.isenabled()
-        if paused:
-            gc.disable()
-        try:
+        with gc_paused():
             while sources and len(recs) < want:
                 n, src = sources.popleft()
                 recs.extend(src if type(src) is list else parse_rows(*src))
                 self.pending -= n
-        finally:
-            if paused:
-                gc.enable()
 
 
 class _Reading(NamedTuple):

@@ -28,7 +28,6 @@ Imports: kpax.consumer.{buffer,options,positions,record,state}, kpax.proto.
 from __future__ import annotations
 
 import collections
-import gc
 from functools import partial
 from itertools import repeat
 from typing import Any
@@ -44,6 +43,7 @@ from kpax.proto.errors import (
     KafkaError,
     SerializationError,
 )
+from kpax.proto.gc_pause import gc_paused
 from kpax.proto.records.control import ControlRecord
 
 _make = partial(tuple.__new__, ConsumerRecord)
@@ -111,106 +111,103 @@ class ChunkDecoder:
         defer = self.defer_build
         # Only tuples of ints/bytes/str are made here, never a cycle: the cyclic GC's
         # passes over them (triggered by the allocations) would cost more than decoding.
-        paused = gc.isenabled()
-        if paused:
-            gc.disable()
-        try:
-            for batch in batches:
-                nxt = batch.next_offset
-                if nxt <= fetch_offset:
-                    continue
-                if previous is not None:
-                    decompressed += previous.decompressed_size
-                    if decompressed > budget:  # enough for one chunk: fetch the rest again
-                        if st.gen == gen:
-                            if error is not None:
-                                st.drop_error(error)  # found again if still there
-                            st.refetch(next_offset, next_epoch)
-                        error = None
+        with gc_paused():
+            try:
+                for batch in batches:
+                    nxt = batch.next_offset
+                    if nxt <= fetch_offset:
+                        continue
+                    if previous is not None:
+                        decompressed += previous.decompressed_size
+                        if decompressed > budget:  # enough for one chunk: fetch the rest again
+                            if st.gen == gen:
+                                if error is not None:
+                                    st.drop_error(error)  # found again if still there
+                                st.refetch(next_offset, next_epoch)
+                            error = None
+                            break
+                    previous = batch
+                    if batch.magic < 2:  # legacy message set: no epochs, transactions or control
+                        epoch = -1
+                    else:
+                        epoch = batch.partition_leader_epoch
+                        if read_committed:
+                            last = batch.last_offset
+                            while aborted and aborted[-1][0] <= last:
+                                aborted_pids.add(aborted.pop()[1])
+                            if batch.is_control:
+                                pid = batch.producer_id
+                                if pid in aborted_pids:
+                                    for rec in batch:  # an ABORT marker is type 0
+                                        if isinstance(rec, ControlRecord) and rec.type == 0:
+                                            aborted_pids.discard(pid)
+                                next_offset, next_epoch = nxt, epoch
+                                continue
+                            if batch.is_transactional and batch.producer_id in aborted_pids:
+                                next_offset, next_epoch = nxt, epoch
+                                continue
+                        elif batch.is_control:
+                            next_offset, next_epoch = nxt, epoch
+                            continue
+                    if kd is None and vd is None and batch.magic == 2:
+                        # the record loop builds the ConsumerRecords itself (C when built)
+                        template = ConsumerRecord(
+                            topic, partition, 0, 0, batch.timestamp_type, None, None, (), epoch
+                        )
+                        if not defer and batch.checked is None:
+                            out.extend(batch.rows(template, _ROW_SLOTS, fetch_offset))
+                            next_offset, next_epoch = nxt, epoch
+                            continue
+                        # Checked here, built by the taking thread (see Chunk).
+                        n, args = batch.checked_rows(template, _ROW_SLOTS, fetch_offset)
+                        if n:
+                            if out:
+                                sources.append((len(out), out))
+                                pending += len(out)
+                                out = []
+                            sources.append((n, args))
+                            pending += n
+                        next_offset, next_epoch = nxt, epoch
+                        continue
+                    rows = batch.tuples()
+                    if not rows:
+                        next_offset, next_epoch = nxt, epoch
+                        continue
+                    if rows[0][0] < fetch_offset:
+                        rows = [r for r in rows if r[0] >= fetch_offset]
+                    offsets, timestamps, keys, values, headers = zip(*rows, strict=True)
+                    failed: tuple[int, SerializationError] | None = None
+                    if kd is not None or vd is not None:
+                        keys, values, failed = self.deserialize(
+                            topic, partition, offsets, keys, values
+                        )
+                        if failed is not None:  # the records before the failing one only
+                            offsets = offsets[: failed[0]]
+                    out.extend(
+                        map(
+                            _make,
+                            zip(
+                                repeat(topic),
+                                repeat(partition),
+                                offsets,
+                                timestamps,
+                                repeat(batch.timestamp_type),
+                                keys,
+                                values,
+                                headers,
+                                repeat(epoch),
+                            ),
+                        )
+                    )
+                    if failed is not None:
+                        index, serr = failed
+                        next_offset, next_epoch = rows[index][0], epoch
+                        error = self.record_error(st, serr, next_offset, next_offset + 1)
                         break
-                previous = batch
-                if batch.magic < 2:  # legacy message set: no epochs, transactions or control
-                    epoch = -1
-                else:
-                    epoch = batch.partition_leader_epoch
-                    if read_committed:
-                        last = batch.last_offset
-                        while aborted and aborted[-1][0] <= last:
-                            aborted_pids.add(aborted.pop()[1])
-                        if batch.is_control:
-                            pid = batch.producer_id
-                            if pid in aborted_pids:
-                                for rec in batch:
-                                    if isinstance(rec, ControlRecord) and rec.type == 0:  # ABORT
-                                        aborted_pids.discard(pid)
-                            next_offset, next_epoch = nxt, epoch
-                            continue
-                        if batch.is_transactional and batch.producer_id in aborted_pids:
-                            next_offset, next_epoch = nxt, epoch
-                            continue
-                    elif batch.is_control:
-                        next_offset, next_epoch = nxt, epoch
-                        continue
-                if kd is None and vd is None and batch.magic == 2:
-                    # the record loop builds the ConsumerRecords itself (C when built)
-                    template = ConsumerRecord(
-                        topic, partition, 0, 0, batch.timestamp_type, None, None, (), epoch
-                    )
-                    if not defer and batch.checked is None:
-                        out.extend(batch.rows(template, _ROW_SLOTS, fetch_offset))
-                        next_offset, next_epoch = nxt, epoch
-                        continue
-                    # Checked here, built by the taking thread (see Chunk).
-                    n, args = batch.checked_rows(template, _ROW_SLOTS, fetch_offset)
-                    if n:
-                        if out:
-                            sources.append((len(out), out))
-                            pending += len(out)
-                            out = []
-                        sources.append((n, args))
-                        pending += n
                     next_offset, next_epoch = nxt, epoch
-                    continue
-                rows = batch.tuples()
-                if not rows:
-                    next_offset, next_epoch = nxt, epoch
-                    continue
-                if rows[0][0] < fetch_offset:
-                    rows = [r for r in rows if r[0] >= fetch_offset]
-                offsets, timestamps, keys, values, headers = zip(*rows, strict=True)
-                failed: tuple[int, SerializationError] | None = None
-                if kd is not None or vd is not None:
-                    keys, values, failed = self.deserialize(topic, partition, offsets, keys, values)
-                    if failed is not None:  # the records before the failing one only
-                        offsets = offsets[: failed[0]]
-                out.extend(
-                    map(
-                        _make,
-                        zip(
-                            repeat(topic),
-                            repeat(partition),
-                            offsets,
-                            timestamps,
-                            repeat(batch.timestamp_type),
-                            keys,
-                            values,
-                            headers,
-                            repeat(epoch),
-                        ),
-                    )
-                )
-                if failed is not None:
-                    index, serr = failed
-                    next_offset, next_epoch = rows[index][0], epoch
-                    error = self.record_error(st, serr, next_offset, next_offset + 1)
-                    break
-                next_offset, next_epoch = nxt, epoch
-        except KafkaError as exc:
-            # `batch` failed to decode: the chunk ends before it
-            error = self.record_error(st, exc, next_offset)
-        finally:
-            if paused:
-                gc.enable()
+            except KafkaError as exc:
+                # `batch` failed to decode: the chunk ends before it
+                error = self.record_error(st, exc, next_offset)
         # Deliver what decoded; an error comes when the position reaches it.
         if batches:
             if sources:

@@ -35,12 +35,12 @@ lastOffsetDelta i32, baseTimestamp i64, maxTimestamp i64, producerId i64,
 producerEpoch i16, baseSequence i32, recordCount i32, then the records
 (compressed as one stream when the codec is not none).
 
-Imports: the standard library and kpax.proto.{accel,errors,crc,compression,varint,records.control}.
+Imports: the standard library and
+kpax.proto.{accel,errors,crc,compression,gc_pause,varint,records.control}.
 """
 
 from __future__ import annotations
 
-import gc
 import struct
 from collections.abc import Iterator, Sequence
 from functools import partial
@@ -53,6 +53,7 @@ from kpax.proto import varint as _varint
 from kpax.proto.accel import speedups
 from kpax.proto.compression import CODEC_NAMES, DEFAULT_MAX_DECOMPRESSED_SIZE, decompress
 from kpax.proto.errors import CorruptRecordError
+from kpax.proto.gc_pause import gc_paused
 from kpax.proto.records.control import ControlRecord
 from kpax.proto.varint import ZZ_TABLE_SIZE, decode_varint, encode_varint
 
@@ -252,114 +253,109 @@ def _py_parse_records(  # noqa: PLR0917 - hot path, positional on purpose
     start = pos
     # Only tuples of bytes and ints are made here, never a cycle: pausing the cyclic
     # GC for a large batch saves its young-generation passes over them (~6%).
-    paused = count > 256 and gc.isenabled()
-    if paused:
-        gc.disable()
-    try:
-        for _ in range(count):
-            start = pos
-            # record length
-            b = buf[pos]
-            if b < 0x80:
-                pos += 1
-                rec_end = pos + d1[b]
-            else:
-                c = buf[pos + 1]
-                if c < 0x80:
-                    pos += 2
-                    rec_end = pos + d2[c][b]
+    with gc_paused(count > 256):
+        try:
+            for _ in range(count):
+                start = pos
+                # record length
+                b = buf[pos]
+                if b < 0x80:
+                    pos += 1
+                    rec_end = pos + d1[b]
                 else:
-                    ln, pos = decode_varint(buf, pos)
-                    rec_end = pos + ln
-            if rec_end > end or rec_end < pos + 6:
-                raise CorruptRecordError(
-                    f"record at byte {start} has a bad length {rec_end - pos} "
-                    f"({end - pos} bytes remain)"
-                )
-            # attributes (unused), timestamp delta
-            b = buf[pos + 1]
-            if b < 0x80:
-                ts = base_timestamp + d1[b]
-                pos += 2
-            else:
-                c = buf[pos + 2]
-                if c < 0x80:
-                    ts = base_timestamp + d2[c][b]
-                    pos += 3
-                else:
-                    ts, pos = decode_varint(buf, pos + 1)
-                    ts += base_timestamp
-            # offset delta
-            b = buf[pos]
-            if b < 0x80:
-                off = base_offset + d1[b]
-                pos += 1
-            else:
-                c = buf[pos + 1]
-                if c < 0x80:
-                    off = base_offset + d2[c][b]
+                    c = buf[pos + 1]
+                    if c < 0x80:
+                        pos += 2
+                        rec_end = pos + d2[c][b]
+                    else:
+                        ln, pos = decode_varint(buf, pos)
+                        rec_end = pos + ln
+                if rec_end > end or rec_end < pos + 6:
+                    raise CorruptRecordError(
+                        f"record at byte {start} has a bad length {rec_end - pos} "
+                        f"({end - pos} bytes remain)"
+                    )
+                # attributes (unused), timestamp delta
+                b = buf[pos + 1]
+                if b < 0x80:
+                    ts = base_timestamp + d1[b]
                     pos += 2
                 else:
-                    off, pos = decode_varint(buf, pos)
-                    off += base_offset
-            # key
-            b = buf[pos]
-            if b < 0x80:
-                kl = d1[b]
-                pos += 1
-            else:
-                c = buf[pos + 1]
-                if c < 0x80:
-                    kl = d2[c][b]
-                    pos += 2
+                    c = buf[pos + 2]
+                    if c < 0x80:
+                        ts = base_timestamp + d2[c][b]
+                        pos += 3
+                    else:
+                        ts, pos = decode_varint(buf, pos + 1)
+                        ts += base_timestamp
+                # offset delta
+                b = buf[pos]
+                if b < 0x80:
+                    off = base_offset + d1[b]
+                    pos += 1
                 else:
-                    kl, pos = decode_varint(buf, pos)
-            if kl >= 0:
-                key: bytes | None = buf[pos : pos + kl]
-                pos += kl
-            elif kl == -1:
-                key = None
-            else:
-                raise CorruptRecordError(f"record at byte {start} has a bad key length {kl}")
-            # value
-            b = buf[pos]
-            if b < 0x80:
-                vl = d1[b]
-                pos += 1
-            else:
-                c = buf[pos + 1]
-                if c < 0x80:
-                    vl = d2[c][b]
-                    pos += 2
+                    c = buf[pos + 1]
+                    if c < 0x80:
+                        off = base_offset + d2[c][b]
+                        pos += 2
+                    else:
+                        off, pos = decode_varint(buf, pos)
+                        off += base_offset
+                # key
+                b = buf[pos]
+                if b < 0x80:
+                    kl = d1[b]
+                    pos += 1
                 else:
-                    vl, pos = decode_varint(buf, pos)
-            if vl >= 0:
-                value: bytes | None = buf[pos : pos + vl]
-                pos += vl
-            elif vl == -1:
-                value = None
-            else:
-                raise CorruptRecordError(f"record at byte {start} has a bad value length {vl}")
-            # headers
-            headers: Sequence[Header]
-            if buf[pos]:
-                headers, pos = _parse_headers(buf, pos, start)
-            else:
-                headers = nohdr
-                pos += 1
-            if pos != rec_end:
-                raise CorruptRecordError(
-                    f"record at byte {start}: its fields end at byte {pos}, its length "
-                    f"says {rec_end}"
-                )
-            append((off, ts, key, value, headers))
-    except IndexError:
-        raise CorruptRecordError(
-            f"record at byte {start} runs past the end of its batch (byte {end})"
-        ) from None
-    finally:
-        if paused:
-            gc.enable()
+                    c = buf[pos + 1]
+                    if c < 0x80:
+                        kl = d2[c][b]
+                        pos += 2
+                    else:
+                        kl, pos = decode_varint(buf, pos)
+                if kl >= 0:
+                    key: bytes | None = buf[pos : pos + kl]
+                    pos += kl
+                elif kl == -1:
+                    key = None
+                else:
+                    raise CorruptRecordError(f"record at byte {start} has a bad key length {kl}")
+                # value
+                b = buf[pos]
+                if b < 0x80:
+                    vl = d1[b]
+                    pos += 1
+                else:
+                    c = buf[pos + 1]
+                    if c < 0x80:
+                        vl = d2[c][b]
+                        pos += 2
+                    else:
+                        vl, pos = decode_varint(buf, pos)
+                if vl >= 0:
+                    value: bytes | None = buf[pos : pos + vl]
+                    pos += vl
+                elif vl == -1:
+                    value = None
+                else:
+                    raise CorruptRecordError(f"record at byte {start} has a bad value length {vl}")
+                # headers
+                headers: Sequence[Header]
+                if buf[pos]:
+                    headers, pos = _parse_headers(buf, pos, start)
+                else:
+                    headers = nohdr
+                    pos += 1
+                if pos != rec_end:
+                    raise CorruptRecordError(
+                        f"record at byte {start}: its fields end at byte {pos}, its length "
+                        f"says {rec_end}"
+                    )
+                append((off, ts, key, value, headers))
+        except IndexError:
+            raise CorruptRecordError(
+                f"record at byte {start} runs past the end of its batch (byte {end})"
+            ) from None
     if pos != end:
         raise CorruptRecordError(
             f"batch declares {count} records but {end - pos} bytes remain after them "

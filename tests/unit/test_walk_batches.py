@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import struct
+import tracemalloc
 from typing import Any
 
 import pytest
@@ -218,6 +219,20 @@ def test_a_borrowed_view_is_read_where_it_is_and_anything_else_is_copied() -> No
     view = memoryview(frame)[4:]
     borrowed = list(decode_batches(view, check_records=True, min_offset=0, borrow=True))
     assert all(b._buf is view for b in borrowed)  # no copy
+    # A fetch's partial batch at the end (the broker cuts at a size): still no copy.
+    big = b"".join(
+        encode_batch([Record(b"x" * 100, timestamp=1)] * 100, base_offset=100 * i)
+        for i in range(50)
+    )
+    cut = memoryview(bytearray(big + big[:40]))
+    tracemalloc.start()
+    try:
+        got = list(decode_batches(cut, borrow=True))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(got) == 50 and all(b._buf is cut for b in got)
+    assert peak < len(big) // 4, f"{peak} bytes allocated walking {len(big)}: copied"
     assert [r.value for b in borrowed for r in b] == [b"v%d" % (i // 3) for i in range(12)]
     copied = list(decode_batches(view, check_records=True, min_offset=0))
     assert all(type(b._buf) is bytes for b in copied)

@@ -231,8 +231,6 @@ def decode_batches(
             if kept >= 0:
                 batch.checked = (min_offset, kept)
             yield batch
-        if pos < len(buf) and not isinstance(buf, bytes):
-            buf = bytes(buf)  # the walk in Python (legacy batches, errors) reads bytes
     else:
         buf = data if isinstance(data, bytes) else bytes(data)
     n = len(buf)
@@ -260,6 +258,8 @@ def decode_batches(
                 batch.validate_crc()
             yield batch
         else:
+            if not isinstance(buf, bytes):
+                buf = bytes(buf)  # a borrowed view: legacy messages are read from bytes
             yield LegacyBatch(
                 buf, pos, end, validate_crc=validate_crc, max_size=max_decompressed_size
             )

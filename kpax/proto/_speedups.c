@@ -1546,15 +1546,21 @@ walk_many(PyObject *module, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "walk_many: datas and min_offsets differ in length");
         return NULL;
     }
-    PyObject *result = NULL;
+    /* Tuples of the lists: reading an item may run Python code (an int's
+     * __index__, a buffer's exporter) that could change a list under us. */
+    PyObject *result = NULL, *dt = PyList_AsTuple(datas), *mt = PyList_AsTuple(mins);
     walk_item *items = PyMem_Calloc((size_t)(m ? m : 1), sizeof(walk_item));
-    if (items == NULL)
-        return PyErr_NoMemory();
+    if (items == NULL || dt == NULL || mt == NULL) {
+        Py_XDECREF(dt);
+        Py_XDECREF(mt);
+        PyMem_Free(items);
+        return items == NULL ? PyErr_NoMemory() : NULL;
+    }
     Py_ssize_t total = 0;
     int nomem = 0;
     for (Py_ssize_t i = 0; i < m; i++) {
         walk_item *it = &items[i];
-        PyObject *data = PyList_GET_ITEM(datas, i), *mo = PyList_GET_ITEM(mins, i);
+        PyObject *data = PyTuple_GET_ITEM(dt, i), *mo = PyTuple_GET_ITEM(mt, i);
         it->min_offset = INT64_MIN;
         if (mo != Py_None) {
             long long v = PyLong_AsLongLong(mo);
@@ -1629,6 +1635,8 @@ done:
         free(items[i].ent);
     }
     PyMem_Free(items);
+    Py_DECREF(dt);
+    Py_DECREF(mt);
     return result;
 }
 

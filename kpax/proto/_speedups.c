@@ -1451,6 +1451,27 @@ walk_plain(const uint8_t *p, Py_ssize_t n, Py_ssize_t pos, int validate_crc, int
     return nent;
 }
 
+/* What a walk reads `data` (its buffer `view`) from, a new reference, with *p at
+ * its bytes: bytes as they are; with `borrow`, a plain byte memoryview as it is
+ * (the caller's promise: nothing writes to these bytes any more -- the
+ * consumer's own response frame; the view keeps them alive and unmoved); else a
+ * bytes copy. NULL on an error. */
+static PyObject *
+walk_source(PyObject *data, Py_buffer *view, int borrow, const uint8_t **p)
+{
+    if (PyBytes_CheckExact(data) ||
+        (borrow && PyMemoryView_Check(data) && PyMemoryView_GET_BUFFER(data)->itemsize == 1 &&
+         PyMemoryView_GET_BUFFER(data)->ndim == 1)) {
+        Py_INCREF(data);
+        *p = (const uint8_t *)view->buf;
+        return data;
+    }
+    PyObject *copy = PyBytes_FromStringAndSize((const char *)view->buf, view->len);
+    if (copy != NULL)
+        *p = (const uint8_t *)PyBytes_AS_STRING(copy);
+    return copy;
+}
+
 static PyObject *
 walk_batches(PyObject *module, PyObject *args)
 {
@@ -1472,25 +1493,9 @@ walk_batches(PyObject *module, PyObject *args)
     }
     Py_ssize_t n = view.len;
     const uint8_t *p;
-    if (PyBytes_CheckExact(data)) {
-        buf = data; /* immutable already */
-        Py_INCREF(buf);
-        p = (const uint8_t *)PyBytes_AS_STRING(buf);
-    }
-    else if (borrow && PyMemoryView_Check(data) && PyMemoryView_GET_BUFFER(data)->itemsize == 1 &&
-             PyMemoryView_GET_BUFFER(data)->ndim == 1) {
-        /* The caller's promise: nothing writes to these bytes any more (the
-         * consumer's own response frame). The view keeps them alive and unmoved. */
-        buf = data;
-        Py_INCREF(buf);
-        p = (const uint8_t *)view.buf;
-    }
-    else {
-        buf = PyBytes_FromStringAndSize((const char *)view.buf, n);
-        if (buf == NULL)
-            goto done;
-        p = (const uint8_t *)PyBytes_AS_STRING(buf);
-    }
+    buf = walk_source(data, &view, borrow, &p);
+    if (buf == NULL)
+        goto done;
     found = PyList_New(0);
     if (found == NULL)
         goto done;
@@ -1571,19 +1576,9 @@ walk_many(PyObject *module, PyObject *args)
         if (PyObject_GetBuffer(data, &it->view, PyBUF_SIMPLE) < 0)
             goto done;
         it->held = 1;
-        if (PyBytes_CheckExact(data) ||
-            (borrow && PyMemoryView_Check(data) && PyMemoryView_GET_BUFFER(data)->itemsize == 1 &&
-             PyMemoryView_GET_BUFFER(data)->ndim == 1)) {
-            it->buf = data; /* bytes, or a view the caller promises nothing writes to */
-            Py_INCREF(data);
-            it->p = (const uint8_t *)it->view.buf;
-        }
-        else {
-            it->buf = PyBytes_FromStringAndSize((const char *)it->view.buf, it->view.len);
-            if (it->buf == NULL)
-                goto done;
-            it->p = (const uint8_t *)PyBytes_AS_STRING(it->buf);
-        }
+        it->buf = walk_source(data, &it->view, borrow, &it->p);
+        if (it->buf == NULL)
+            goto done;
         total += it->view.len;
     }
     PyThreadState *released = total >= NOGIL_MIN ? PyEval_SaveThread() : NULL;

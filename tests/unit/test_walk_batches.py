@@ -328,3 +328,37 @@ def test_a_crc_failure_names_the_batch_and_the_good_batches_before_it_are_kept()
         for b in decode_batches(good + bytes(bad) + good, check_records=True, min_offset=0):
             got.append(b)
     assert [b.base_offset for b in got] == [0] and got[0].checked == (0, 3)
+
+
+_LIST_CHANGER = """
+from kpax.proto import records as R
+from kpax.proto.records import Record, encode_batch
+
+class ClearsTheList:
+    def __index__(self) -> int:
+        datas.clear()  # frees the bytes below: the list held their only reference
+        return 0
+
+datas = [bytearray(encode_batch([Record(b"v" * 50, timestamp=1)] * 3)) for _ in range(2)]
+walks = R._walk_many(datas, [ClearsTheList(), None], True, True, False)
+assert [len(w[1]) for w in walks] == [2, 2], walks
+print("ok")
+"""
+
+
+@needs_c
+def test_walk_many_is_safe_when_reading_an_argument_changes_its_list() -> None:
+    """A min_offset's __index__ that empties the data list while walk_many reads
+    it: the walk reads what it was given, not freed memory (a child process, so a
+    crash fails the test rather than the run)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _LIST_CHANGER],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]

@@ -14,6 +14,10 @@ for the loop to finish what it has to do (:meth:`LoopThread.wait_idle`)
 instead of fighting it for the GIL (kpax.producer.sync). A tracking loop is
 always the standard library's selector loop, whatever the event loop policy.
 
+Threads running a loop for a sync face are noted (:func:`runs_background_loop`):
+their connections read the rest of a large response without the GIL
+(kpax.broker.connection), since the application thread holds it meanwhile.
+
 Imports: kpax.proto.errors and the standard library.
 """
 
@@ -65,6 +69,16 @@ class _IdleTrackingLoop(asyncio.SelectorEventLoop):
         return super().call_soon_threadsafe(callback, *args, context=context)
 
 
+#: The idents of the threads running a :class:`LoopThread`'s loop.
+_LOOP_THREADS: set[int] = set()
+
+
+def runs_background_loop() -> bool:
+    """Whether the calling thread runs a :class:`LoopThread`'s loop: the loop of a
+    sync face, while the application's own threads run Python code."""
+    return threading.get_ident() in _LOOP_THREADS
+
+
 class LoopThread:
     """An event loop running forever on a daemon thread until :meth:`stop`."""
 
@@ -85,6 +99,8 @@ class LoopThread:
     def _main(self, started: threading.Event) -> None:
         asyncio.set_event_loop(self.loop)
         self.loop.call_soon(started.set)
+        ident = threading.get_ident()
+        _LOOP_THREADS.add(ident)
         try:
             self.loop.run_forever()
         finally:
@@ -96,6 +112,7 @@ class LoopThread:
                     self.loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
                 self.loop.run_until_complete(self.loop.shutdown_asyncgens())
             finally:
+                _LOOP_THREADS.discard(ident)
                 self.loop.close()
                 if self.idle is not None:
                     self.idle.set()  # (nothing will ever run: no one waits for it)

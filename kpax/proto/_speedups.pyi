@@ -85,6 +85,9 @@ def walk_batches(
     /,
 ) -> tuple[bytes | memoryview, list[int], int]: ...
 def frame_buffer(size: int, /) -> bytearray: ...
+def recv_rest(
+    fd: int, buffer: bytearray, pos: int, end: int, budget_us: int, idle_us: int, /
+) -> int: ...
 def walk_many(
     datas: list[bytes | bytearray | memoryview],
     min_offsets: list[int | None],

@@ -179,6 +179,16 @@ class ResponseReader(Generic[R]):
         self._parse_scratch(out)
         return out
 
+    def frame_room(self) -> tuple[bytearray, int, int] | None:
+        """While a large frame is being read: its buffer and where its next bytes
+        go (``buffer[pos:end]``), for a caller that reads them from the socket
+        itself and reports them with :meth:`buffer_updated`, as after
+        :meth:`get_buffer`. None otherwise (and when the buffer must grow first)."""
+        frame = self._frame
+        if frame is None or self.error is not None or self._frame_pos == len(frame):
+            return None
+        return frame, self._frame_pos, len(frame)
+
     def reset(self) -> None:
         """Drop a half-read response (the connection is closing)."""
         self._frame = self._frame_view = None

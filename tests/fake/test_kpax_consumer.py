@@ -303,3 +303,49 @@ def test_deserializers_by_name_as_the_serializers(fake_kafka) -> None:
     assert got == [("k", {"a": 1}), ("t", None)]
     with pytest.raises(kpax.ConfigError, match="one of"):
         kpax.Consumer(fake_kafka.bootstrap, value_deserializer="yaml")
+
+
+def test_sync_face_reads_large_fetch_responses_off_the_gil(fake_kafka, monkeypatch) -> None:
+    """The sync face's connections read the rest of a large Fetch response in C with
+    the GIL released (the application thread holds it meanwhile): every record
+    comes, in order, and the asyncio face keeps to its transport's reads."""
+    from kpax.broker import connection
+
+    calls: list[tuple[int, int]] = []
+    real = connection._RECV_REST
+    assert real is not None
+
+    def counted(fd: int, buf: bytearray, pos: int, end: int, budget: int, idle: int) -> int:
+        got = real(fd, buf, pos, end, budget, idle)
+        calls.append((end - pos, got))
+        return got
+
+    monkeypatch.setattr(connection, "_RECV_REST", counted)
+    fake_kafka.create_topic("big", 3)
+    value = bytes(range(256)) * 2
+    with kpax.Producer(fake_kafka.bootstrap, linger_ms=5) as p:
+        for i in range(6000):
+            p.send("big", value + b"%d" % i, partition=i % 3)
+        p.flush(30)
+    tps = [TP("big", i) for i in range(3)]
+    with kpax.Consumer(fake_kafka.bootstrap, auto_offset_reset="earliest") as c:
+        c.assign(tps)
+        recs = _drain(c, 6000, timeout=60)
+    assert sorted((r.partition, r.offset) for r in recs) == [
+        (p, o) for p in range(3) for o in range(2000)
+    ]
+    assert all(r.value == value + b"%d" % (r.offset * 3 + r.partition) for r in recs)
+    assert calls and sum(got for _want, got in calls) > 1_000_000  # 3 MB, most of it read so
+
+    calls.clear()
+
+    async def main() -> int:
+        async with kpax.aio.Consumer(fake_kafka.bootstrap, auto_offset_reset="earliest") as ac:
+            await ac.assign(tps)
+            n = 0
+            while n < 6000:
+                n += len(await ac.poll(1.0))
+            return n
+
+    assert asyncio.run(main()) == 6000
+    assert calls == []

@@ -204,3 +204,39 @@ def test_reset_drops_a_half_read_response() -> None:
     assert reader.partial_response() == " after 3 of 10 bytes of a response"
     reader.reset()
     assert reader.partial_response() == ""
+
+
+@pytest.mark.parametrize("whole", BUFFERINGS)
+def test_frame_room_lets_a_caller_fill_a_large_frame_itself(whole: bool) -> None:
+    """A connection reading a large frame's rest from the socket itself writes where
+    frame_room says and reports the bytes as after get_buffer: the frames come out
+    the same, and between large frames there is no room to fill."""
+    reader: ResponseReader[Req] = ResponseReader(
+        1 << 30, scratch=1024, grow=4096, whole_frames=whole
+    )
+    reader.in_flight.extend([Req(1), Req(2)])
+    big = frame(1, bytes(range(256)) * 100)  # 25.6 KB > the 1 KiB scratch
+    small = frame(2, b"after")
+    assert reader.frame_room() is None
+    first = reader.get_buffer()
+    first[:100] = big[:100]
+    del first
+    assert reader.buffer_updated(100) == []
+    out: list[tuple[Req, bytes]] = []
+    pos = 100
+    while (room := reader.frame_room()) is not None:
+        buf, at, end = room
+        assert at == pos - 4 and end <= len(big) - 4
+        n = min(end - at, 3000)  # a read takes what it finds, never past the frame
+        buf[at : at + n] = big[pos : pos + n]
+        pos += n
+        out.extend((req, bytes(f)) for req, f in reader.buffer_updated(n))
+        if not whole and at + n == end and pos < len(big):
+            # the grown buffer is full: the transport's get_buffer grows it
+            out.extend(feed(reader, big[pos : pos + 1], []))
+            pos += 1
+    assert pos == len(big)
+    assert [(r.correlation_id, f) for r, f in out] == [(1, big[4:])]
+    out = feed(reader, small, [])
+    assert [(r.correlation_id, f) for r, f in out] == [(2, small[4:])]
+    assert reader.frame_room() is None

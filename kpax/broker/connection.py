@@ -61,6 +61,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import os
 import random
 import ssl
 import time
@@ -93,7 +94,7 @@ _NEVER = float("inf")
 #: other work waits meanwhile), and the longest it waits for more bytes.
 READ_REST_BUDGET_US = 20_000
 READ_REST_IDLE_US = 1_000
-_RECV_REST: Callable[[int, bytearray, int, int, int, int], int] | None = getattr(
+_RECV_REST: Callable[[int, bytearray, int, int, int, int], tuple[int, int]] | None = getattr(
     speedups, "recv_rest", None
 )
 
@@ -529,10 +530,18 @@ class BrokerConnection(asyncio.BufferedProtocol):
             room = reader.frame_room()
             if room is not None and _RECV_REST is not None:
                 frame, pos, end = room
-                got = _RECV_REST(fd, frame, pos, end, READ_REST_BUDGET_US, READ_REST_IDLE_US)
+                got, err = _RECV_REST(fd, frame, pos, end, READ_REST_BUDGET_US, READ_REST_IDLE_US)
                 if got:
                     for entry, frame_ in reader.buffer_updated(got):
                         self._deliver(entry, frame_)
+                if err and self._closed is None:  # (an end of stream stays for the transport)
+                    self.close(
+                        KafkaConnectionError(
+                            f"connection to {self.describe()} lost{self._partial_response()}: "
+                            f"{os.strerror(err)}"
+                        ),
+                        abort=True,
+                    )
 
     def _tls_listener(self, record: str) -> None:
         tls = "SASL_SSL" if self.options.uses_sasl else "SSL"

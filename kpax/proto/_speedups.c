@@ -1664,7 +1664,8 @@ frame_buffer(PyObject *module, PyObject *arg)
  * reads. Here the loop's thread reads on by itself: while the bytes keep
  * coming (none for idle_us ends it), for at most budget_us, then hands the
  * socket back to the loop. End of stream and errors are left in the socket for
- * the transport to find on its next read. Returns the number of bytes read. */
+ * the transport to find on its next read; an error (a reset) is reported once by
+ * the kernel, so it is returned: (bytes read, errno or 0). */
 #ifndef _WIN32
 #include <errno.h>
 #include <poll.h>
@@ -1695,6 +1696,7 @@ recv_rest(PyObject *module, PyObject *args)
     }
     char *data = (char *)buf.buf;
     Py_ssize_t got = 0;
+    int error = 0;
     Py_BEGIN_ALLOW_THREADS
     int64_t deadline = monotonic_us() + budget_us;
     while (pos < end) {
@@ -1708,8 +1710,10 @@ recv_rest(PyObject *module, PyObject *args)
             break; /* end of stream: the transport's next read sees it */
         if (errno == EINTR)
             continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK)
-            break; /* the transport's next read sees the error */
+        if (errno != EAGAIN && errno != EWOULDBLOCK) {
+            error = errno; /* consumed: the socket will not report it again */
+            break;
+        }
         int64_t left = deadline - monotonic_us();
         if (left <= 0)
             break;
@@ -1721,7 +1725,7 @@ recv_rest(PyObject *module, PyObject *args)
     }
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&buf);
-    return PyLong_FromSsize_t(got);
+    return Py_BuildValue("(ni)", got, error);
 }
 #endif
 
@@ -2463,9 +2467,9 @@ static PyMethodDef methods[] = {
      "result, ...]: each data walked, with the GIL released once for them all when large"},
 #ifndef _WIN32
     {"recv_rest", (PyCFunction)recv_rest, METH_VARARGS,
-     "recv_rest(fd, buffer, pos, end, budget_us, idle_us) -> int: bytes read from the "
-     "socket into buffer[pos:end] with the GIL released, while they keep coming (see "
-     "kpax.proto.framing)"},
+     "recv_rest(fd, buffer, pos, end, budget_us, idle_us) -> (read, errno): bytes read "
+     "from the socket into buffer[pos:end] with the GIL released, while they keep coming, "
+     "and the socket's error (0: none; see kpax.broker.connection)"},
 #endif
     {"frame_buffer", (PyCFunction)frame_buffer, METH_O,
      "frame_buffer(size) -> bytearray of size bytes, not initialised (a response frame's "

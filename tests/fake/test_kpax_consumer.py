@@ -315,10 +315,12 @@ def test_sync_face_reads_large_fetch_responses_off_the_gil(fake_kafka, monkeypat
     real = connection._RECV_REST
     assert real is not None
 
-    def counted(fd: int, buf: bytearray, pos: int, end: int, budget: int, idle: int) -> int:
-        got = real(fd, buf, pos, end, budget, idle)
+    def counted(
+        fd: int, buf: bytearray, pos: int, end: int, budget: int, idle: int
+    ) -> tuple[int, int]:
+        got, err = real(fd, buf, pos, end, budget, idle)
         calls.append((end - pos, got))
-        return got
+        return got, err
 
     monkeypatch.setattr(connection, "_RECV_REST", counted)
     fake_kafka.create_topic("big", 3)

@@ -45,6 +45,7 @@ from kpax.proto.errors import (
 )
 from kpax.proto.gc_pause import gc_paused
 from kpax.proto.records.control import ControlRecord
+from kpax.proto.records.v2 import untrack
 
 _make = partial(tuple.__new__, ConsumerRecord)
 #: Where the record loop puts offset, timestamp, key, value and headers in a ConsumerRecord.
@@ -108,6 +109,7 @@ class ChunkDecoder:
             aborted.reverse()
         kd = self.key_deserializer
         vd = self.value_deserializer
+        templates: dict[tuple[int, int], ConsumerRecord] = {}
         defer = self.defer_build
         # Only tuples of ints/bytes/str are made here, never a cycle: the cyclic GC's
         # passes over them (triggered by the allocations) would cost more than decoding.
@@ -151,9 +153,15 @@ class ChunkDecoder:
                             continue
                     if kd is None and vd is None and batch.magic == 2:
                         # the record loop builds the ConsumerRecords itself (C when built)
-                        template = ConsumerRecord(
-                            topic, partition, 0, 0, batch.timestamp_type, None, None, (), epoch
-                        )
+                        # from a template: one per timestamp type and epoch, not per batch
+                        shape = (batch.timestamp_type, epoch)
+                        template = templates.get(shape)
+                        if template is None:
+                            template = templates[shape] = untrack(
+                                ConsumerRecord(
+                                    topic, partition, 0, 0, shape[0], None, None, (), epoch
+                                )
+                            )
                         if not defer and batch.checked is None:
                             out.extend(batch.rows(template, _ROW_SLOTS, fetch_offset))
                             next_offset, next_epoch = nxt, epoch
@@ -165,7 +173,7 @@ class ChunkDecoder:
                                 sources.append((len(out), out))
                                 pending += len(out)
                                 out = []
-                            sources.append((n, args))
+                            sources.append(untrack((n, args)))
                             pending += n
                         next_offset, next_epoch = nxt, epoch
                         continue

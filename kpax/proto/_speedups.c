@@ -1729,6 +1729,24 @@ recv_rest(PyObject *module, PyObject *args)
 }
 #endif
 
+/* A tuple the cyclic GC stops tracking (returned as it is). Only for tuples
+ * whose items cannot lead back to them (bytes, memoryviews of a response buffer,
+ * numbers, strings, untracked tuples): the consumer's per-batch build arguments,
+ * which live until their records are read and were most of what the GC's
+ * older generations walked. */
+static PyObject *
+untrack(PyObject *module, PyObject *arg)
+{
+    if (!PyTuple_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "untrack: a tuple is expected");
+        return NULL;
+    }
+    if (PyObject_GC_IsTracked(arg))
+        PyObject_GC_UnTrack(arg);
+    Py_INCREF(arg);
+    return arg;
+}
+
 /* ------------------------------------------------------------------ module */
 
 /* ------------------------------------------------------------------ Produce */
@@ -2471,6 +2489,9 @@ static PyMethodDef methods[] = {
      "from the socket into buffer[pos:end] with the GIL released, while they keep coming, "
      "and the socket's error (0: none; see kpax.broker.connection)"},
 #endif
+    {"untrack", (PyCFunction)untrack, METH_O,
+     "untrack(t) -> t: the cyclic GC stops tracking tuple t (whose items cannot lead "
+     "back to it)"},
     {"frame_buffer", (PyCFunction)frame_buffer, METH_O,
      "frame_buffer(size) -> bytearray of size bytes, not initialised (a response frame's "
      "buffer, filled by the socket)"},

@@ -1,7 +1,9 @@
 """Type stubs of the optional C accelerator (see _speedups.c for the contract)."""
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
+
+_T = TypeVar("_T", bound=tuple[Any, ...])
 
 def encode_records(
     timestamps: Sequence[int],
@@ -85,6 +87,7 @@ def walk_batches(
     /,
 ) -> tuple[bytes | memoryview, list[int], int]: ...
 def frame_buffer(size: int, /) -> bytearray: ...
+def untrack(t: _T, /) -> _T: ...
 def recv_rest(
     fd: int, buffer: bytearray, pos: int, end: int, budget_us: int, idle_us: int, /
 ) -> tuple[int, int]: ...

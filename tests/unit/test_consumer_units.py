@@ -232,6 +232,28 @@ def test_decode_formats_and_skip_before_fetch_offset(magic, compression):
         assert recs[0].timestamp == 1003
 
 
+def test_each_record_carries_its_own_batchs_epoch_and_timestamp_type():
+    """Records are built from one template per (timestamp type, leader epoch) of a
+    chunk, not one per batch: batches of other epochs and types in the same
+    response still give each record its own."""
+    f, buf = _fetcher()
+    shapes = [(0, 3), (0, 3), (1, 3), (0, 4), (1, 4), (0, 3)]  # (timestamp type, epoch)
+    data = b"".join(
+        encode_batch(
+            [Record(b"v%d" % i, timestamp=1000 + i)],
+            base_offset=i,
+            timestamp_type=ts_type,
+            partition_leader_epoch=epoch,
+        )
+        for i, (ts_type, epoch) in enumerate(shapes)
+    )
+    recs, _st = _decode(f, buf, data)
+    assert [(r.offset, r.timestamp_type, r.leader_epoch) for r in recs] == [
+        (i, ts_type, epoch) for i, (ts_type, epoch) in enumerate(shapes)
+    ]
+    assert [r.value for r in recs] == [b"v%d" % i for i in range(6)]
+
+
 def test_read_committed_drops_aborted_batches_and_control_records():
     data = b"".join(
         [

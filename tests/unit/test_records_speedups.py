@@ -458,3 +458,45 @@ def test_min_offset_and_overlong_varints_agree() -> None:
     for parse in (v2._py_parse_records, v2.parse_records):
         with pytest.raises(CorruptRecordError):
             parse(bad, 0, len(bad), 1, 0, 0)
+
+
+def test_a_batchs_build_arguments_are_not_tracked_by_the_cyclic_gc() -> None:
+    """A consumer keeps each batch's build arguments until its records are read;
+    tracked, they were most of what the GC's older generations walked (4 full
+    collections per 3M records read, 38 ms). They hold bytes, ints and the
+    template only: untracked, they cost the GC nothing, and the records are the
+    same."""
+    import gc
+
+    from kpax.consumer.record import ConsumerRecord
+    from kpax.proto.records import Record, decode_batches, encode_batch
+
+    data = encode_batch(
+        [Record(b"v%d" % i, key=b"k%d" % i, timestamp=1_000 + i) for i in range(5)],
+        base_offset=0,
+    )
+    (batch,) = decode_batches(memoryview(data))
+    template = ConsumerRecord("t", 0, 0, 0, 0, None, None, (), 3)
+    n, args = batch.checked_rows(template, (2, 3, 5, 6, 7), 2)
+    assert n == 3
+    if v2.SPEEDUPS:
+        assert not gc.is_tracked(args)
+    rows = v2.parse_rows(*args)
+    assert [(r.offset, r.key, r.value, r.leader_epoch) for r in rows] == [
+        (2, b"k2", b"v2", 3),
+        (3, b"k3", b"v3", 3),
+        (4, b"k4", b"v4", 3),
+    ]
+
+
+@pytest.mark.skipif(not v2.SPEEDUPS, reason="runs only with the accelerator built")
+def test_untrack_takes_tuples_only_and_returns_them() -> None:
+    import gc
+
+    t = (memoryview(b"x"), 1)
+    assert gc.is_tracked(t)
+    assert v2.untrack(t) is t
+    assert not gc.is_tracked(t)
+    assert v2.untrack(t) is t  # (again: nothing to do)
+    with pytest.raises(TypeError, match="tuple"):
+        v2.untrack([1])  # type: ignore[type-var]

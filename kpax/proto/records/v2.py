@@ -42,11 +42,11 @@ kpax.proto.{accel,errors,crc,compression,gc_pause,varint,records.control}.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from itertools import repeat
 from operator import itemgetter
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, NamedTuple, TypeVar
 
 from kpax.proto import crc as _crc
 from kpax.proto import varint as _varint
@@ -418,6 +418,17 @@ parse_rows = _py_parse_rows if _speedups is None else _speedups.parse_records
 #: parse_records' checks without building the records: how many are at or after min_offset.
 scan_records = _py_scan_records if _speedups is None else _speedups.scan_records
 
+_TupleT = TypeVar("_TupleT", bound=tuple[Any, ...])
+
+
+def _py_untrack(t: _TupleT) -> _TupleT:
+    return t
+
+
+#: The cyclic GC stops tracking a tuple whose items cannot lead back to it (C), or
+#: nothing (Python): see checked_rows.
+untrack: Callable[[_TupleT], _TupleT] = _py_untrack if _speedups is None else _speedups.untrack
+
 
 class DecodedRecord(NamedTuple):
     """One record of a decoded batch (the friendly iterator's item): a named tuple,
@@ -640,7 +651,9 @@ class RecordBatchV2:
                 raise self._error(e) from None
         ts = self.max_timestamp if self.attributes & ATTR_TIMESTAMP_TYPE else None
         args = (buf, start, end, self.count, self.base_offset, self.base_timestamp)
-        return n, (*args, template, slots, ts, min_offset)
+        # Kept until the records are read (milliseconds): untracked, the cyclic GC
+        # does not walk them in its older generations (bytes, ints, the template).
+        return n, untrack((*args, template, slots, ts, min_offset))
 
     def columns(
         self,

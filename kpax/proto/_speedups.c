@@ -1657,15 +1657,16 @@ frame_buffer(PyObject *module, PyObject *arg)
 }
 
 /* The rest of a large response frame, read from the socket with the GIL
- * released (kpax.proto.framing.ResponseReader.read_rest). When a thread other
- * than the event loop's runs Python code (the sync face's application thread),
- * the loop's thread waits for the GIL after every readable event: up to the
- * 5 ms switch interval each time, and a 6 MiB Fetch response arrives in ~35
- * reads. Here the loop's thread reads on by itself: while the bytes keep
- * coming (none for idle_us ends it), for at most budget_us, then hands the
- * socket back to the loop. End of stream and errors are left in the socket for
- * the transport to find on its next read; an error (a reset) is reported once by
- * the kernel, so it is returned: (bytes read, errno or 0). */
+ * released (kpax.broker.connection, where ResponseReader.frame_room says).
+ * When a thread other than the event loop's runs Python code (the sync face's
+ * application thread), the loop's thread waits for the GIL after every
+ * readable event: up to the 5 ms switch interval each time, and a 6 MiB Fetch
+ * response arrives in ~35 reads. Here the loop's thread reads on by itself:
+ * while the bytes keep coming (none for idle_us ends it), for at most
+ * budget_us, never past end, then hands the socket back to the loop. An end
+ * of stream is left in the socket for the transport's next read; an error
+ * (a reset) the kernel reports only once, so it is returned: (bytes read,
+ * errno or 0). */
 #ifndef _WIN32
 #include <errno.h>
 #include <poll.h>

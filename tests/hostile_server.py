@@ -144,13 +144,10 @@ class HostileServer:
     def _serve(self, conn: socket.socket) -> None:
         try:
             while True:
-                head = _read(conn, 4)
-                if head is None:
+                got = read_request(conn)
+                if got is None:
                     return
-                body = _read(conn, struct.unpack(">i", head)[0])
-                if body is None:
-                    return
-                key, version, cid, request = decode_request(head + body)
+                key, version, cid, request = got
                 if key in self.answers:
                     conn.sendall(self._answer(key, version, cid, request))
                     continue
@@ -210,6 +207,18 @@ class HostileServer:
         if self.mode == "garbage":
             return _frame(cid, random.Random(7).randbytes(512), header)
         return b""  # silent
+
+
+def read_request(conn: socket.socket) -> tuple[int, int, int, Any] | None:
+    """The next request frame from ``conn``, decoded (api key, version, correlation
+    id, request); None at the end of the stream."""
+    head = _read(conn, 4)
+    if head is None:
+        return None
+    body = _read(conn, struct.unpack(">i", head)[0])
+    if body is None:
+        return None
+    return decode_request(head + body)
 
 
 def _read(conn: socket.socket, n: int) -> bytes | None:

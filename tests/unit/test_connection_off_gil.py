@@ -20,8 +20,7 @@ from kpax.broker.options import ConnectionOptions
 from kpax.loop_thread import LoopThread
 from kpax.proto.errors import KafkaConnectionError
 from kpax.proto.messages import MetadataRequest
-from tests.hostile_server import API_VERSIONS, _api_versions, _frame, _read
-from tests.unit.bytewire import decode_request
+from tests.hostile_server import API_VERSIONS, _api_versions, _frame, read_request
 
 pytestmark = pytest.mark.skipif(
     connection._RECV_REST is None, reason="runs only with the accelerator built"
@@ -46,12 +45,10 @@ class _Server:
         conn, _ = self.sock.accept()
         try:
             while True:
-                head = _read(conn, 4)
-                if head is None:
+                got = read_request(conn)
+                if got is None:
                     return
-                body = _read(conn, struct.unpack(">i", head)[0])
-                assert body is not None
-                key, version, cid, _request = decode_request(head + body)
+                key, version, cid, _request = got
                 if key == API_VERSIONS:
                     conn.sendall(_frame(cid, bytes(_api_versions().encode(version)), 0))
                     continue

@@ -15,6 +15,7 @@ import pytest
 import kpax
 from kpax.testing.pytest_plugin import create_topic
 from tests.integration.spark_helpers import produce
+from tests.wait import eventually
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
@@ -158,7 +159,12 @@ def test_stream_restart_reads_every_record_once(spark: Any, kafka: Any, tmp_path
     # More records, and a new partition, while the query is down.
     with kpax.Admin(kafka.bootstrap) as admin:
         admin.create_partitions({topic: 4}).raise_for_errors()
-    time.sleep(1)
+
+        def has_leader() -> bool:
+            parts = admin.describe_topics([topic])[topic].partitions
+            return len(parts) == 4 and all(p.leader >= 0 for p in parts)
+
+        eventually(has_leader, timeout=30)  # the new partition takes records
     produce(
         kafka.bootstrap, topic, [(i % 4, None, f"b{i}".encode(), None, None) for i in range(40)]
     )

@@ -246,18 +246,20 @@ _SUBMODULES = frozenset(
 )
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        if name in _SUBMODULES:
-            sub = importlib.import_module(f"kpax.{name}")
-            globals()[name] = sub
-            return sub
-        raise AttributeError(f"module 'kpax' has no attribute {name!r}")
-    imported = importlib.import_module(module)
-    value = imported if module == f"kpax.{name}" else getattr(imported, name)
-    globals()[name] = value
-    return value
+if not TYPE_CHECKING:  # (a type checker sees the imports above: a misspelt name is an error)
+
+    def __getattr__(name: str) -> Any:
+        module = _LAZY.get(name)
+        if module is None:
+            if name in _SUBMODULES:
+                sub = importlib.import_module(f"kpax.{name}")
+                globals()[name] = sub
+                return sub
+            raise AttributeError(f"module 'kpax' has no attribute {name!r}")
+        imported = importlib.import_module(module)
+        value = imported if module == f"kpax.{name}" else getattr(imported, name)
+        globals()[name] = value
+        return value
 
 
 def __dir__() -> list[str]:

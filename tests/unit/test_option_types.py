@@ -108,6 +108,7 @@ kpax.Producer({"bootstrap.servers": "h:9092", "linger.ms": "5"})  # a dict: not 
 kpax.Producer(bootstrap_servers="h:9092", compression_type="lz4")
 kpax.ParallelConsumer("h:9092", group_id="g", ordering="key", max_concurrency=8)
 kpax.ParallelConsumer("h:9092", group_id="g", orderng="key")  # E "orderng"
+kpax.Prodcer("h:9092")  # E "Prodcer" ... "Producer"
 
 
 async def main() -> None:
@@ -119,8 +120,10 @@ async def main() -> None:
 
 
 def test_a_misspelt_option_fails_in_mypy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """mypy (as a user runs it) reports each misspelt option name, and a value of
-    the wrong type, on its line; the correct calls and a peer-style dict pass."""
+    """mypy (as a user runs it) reports each misspelt option name, a value of the
+    wrong type and a misspelt ``kpax.Name`` (the package's lazy ``__getattr__`` is
+    hidden from type checkers), on its line; the correct calls and a peer-style
+    dict pass."""
     api = pytest.importorskip("mypy.api")
     source = tmp_path / "snippet.py"
     source.write_text(SNIPPET.lstrip("\n"), encoding="utf-8")

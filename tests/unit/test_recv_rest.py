@@ -105,7 +105,7 @@ def test_the_end_of_the_stream_is_left_for_the_transport(pair) -> None:
     assert reader.recv(10) == b""  # the transport's next read sees the end
 
 
-def test_an_error_is_returned_with_the_bytes_before_it() -> None:
+def test_a_reset_is_returned_once_and_the_socket_then_reads_as_ended() -> None:
     listener = socket.create_server(("127.0.0.1", 0))
     client = socket.create_connection(listener.getsockname())
     server, _ = listener.accept()

@@ -69,7 +69,10 @@ class KafkaCluster:
         raise NotAvailableHere(f"{self.backend} cluster: cannot restart broker {node_id}")
 
     def pause_broker(self, node_id: int) -> None:
-        """Freeze broker *node_id* (SIGSTOP): connections stay open, nothing answers."""
+        """Freeze broker *node_id* (SIGSTOP), returning once it is frozen.
+
+        Its connections stay open and nothing answers on them.
+        """
         raise NotAvailableHere(f"{self.backend} cluster: cannot pause broker {node_id}")
 
     def resume_broker(self, node_id: int) -> None:

@@ -202,6 +202,48 @@ def _pid_runs(pid: int, node_dir: Path) -> bool:
     return True
 
 
+def _thread_states(pid: int) -> list[str] | None:
+    """The scheduler state letter of every thread of *pid*; None without procfs."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except FileNotFoundError:
+        return None if not os.path.isdir("/proc") else []
+    states = []
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat", encoding="utf-8", errors="replace") as f:
+                states.append(f.read().rpartition(")")[2].split()[0])
+        except (OSError, IndexError):
+            continue  # the thread ended meanwhile
+    return states
+
+
+def wait_threads(pid: int, *, stopped: bool, timeout: float = 10.0) -> None:
+    """Return once every thread of *pid* is stopped (``stopped=True``) or none is.
+
+    ``kill(SIGSTOP)`` returns as soon as the signal is queued: the threads stop
+    only when each is next scheduled, and meanwhile a network thread of a busy
+    JVM can still answer a request. Raises TimeoutError naming the pid after
+    *timeout* seconds; returns at once where there is no procfs (macOS) or the
+    process is gone.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        states = _thread_states(pid)
+        if not states:
+            return
+        done = all(s in "Tt" for s in states) if stopped else not any(s in "Tt" for s in states)
+        if done:
+            return
+        if time.monotonic() >= deadline:
+            want = "stopped" if stopped else "running"
+            raise TimeoutError(
+                f"process {pid}: not every thread {want} after {timeout:g} s "
+                f"(states {''.join(sorted(states))})"
+            )
+        time.sleep(0.002)
+
+
 def _sweep_stale(tmp: Path) -> None:
     """Remove work dirs left by a Python process that was SIGKILLed (its JVMs died with it)."""
     for state_file in tmp.glob(f"kpax-kafka-*/{_STATE_FILE}"):
@@ -664,10 +706,16 @@ class LocalCluster(KafkaCluster):
         self._wait_ready([node_id], timeout)
 
     def pause_broker(self, node_id: int) -> None:
-        self._signal(self._node(node_id), signal.SIGSTOP)
+        node = self._node(node_id)
+        self._signal(node, signal.SIGSTOP)
+        if node.pid is not None:
+            wait_threads(node.pid, stopped=True)
 
     def resume_broker(self, node_id: int) -> None:
-        self._signal(self._node(node_id), signal.SIGCONT)
+        node = self._node(node_id)
+        self._signal(node, signal.SIGCONT)
+        if node.pid is not None:
+            wait_threads(node.pid, stopped=False)
 
     def is_running(self, node_id: int) -> bool:
         """True while broker *node_id*'s process exists (also when paused)."""

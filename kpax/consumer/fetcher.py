@@ -295,16 +295,20 @@ class Fetcher:
         if missing_leader and not self._refreshing:
             self._refreshing = True
             self._spawn(self._refresh(missing_leader))
+        # A kicked partition stays kicked until a request asks for it: one that
+        # cannot be fetched yet (its offset still being looked up) is fetched at
+        # once when it can, not when its leader's long poll ends.
         kicked = self._kicked
-        if kicked:
-            self._kicked = set()
         now = time.monotonic()
         for node, parts in by_node.items():
             if node in self._inflight:
-                if kicked and node not in self._side:
+                if kicked:
                     held = self._inflight_parts.get(node, ())
                     late = [st for st in parts if st.tp in kicked and st.tp not in held]
-                    if late:
+                    if not late:
+                        kicked.difference_update(st.tp for st in parts)
+                    elif node not in self._side:  # (else: once that one-off fetch ends)
+                        kicked.difference_update(st.tp for st in parts)
                         side = asyncio.ensure_future(self._fetch(node, late, side=True))
                         self._side[node] = side
                         side.add_done_callback(partial(self._side_done, node))
@@ -313,10 +317,18 @@ class Fetcher:
             if until > now:
                 asyncio.get_running_loop().call_later(until - now, self._wake.set)
                 continue
+            if kicked:
+                kicked.difference_update(st.tp for st in parts)
             task = asyncio.ensure_future(self._fetch(node, parts))
             self._inflight[node] = task
             self._inflight_parts[node] = {st.tp for st in parts}
             task.add_done_callback(partial(self._fetch_done, node, parts))
+        if kicked:  # no longer assigned, or paused again: nothing to hurry
+            states = self.states
+            for tp in list(kicked):
+                kst = states.get(tp)
+                if kst is None or kst.paused or not kst.assigned:
+                    kicked.discard(tp)
 
     def _side_done(self, node: int, task: asyncio.Task[None]) -> None:
         if self._side.get(node) is task:

@@ -351,3 +351,31 @@ def test_sync_face_reads_large_fetch_responses_off_the_gil(fake_kafka, monkeypat
 
     assert asyncio.run(main()) == 6000
     assert calls == []
+
+
+def test_a_partition_resumed_while_its_offset_is_looked_up_is_fetched_once_found(
+    fake_kafka,
+) -> None:
+    """resume(p) while p's offset lookup is under way and the fetch in flight
+    long-polls the other partitions: p is fetched once its offset is found, not
+    when that long poll ends (the resume's call for a fetch at once was
+    dropped because p could not be fetched yet)."""
+    fake_kafka.create_topic("kick", 2)
+    _produce(fake_kafka.bootstrap, "kick", 50, partitions=1)
+    tp0, tp1 = TP("kick", 0), TP("kick", 1)
+    with kpax.Consumer(
+        fake_kafka.bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=10_000
+    ) as c:
+        c.assign([tp0, tp1])
+        c.pause(tp0)
+        assert (c.position(tp0), c.position(tp1)) == (0, 0)
+        assert c.poll(0.2) == []  # the fetcher long-polls tp1 alone now
+        fault = fake_kafka.inject("ListOffsets", delay_ms=500)
+        c.seek_to_beginning(tp0)  # looked up again, slowly
+        started = time.monotonic()
+        c.resume(tp0)
+        recs = c.poll(8.0)
+        waited = time.monotonic() - started
+        fault.remove()
+        assert [r.offset for r in recs][:1] == [0] and {r.partition for r in recs} == {0}
+        assert waited < 4.0, f"the resumed partition's records came after {waited:.1f}s"

@@ -152,7 +152,7 @@ class BatchOutcomes:
                     # fails, fencing is fatal and anything else aborts the transaction.
                     with contextlib.suppress(ValueError):
                         pq.in_flight.remove(b)
-                    self.txn.fail(err)
+                    self.txn.batch_failed(err)
                     self.complete(b, -1, -1, self.txn.blocking_error or err)
                     continue
                 self._sequence_error(pq, b, err)
@@ -336,7 +336,7 @@ class BatchOutcomes:
         b.complete(offset, log_append, err)
         self.acc.release(b)
         if err is not None and self.txn is not None and isinstance(err, KafkaError):
-            self.txn.fail(err)
+            self.txn.batch_failed(err)
         parent = b.parent
         while parent is not None and parent.state is _SPLIT:
             assert parent.parts is not None

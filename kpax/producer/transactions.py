@@ -57,6 +57,7 @@ from kpax.proto.error_families import (
     code_in,
 )
 from kpax.proto.errors import (
+    IllegalStateError,
     KafkaError,
     KafkaTimeoutError,
     TransactionAbortedError,
@@ -141,6 +142,11 @@ class TransactionManager:
         #: Transactions v2 (KIP-890): partitions and offsets join a transaction
         #: implicitly (see the module docstring). Decided at ``init``.
         self.v2 = False
+        #: A batch of the transaction failed: its sequence numbers may never have
+        #: reached the broker (no answer came), so the abort bumps the epoch
+        #: (KIP-360), which restarts every partition's sequences, as the Java
+        #: client does. (Transactions v2 bump it at every EndTxn.)
+        self.bump_at_abort = False
 
     # ------------------------------------------------------------ state checks
 
@@ -178,11 +184,18 @@ class TransactionManager:
         self.machine.check(TxnEvent.SEND)
 
     def fail(self, error: KafkaError) -> None:
-        """A batch of the transaction failed: fatal if fenced, else abortable."""
+        """The transaction failed: fatal if fenced, else abortable."""
         if isinstance(error, TXN_FATAL_ERRORS):
             self._fatal(error)
         else:
             self.machine.fire(TxnEvent.FAILED, error)
+
+    def batch_failed(self, error: KafkaError) -> None:
+        """A batch of the transaction failed: :meth:`fail`, and the abort is to
+        bump the epoch (``bump_at_abort``)."""
+        if not isinstance(error, TXN_FATAL_ERRORS):
+            self.bump_at_abort = True
+        self.fail(error)
 
     def _fatal(self, error: KafkaError) -> None:
         if isinstance(error, PRODUCER_FENCED_ERRORS):
@@ -285,6 +298,55 @@ class TransactionManager:
         self.v2 = v2
         self.identity.set(resp.producer_id, resp.producer_epoch)
         self.machine.fire(TxnEvent.INITIALIZED)
+
+    async def _bump_epoch(self) -> None:
+        """KIP-360: InitProducerId with this producer's id and epoch, after an
+        abort, gives it the next epoch (or PRODUCER_FENCED if another producer
+        took the transactional id over); sequences restart with it."""
+        deadline = time.monotonic() + max(self.transaction_timeout_ms / 1000, self.request_timeout)
+        identity = self.identity
+        old = (identity.producer_id, identity.producer_epoch)
+
+        async def send(broker: Broker) -> Any:
+            if await broker.api_version(InitProducerIdRequest) < 3:
+                raise IllegalStateError(
+                    f"{self._describe()}: a batch of the aborted transaction failed, so "
+                    f"sequence numbers may have a gap, and {broker.describe()} cannot bump "
+                    "the producer epoch (InitProducerId v3, Kafka 2.5+): close this "
+                    "producer and start a new one"
+                )
+            resp = await broker.request(
+                InitProducerIdRequest(
+                    transactional_id=self.transactional_id,
+                    transaction_timeout_ms=self.transaction_timeout_ms,
+                    producer_id=old[0],
+                    producer_epoch=old[1],
+                )
+            )
+            if resp.error_code:
+                raise error_for_code(resp.error_code)(
+                    f"InitProducerId (epoch bump) for {self._describe()} on {broker.describe()}"
+                )
+            return resp
+
+        try:
+            resp = await self._coordinator_call(
+                "InitProducerId", ToCoordinator(self.transactional_id, TRANSACTION), send, deadline
+            )
+        except IllegalStateError as exc:
+            self._fatal(exc)
+            raise
+        identity.set(resp.producer_id, resp.producer_epoch)
+        self._on_new_epoch()
+        self.bump_at_abort = False
+        log.info(
+            "%s: producer id %d epoch %d -> id %d epoch %d after a failed batch (sequences "
+            "restart)",
+            self._describe(),
+            *old,
+            resp.producer_id,
+            resp.producer_epoch,
+        )
 
     def begin(self) -> None:
         self.machine.fire(TxnEvent.BEGIN)
@@ -514,6 +576,9 @@ class TransactionManager:
                 # the end of every transaction; sequences restart with it.
                 self.identity.set(resp.producer_id, resp.producer_epoch)
                 self._on_new_epoch()
+                self.bump_at_abort = False
+        if not commit and self.bump_at_abort:
+            await self._bump_epoch()
         self._added.clear()
         self._pending.clear()
         self._open_on_broker = False

@@ -210,3 +210,42 @@ def test_broker_configs_go_to_each_broker_at_once(fake_kafka):
         assert all(result[r] for r in resources)
         assert {i: f.hits for i, f in faults.items()} == dict.fromkeys(ids, 1)
         assert took < 3.5, f"three brokers answered one after another ({took:.1f}s)"
+
+
+@pytest.mark.parametrize("tv", ["1", "2"])
+def test_after_a_failed_batch_the_aborted_transaction_leaves_no_sequence_gap(fake_kafka, tv):
+    """A batch of a transaction that failed without an answer (its connection
+    dropped before the broker applied it, until its delivery timeout) took
+    sequence numbers the broker never saw, and the producer cannot know it.
+    Aborting must start the next transaction clean (KIP-360: the abort bumps the
+    epoch, so sequences restart), else every later batch to the partition fails
+    with OUT_OF_ORDER_SEQUENCE_NUMBER and every transaction aborts (seen in the
+    transaction simulation, seed 167). Transactions v2 bump the epoch at every
+    EndTxn anyway."""
+    fake_kafka.call(lambda c: c.state.config.update({"transaction.version": tv}))
+    fake_kafka.create_topic("gap", 1)
+    with kpax.Producer(
+        fake_kafka.bootstrap,
+        transactional_id=f"t-gap-{tv}",
+        linger_ms=0,
+        request_timeout_ms=500,
+        delivery_timeout_ms=1500,
+        retry_backoff_ms=50,
+    ) as p:
+        p.init_transactions()
+        p.begin_transaction()
+        p.send("gap", b"before", partition=0).result(10)
+        lost = fake_kafka.inject("Produce", drop="before", times=None)
+        with pytest.raises(kpax.KafkaError):
+            p.send("gap", b"lost", partition=0).result(10)
+        lost.remove()
+        with pytest.raises(kpax.KafkaError):
+            p.commit_transaction()  # only abort is left
+        p.abort_transaction()
+        for i in range(3):
+            p.begin_transaction()
+            p.send("gap", b"after-%d" % i, partition=0)
+            p.commit_transaction(timeout=10)
+    assert _read(fake_kafka.bootstrap, "gap", 1, "read_committed") == sorted(
+        [b"after-0", b"after-1", b"after-2"]
+    )

@@ -120,3 +120,32 @@ def test_transactions_on_a_3_9_broker_add_partitions_and_offsets_first(kafka39, 
     assert sent["AddPartitionsToTxnRequest"] >= 3, sent
     assert sent["AddOffsetsToTxnRequest"] >= 3, sent
     assert sent["TxnOffsetCommitRequest"] >= 3 and sent["EndTxnRequest"] >= 3, sent  # (+ retries)
+
+
+def test_on_a_3_9_broker_an_abort_after_a_failed_batch_bumps_the_epoch(kafka39, sent):
+    """Transactions v1 end with the epoch unchanged, so after a batch of the
+    transaction failed (here the broker refused it as too large; FakeKafka's test
+    drops one unanswered, which leaves a sequence gap) the abort asks the
+    coordinator for the next epoch with this producer's id and epoch (KIP-360),
+    as the Java client does: sequences restart and the next transactions commit."""
+    t = create_topic(kafka39, 1, config={"max.message.bytes": "2000"})
+    tid = f"bump-{uuid.uuid4().hex[:8]}"
+    with kpax.Producer(kafka39.bootstrap, transactional_id=tid, linger_ms=0) as p:
+        p.init_transactions()
+        assert not p.aio.txn.v2
+        ident = p.aio.identity
+        pid, epoch = ident.producer_id, ident.producer_epoch
+        inits = sent["InitProducerIdRequest"]
+        p.begin_transaction()
+        p.send(t, b"aborted", partition=0).result(30)
+        with pytest.raises(kpax.KafkaError, match=r"RECORD_TOO_LARGE|MESSAGE_TOO_LARGE"):
+            p.send(t, b"x" * 5000, partition=0).result(30)
+        p.abort_transaction()
+        assert (ident.producer_id, ident.producer_epoch) == (pid, epoch + 1)
+        assert sent["InitProducerIdRequest"] > inits  # (CONCURRENT_TRANSACTIONS: sent again)
+        for i in range(3):
+            p.begin_transaction()
+            p.send(t, b"committed-%d" % i, partition=0)
+            p.commit_transaction()
+        assert ident.producer_epoch == epoch + 1  # (v1: commits keep it)
+    assert _read_committed(kafka39.bootstrap, t, 1, 3) == [b"committed-%d" % i for i in range(3)]

@@ -97,32 +97,35 @@ def _cancel_all(loop: VirtualTimeLoop) -> None:
     brought back for their last rites: every task is cancelled and the loop
     runs until they end (at most 600 virtual seconds), then async generators are
     closed and what is left (a task whose wake-up the kill cancelled never
-    ends) is collected here, on this loop's clocks.
+    ends) has its coroutine closed here, on this loop's clocks.
     """
     loop.dead.clear()
     tasks = [t for t in {*asyncio.all_tasks(loop), *loop.corpses} if not t.done()]
     loop.corpses.clear()
     for t in tasks:
         t.cancel()
+    stuck: list[asyncio.Task[Any]] = []
     if tasks:
         with contextlib.suppress(BaseException):
             loop.run_until_complete(asyncio.wait(tasks, timeout=600.0))
-        for t in tasks:
-            if not t.done():  # a killed process's task whose wake-up died with it
-                t._log_destroy_pending = False  # type: ignore[attr-defined]
-        del t  # (the last task would outlive the collection below)
+        stuck = [t for t in tasks if not t.done()]  # whose wake-up died with the kill
+    del tasks
     with contextlib.suppress(BaseException):
         loop.run_until_complete(loop.shutdown_asyncgens())
-    del tasks
-    # Collected, such a task's coroutine is closed outside the loop: its
-    # ``async with`` exits and ``finally`` blocks run with no running loop, so
-    # a client's close() there cannot start the coroutines it made, which then
-    # warn "never awaited" (during this collection, or the next for those an
-    # exception's traceback held). It is the killed process's cleanup not
-    # happening, as in a real kill; the warnings would say nothing about kpax.
+    # A stuck task's coroutine is closed here (the scenario may still hold the
+    # task), outside the loop: its ``async with`` exits and ``finally`` blocks
+    # run with no running loop, so a client's close() there cannot start the
+    # coroutines it made, which then warn "never awaited" once collected. It
+    # is the killed process's cleanup not happening, as in a real kill; the
+    # warnings would say nothing about kpax.
     with warnings.catch_warnings():
         warnings.filterwarnings(
             "ignore", message=r"coroutine .* was never awaited", category=RuntimeWarning
         )
+        for task in stuck:
+            task._log_destroy_pending = False  # type: ignore[attr-defined]
+            with contextlib.suppress(BaseException):  # (one that awaits in a finally)
+                task.get_coro().close()
+        del stuck
         gc.collect()
         gc.collect()

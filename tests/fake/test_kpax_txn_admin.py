@@ -249,3 +249,29 @@ def test_after_a_failed_batch_the_aborted_transaction_leaves_no_sequence_gap(fak
     assert _read(fake_kafka.bootstrap, "gap", 1, "read_committed") == sorted(
         [b"after-0", b"after-1", b"after-2"]
     )
+
+
+@pytest.mark.parametrize("tv", ["1", "2"])
+def test_a_transaction_whose_first_batch_was_refused_is_aborted_and_the_next_commits(
+    fake_kafka, tv
+):
+    """The first batch of a transaction refused (nothing added to it on the
+    broker), after an earlier committed transaction: the abort succeeds and the
+    next transaction commits, as on a Kafka 4 broker (transactions v2: the
+    coordinator ends it with an epoch bump; FakeKafka answered INVALID_TXN_STATE)."""
+    fake_kafka.call(lambda c: c.state.config.update({"transaction.version": tv}))
+    fake_kafka.create_topic("refused", 1)
+    with kpax.Producer(fake_kafka.bootstrap, transactional_id=f"t-ref-{tv}", linger_ms=0) as p:
+        p.init_transactions()
+        p.begin_transaction()
+        p.send("refused", b"first", partition=0)
+        p.commit_transaction()
+        p.begin_transaction()
+        fake_kafka.inject("Produce", error="MESSAGE_TOO_LARGE", times=1)
+        with pytest.raises(kpax.KafkaError, match="MESSAGE_TOO_LARGE"):
+            p.send("refused", b"refused", partition=0).result(10)
+        p.abort_transaction()
+        p.begin_transaction()
+        p.send("refused", b"next", partition=0)
+        p.commit_transaction()
+    assert _read(fake_kafka.bootstrap, "refused", 1, "read_committed") == [b"first", b"next"]

@@ -149,3 +149,30 @@ def test_on_a_3_9_broker_an_abort_after_a_failed_batch_bumps_the_epoch(kafka39, 
             p.commit_transaction()
         assert ident.producer_epoch == epoch + 1  # (v1: commits keep it)
     assert _read_committed(kafka39.bootstrap, t, 1, 3) == [b"committed-%d" % i for i in range(3)]
+
+
+@pytest.mark.kafka4
+def test_transactions_v2_a_transaction_whose_first_batch_was_refused_aborts(kafka):
+    """Kafka 4 (transactions v2) ends, with an epoch bump, an abort of a transaction
+    that has nothing added on the broker (its first batch refused), also after a
+    committed one; the next transaction commits. (FakeKafka's twin test checks the
+    fake agrees.)"""
+    t = create_topic(kafka, 1, config={"max.message.bytes": "2000"})
+    with kpax.Producer(
+        kafka.bootstrap, transactional_id=f"refused-{uuid.uuid4().hex[:8]}", linger_ms=0
+    ) as p:
+        p.init_transactions()
+        assert p.aio.txn.v2
+        p.begin_transaction()
+        p.send(t, b"first", partition=0)
+        p.commit_transaction()
+        epoch = p.aio.identity.producer_epoch
+        p.begin_transaction()
+        with pytest.raises(kpax.KafkaError, match="MESSAGE_TOO_LARGE"):
+            p.send(t, b"x" * 5000, partition=0).result(30)
+        p.abort_transaction()
+        assert p.aio.identity.producer_epoch == epoch + 1
+        p.begin_transaction()
+        p.send(t, b"next", partition=0)
+        p.commit_transaction()
+    assert _read_committed(kafka.bootstrap, t, 1, 2) == [b"first", b"next"]

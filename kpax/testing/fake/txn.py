@@ -198,7 +198,10 @@ class Transactions:
         if txn.state != ONGOING:
             if txn.state == done and not v2:
                 return txn.producer_id, txn.epoch  # a retry
-            if not (v2 and txn.state == EMPTY):
+            # Transactions v2: an abort with nothing added to the transaction on the
+            # broker (its first batch failed) ends it with an epoch bump, as Kafka 4's
+            # coordinator does from Empty, CompleteCommit and CompleteAbort.
+            if not (v2 and (txn.state == EMPTY or not commit)):
                 raise ApiError(
                     codes.INVALID_TXN_STATE, f"{txn_id!r} is {txn.state}, not in a transaction"
                 )

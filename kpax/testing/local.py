@@ -232,7 +232,8 @@ def wait_threads(pid: int, *, stopped: bool, timeout: float = 10.0) -> None:
         states = _thread_states(pid)
         if not states:
             return
-        done = all(s in "Tt" for s in states) if stopped else not any(s in "Tt" for s in states)
+        # (a zombie thread, Z or X, never runs again: it counts as stopped)
+        done = all(s in "TtZX" for s in states) if stopped else not any(s in "Tt" for s in states)
         if done:
             return
         if time.monotonic() >= deadline:

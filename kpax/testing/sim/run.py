@@ -102,10 +102,11 @@ def _cancel_all(loop: VirtualTimeLoop) -> None:
     loop.dead.clear()
     tasks = [t for t in {*asyncio.all_tasks(loop), *loop.corpses} if not t.done()]
     loop.corpses.clear()
-    for t in tasks:
-        t.cancel()
     stuck: list[asyncio.Task[Any]] = []
     if tasks:
+        for task in tasks:
+            task.cancel()
+        del task  # (no reference outlives the collection below)
         with contextlib.suppress(BaseException):
             loop.run_until_complete(asyncio.wait(tasks, timeout=600.0))
         stuck = [t for t in tasks if not t.done()]  # whose wake-up died with the kill
@@ -122,10 +123,11 @@ def _cancel_all(loop: VirtualTimeLoop) -> None:
         warnings.filterwarnings(
             "ignore", message=r"coroutine .* was never awaited", category=RuntimeWarning
         )
-        for task in stuck:
+        while stuck:
+            task = stuck.pop()
             task._log_destroy_pending = False  # type: ignore[attr-defined]
             with contextlib.suppress(BaseException):  # (one that awaits in a finally)
                 task.get_coro().close()
-        del stuck
+            del task
         gc.collect()
         gc.collect()

@@ -7,7 +7,7 @@ Usage::
                              [--keyed-records N] [--quick] [--rounds 2]
                              [--peers "kpax sync,franz-go"] [--java-warmup 200000]
                              [--scenarios "1p acks=1 none,1000p acks=all none keyed defaults"]
-                             [--out NAME] [--resume]
+                             [--out NAME] [--resume] [--warm]
 
 Every peer runs in its own subprocess (bench/harness.py) and produces the same
 records -- values of ``--size`` (100) random bytes (a pool of 10,000), no key,
@@ -17,6 +17,12 @@ partitioner) -- to a fresh topic per run (every partition led and loaded:
 bench.harness.make_topic), after one warm-up record (connections and
 metadata ready). Keys and values are made before the clock starts. The clock
 runs from the first send to the moment every record is acknowledged (flush).
+With ``--warm`` every partition of the fresh topic gets one record first,
+untimed (bench.harness.warm_topic): a broker's first writes to a partition
+(creating its segment and index files) then cost no client's clock, as on a
+topic in use. Without it they fall in the timed run: at 1,000 partitions they
+swung every client's rounds 2-4x here (Produce answers after 2-4 s). (The Java
+peers' untimed warm-up run writes to the same topic, so theirs are warm either way.)
 
 A scenario is ``<P>p acks=<1|all> <compression>[ keyed][ defaults]``. The
 settings each client gets:
@@ -457,6 +463,8 @@ def run_one(a: argparse.Namespace, peer: str, sc: Scenario) -> h.Result:
     records = sc.records(a)
     try:
         topic = h.make_topic(a.bootstrap, sc.partitions, prefix="bench-producer")
+        if a.warm:
+            h.warm_topic(a.bootstrap, topic, sc.partitions)
     except Exception as exc:  # a failed setup is a failed run, not a dead benchmark
         return h.make_result(peer, sc.name, records=records, error=repr(exc))
     try:
@@ -650,7 +658,9 @@ def run_suite(
     keyed_arg = f" --keyed-records {a.keyed_records}" if a.keyed_records else ""
     records_arg = "" if all(sc.keyed for sc in scs) else f" --records {a.records}"
     header = (
-        f"Records of {a.size} bytes per run: {records_text}. Fresh topic per run, one local "
+        f"Records of {a.size} bytes per run: {records_text}. Fresh topic per run"
+        + (", each partition written once (untimed) before the run" if a.warm else "")
+        + ", one local "
         f"broker; time from first send to all acknowledged. Settings: {_settings_text(scs)} "
         f"Best of {a.rounds} interleaved rounds. kpax send_many: Producer.send_many in "
         f"chunks of {SEND_MANY_CHUNK:,} values. franz-go: bench/franz (franz-go v1.22.2)."
@@ -658,7 +668,7 @@ def run_suite(
         f"average (1/5/15 min) {load_start} at the start ({started}), {_loadavg()} at the end "
         "(each kept run's in the .json). "
         f"Reproduce: `make bench-franz && python -m bench producer{records_arg} "
-        f"--rounds {a.rounds}{how}{keyed_arg}`."
+        f"--rounds {a.rounds}{how}{keyed_arg}{' --warm' if a.warm else ''}`."
     )
     if not a.no_write:
         for path in h.write_results(
@@ -696,6 +706,12 @@ def main(argv: list[str] | None = None) -> int:
         help="comma-separated, e.g. '1p acks=1 none,1000p acks=all none keyed defaults'",
     )  # fmt: skip
     ap.add_argument("--out", default="", help="results name (bench/results/<out>.*)")
+    ap.add_argument(
+        "--warm", action="store_true",
+        help="write one record to every partition of each fresh topic before the timed run: "
+        "the broker's first writes to a partition (its segment and index files) go untimed, "
+        "as for a topic in use",
+    )  # fmt: skip
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per peer run")
     ap.add_argument("--no-write", action="store_true", help="do not write bench/results/")
     ap.add_argument(

@@ -5,7 +5,7 @@ Imports: nothing from kpax.
 
 from __future__ import annotations
 
-__all__ = ["KafkaStartError", "NotAvailableHere"]
+__all__ = ["KafkaStartError", "NotAvailableHere", "PortTakenError"]
 
 
 class KafkaStartError(RuntimeError):
@@ -17,3 +17,9 @@ class NotAvailableHere(KafkaStartError):
     broker of a cluster someone else runs (``KPAX_TEST_BOOTSTRAP``), use a
     listener it was not described with. The pytest plugin reports such a test
     as skipped, with this message; everywhere else it is a KafkaStartError."""
+
+
+class PortTakenError(KafkaStartError):
+    """A broker could not bind a port picked for it: another process took the
+    port between the pick and the bind (a free port is only free until someone
+    binds it). ``LocalCluster.start`` tries again with new ports."""

@@ -37,6 +37,7 @@ import base64
 import contextlib
 import ctypes
 import json
+import logging
 import os
 import re
 import shutil
@@ -54,7 +55,7 @@ from typing import Any
 
 from kpax.testing import jars
 from kpax.testing.base import DEFAULT_SASL_USERS, KafkaCluster
-from kpax.testing.errors import KafkaStartError
+from kpax.testing.errors import KafkaStartError, PortTakenError
 from kpax.testing.kerberos import KerberosRealm
 from kpax.testing.tls import make_tls_material
 from kpax.testing.wire import BrokerConnection, WireError
@@ -76,6 +77,12 @@ DEFAULT_JVM_OPTS = (
 
 _STATE_FILE = "kpax-cluster.json"
 _java_checked: str | None = None
+
+
+#: Starts of a cluster tried when a port picked for a node is taken meanwhile.
+_START_ATTEMPTS = 3
+
+log = logging.getLogger("kpax.testing")
 
 
 def _java_major(java: str) -> int:
@@ -517,12 +524,29 @@ class LocalCluster(KafkaCluster):
 
     # ----------------------------------------------------------------- lifecycle
     def start(self) -> LocalCluster:
-        """Fetch jars if needed, format storage, start every node, wait until all answer."""
+        """Fetch jars if needed, format storage, start every node, wait until all answer.
+
+        A node that could not bind a port picked for it (another process took it
+        meanwhile: PortTakenError) makes the whole start begin again with new
+        ports, three times at most."""
         if self.nodes:
             return self
         self._java = check_java()
         self._classpath = jars.classpath(self.version)
         _install_exit_hooks()
+        for attempt in range(_START_ATTEMPTS):
+            try:
+                return self._start_once()
+            except PortTakenError as exc:
+                if attempt + 1 == _START_ATTEMPTS:
+                    raise
+                log.warning("%s; starting again with new ports", str(exc).split(" Last lines")[0])
+                self._stopped = False
+                self.nodes.clear()
+                self.workdir = None
+        raise AssertionError("unreachable")
+
+    def _start_once(self) -> LocalCluster:
         if self._workdir_arg:
             self._workdir_arg.mkdir(parents=True, exist_ok=True)
             self.workdir = Path(tempfile.mkdtemp(prefix="kafka-", dir=self._workdir_arg))
@@ -630,7 +654,7 @@ class LocalCluster(KafkaCluster):
             for nid in sorted(pending):
                 node = self.nodes[nid]
                 if not node.alive():
-                    raise KafkaStartError(self._failure(nid, "exited during startup"))
+                    raise self._start_error(nid, "exited during startup")
                 try:
                     with BrokerConnection(f"127.0.0.1:{node.ports['PLAINTEXT']}", timeout=2.0) as c:
                         if c.api_versions().error_code != 0:
@@ -644,10 +668,20 @@ class LocalCluster(KafkaCluster):
             if pending:
                 if time.monotonic() > deadline:
                     nid = min(pending)
-                    raise KafkaStartError(
-                        self._failure(nid, f"did not answer ApiVersions within {timeout:.0f}s")
+                    raise self._start_error(
+                        nid, f"did not answer ApiVersions within {timeout:.0f}s"
                     )
                 time.sleep(0.1)
+
+    def _start_error(self, nid: int, what: str) -> KafkaStartError:
+        """Node ``nid`` failed to start (``what``): the error naming it, with its log's
+        end; a PortTakenError when a port it was to bind was taken."""
+        msg = self._failure(nid, what)
+        return (
+            PortTakenError(msg)
+            if " A port is taken by another process" in msg
+            else (KafkaStartError(msg))
+        )
 
     def _failure(self, nid: int, what: str) -> str:
         node = self.nodes[nid]

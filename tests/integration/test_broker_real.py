@@ -200,3 +200,36 @@ def test_taken_port_is_a_clear_start_error(monkeypatch: pytest.MonkeyPatch) -> N
             cluster.start()
     assert "Address already in use" in str(err.value)  # the broker's own log line is shown
     assert cluster.workdir is not None and not cluster.workdir.exists()
+
+
+def test_a_port_taken_between_pick_and_bind_makes_the_start_try_again(monkeypatch) -> None:
+    """A free port is free only until someone binds it: a broker whose port was
+    taken meanwhile (a clean-clone run lost every test of its session broker that
+    way) makes LocalCluster start again with new ports, not fail."""
+    import socket
+
+    from kpax.testing import local
+
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    taken = holder.getsockname()[1]
+    real = local._free_ports
+    picks: list[list[int]] = []
+
+    def first_pick_taken(n: int) -> list[int]:
+        ports = real(n)
+        if not picks:
+            ports[-1] = taken  # (the CONTROLLER listener's: bound while starting)
+        picks.append(ports)
+        return ports
+
+    monkeypatch.setattr(local, "_free_ports", first_pick_taken)
+    cluster = LocalCluster(brokers=1)
+    try:
+        cluster.start()
+        assert len(picks) == 2 and taken not in picks[1]
+        assert api_versions(_first(cluster.bootstrap)).error_code == 0
+    finally:
+        cluster.stop()
+        holder.close()

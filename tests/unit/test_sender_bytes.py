@@ -227,6 +227,7 @@ async def test_a_batch_refused_with_invalid_timestamp_gives_its_sequences_back()
     )
     broker.handlers[ProduceRequest.API_KEY] = log.produce
     broker.handlers[InitProducerIdRequest.API_KEY] = log.init_producer_id
+    p.sender.pipeline_min_batch_bytes = 0  # (these tiny batches pipelined: four in flight)
 
     try:
         first = await p.send(TOPIC, b"first")

@@ -492,10 +492,15 @@ class Sender(BatchOutcomes):
         request (as franz-go, which keeps one request in flight per broker,
         does always). Full batches -- one partition's fast stream, large
         records -- are pipelined up to ``max_in_flight_requests_per_connection``
-        as before, where pipelining keeps the broker busy."""
+        as before, where pipelining keeps the broker busy; and so is a group
+        with a batch that can take no more records (full, flushed, a retry):
+        waiting would not make it fuller (the thin ones go with it, so none
+        waits behind a busy partition's stream)."""
         total = 0
         for _, b in group:
-            total += len(b.data) if b.data is not None else b.size
+            if b.state is not _OPEN:
+                return True
+            total += b.size
         return total >= self.pipeline_min_batch_bytes * len(group)
 
     def _expire(self, now: float) -> float | None:

@@ -239,3 +239,29 @@ def test_full_batches_are_still_pipelined_while_the_broker_is_busy(fake_kafka):
     fake_kafka.create_topic("full", 2)
     in_flight = _in_flight_while_the_broker_is_busy(fake_kafka, "full", 2, b"x" * 20_000)
     assert in_flight[-1] >= 3, in_flight  # (held, it would stay at 1)
+
+
+def test_thin_batches_a_flush_closed_are_not_held_back(fake_kafka):
+    """A flush closes the open batches: waiting would not make them fuller, so
+    they go at once, pipelined behind the request in flight."""
+    fake_kafka.create_topic("flushed", 40)
+
+    async def main() -> list[int]:
+        async with kpax.aio.Producer(fake_kafka.bootstrap, linger_ms=0) as p:
+            warm = [await p.send("flushed", b"warm", partition=i) for i in range(40)]
+            await asyncio.gather(*warm)
+            fake_kafka.inject("Produce", delay_ms=1500)
+            first = [await p.send("flushed", b"a", partition=i) for i in range(40)]
+            await _after_a_round(p)
+            before = p.sender.in_flight
+            second = [await p.send("flushed", b"b", partition=i) for i in range(40)]
+            flushing = asyncio.ensure_future(p.flush())
+            await _after_a_round(p)
+            during = p.sender.in_flight
+            await flushing
+            await asyncio.gather(*first, *second)
+            return [before, during]
+
+    assert asyncio.run(main()) == [1, 2]
+    for i in range(40):
+        assert [v for _o, _k, v in fake_kafka.records("flushed", i)] == [b"warm", b"a", b"b"]

@@ -372,7 +372,10 @@ class Accumulator:
                         per = 1 + varint_size(delta) + self._off
                         j = fit(cum, per, i, hi, batch.cap - batch.size)
                         if j < hi and batch.cap < cap:  # more memory: a bigger batch
-                            self._grow(batch, cap)
+                            # (as much as the rest needs, at least double, as a single
+                            # append grows it: straight to batch_size, keyed calls to
+                            # many partitions reserved 1 MB each and filled the buffer)
+                            self._grow(batch, batch.size + cum[hi] - cum[i] + per * (hi - i))
                             j = fit(cum, per, i, hi, batch.cap - batch.size)
                         if j > i:
                             self._extend(batch, values, keys, timestamp, headers, i, j)

@@ -99,6 +99,21 @@ def test_bulk_append_with_headers_and_keys_matches() -> None:
     assert b.keys[:2] == [b"k0", b"k1"] and b.headers is not None and b.headers[0] == hdrs
 
 
+def test_bulk_append_reserves_memory_as_single_appends_do() -> None:
+    """A batch that many calls fill a little at a time grows its reservation
+    step by step (doubling), as single appends make it grow -- not at once to
+    batch_size: keyed send_many calls to 100 partitions reserved 1 MB for each
+    partition's batch, filled buffer_memory and waited for the broker."""
+    values = [b"x" * 100] * 400
+    one, bulk = _acc(batch_size=1_000_000), _acc(batch_size=1_000_000)
+    for v in values:
+        assert one.append("t", 0, 1, None, v, None, 1, record_weight(None, v, None))
+    for lo in range(0, 400, 10):
+        assert bulk.append_many("t", _column(values[lo : lo + 10], 0), 1, None, 1, [])
+    assert _layout(bulk) == _layout(one)
+    assert bulk.reserved == one.reserved < 100_000
+
+
 def test_full_memory_stops_and_resumes_where_it_was() -> None:
     acc = _acc(buffer_memory=3000)
     # 110 bytes each (106 of weight, 4 of batch fields): 8 per batch (939 bytes of records)

@@ -19,6 +19,12 @@
  *       send_many's cumulative record weights (kpax.producer.planning), or
  *       NotImplemented when an item is not bytes or None.
  *
+ *   key_columns(values, keys, n) -> list of (partition, values, keys, positions)
+ *       send_many's keyed records split by their default partition
+ *       (toPositive(murmur2(key)) % n), partitions in ascending order, each
+ *       column's records in call order with their positions in the call; or
+ *       NotImplemented when a key is not bytes (None: the Python path).
+ *
  *   Appender(accumulator, num_partitions, future_type, max_record, slow)
  *       .try_append(topic, value, key, partition, timestamp, headers)
  *           -> the record's future, or None when the record needs the Python
@@ -1213,6 +1219,108 @@ cumulative_weights(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return out;
 }
 
+/* key_columns(values, keys, n): see the top of the file. */
+static PyObject *
+key_columns(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "key_columns(values, keys, n)");
+        return NULL;
+    }
+    PyObject *values = args[0], *keys = args[1];
+    Py_ssize_t n = PyLong_AsSsize_t(args[2]);
+    if (n == -1 && PyErr_Occurred())
+        return NULL;
+    if (n <= 0 || n > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "key_columns: n must be a positive partition count");
+        return NULL;
+    }
+    if (!PyList_CheckExact(values) || !PyList_CheckExact(keys) ||
+        PyList_GET_SIZE(values) != PyList_GET_SIZE(keys))
+        Py_RETURN_NOTIMPLEMENTED;
+    Py_ssize_t len = PyList_GET_SIZE(keys);
+    int32_t *target = PyMem_Malloc((size_t)(len > 0 ? len : 1) * sizeof(int32_t));
+    Py_ssize_t *count = PyMem_Calloc((size_t)n, sizeof(Py_ssize_t));
+    PyObject *out = NULL, **cols = NULL;
+    if (target == NULL || count == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < len; i++) {
+        PyObject *k = PyList_GET_ITEM(keys, i);
+        if (!PyBytes_CheckExact(k)) {
+            out = Py_NewRef(Py_NotImplemented);
+            goto done;
+        }
+        uint32_t h = murmur2_raw((const unsigned char *)PyBytes_AS_STRING(k), PyBytes_GET_SIZE(k));
+        int32_t p = (int32_t)((h & 0x7fffffffu) % (uint32_t)n);
+        target[i] = p;
+        count[p]++;
+    }
+    Py_ssize_t used = 0;
+    for (Py_ssize_t p = 0; p < n; p++)
+        used += count[p] > 0;
+    /* per partition used: its values, keys and positions lists, filled in call order */
+    cols = PyMem_Calloc((size_t)(used > 0 ? used : 1) * 3, sizeof(PyObject *));
+    Py_ssize_t *slot = PyMem_Malloc((size_t)n * sizeof(Py_ssize_t));
+    if (cols == NULL || slot == NULL) {
+        PyMem_Free(slot);
+        PyErr_NoMemory();
+        goto done;
+    }
+    out = PyList_New(used);
+    if (out == NULL) {
+        PyMem_Free(slot);
+        goto done;
+    }
+    Py_ssize_t c = 0;
+    for (Py_ssize_t p = 0; p < n; p++) {
+        slot[p] = -1;
+        if (count[p] == 0)
+            continue;
+        PyObject *v = PyList_New(count[p]), *k = PyList_New(count[p]), *pos = PyList_New(count[p]);
+        PyObject *part = PyLong_FromSsize_t(p);
+        PyObject *t = (v && k && pos && part) ? PyTuple_Pack(4, part, v, k, pos) : NULL;
+        Py_XDECREF(part);
+        if (t == NULL) {
+            Py_XDECREF(v);
+            Py_XDECREF(k);
+            Py_XDECREF(pos);
+            PyMem_Free(slot);
+            Py_CLEAR(out);
+            goto done;
+        }
+        cols[3 * c] = v;
+        cols[3 * c + 1] = k;
+        cols[3 * c + 2] = pos;
+        Py_DECREF(v);  /* (the tuple holds them) */
+        Py_DECREF(k);
+        Py_DECREF(pos);
+        PyList_SET_ITEM(out, c, t);
+        slot[p] = c++;
+        count[p] = 0; /* from here: how many are filled */
+    }
+    for (Py_ssize_t i = 0; i < len; i++) {
+        Py_ssize_t at = slot[target[i]];
+        Py_ssize_t j = count[target[i]]++;
+        PyObject *where = PyLong_FromSsize_t(i);
+        if (where == NULL) {
+            PyMem_Free(slot);
+            Py_CLEAR(out);
+            goto done;
+        }
+        PyList_SET_ITEM(cols[3 * at], j, Py_NewRef(PyList_GET_ITEM(values, i)));
+        PyList_SET_ITEM(cols[3 * at + 1], j, Py_NewRef(PyList_GET_ITEM(keys, i)));
+        PyList_SET_ITEM(cols[3 * at + 2], j, where);
+    }
+    PyMem_Free(slot);
+done:
+    PyMem_Free(target);
+    PyMem_Free(count);
+    PyMem_Free(cols);
+    return out;
+}
+
 static PyMethodDef module_methods[] = {
     {"murmur2", (PyCFunction)murmur2, METH_O, "murmur2(data) -> int (unsigned 32 bits)"},
     {"enter_callbacks", (PyCFunction)enter_callbacks, METH_NOARGS,
@@ -1223,6 +1331,8 @@ static PyMethodDef module_methods[] = {
      "in_callbacks() -> bool: whether this thread runs delivery callbacks now"},
     {"cumulative_weights", (PyCFunction)(void (*)(void))cumulative_weights, METH_FASTCALL,
      "cumulative_weights(values, keys, header_bytes) -> list, or NotImplemented"},
+    {"key_columns", (PyCFunction)(void (*)(void))key_columns, METH_FASTCALL,
+     "key_columns(values, keys, n) -> [(partition, values, keys, positions)], or NotImplemented"},
     {NULL, NULL, 0, NULL},
 };
 

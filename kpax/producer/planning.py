@@ -270,7 +270,16 @@ def keyed_columns(
 ) -> list[Column]:
     """Default partitioning of keyed records: murmur2 per distinct key; a
     run of None keys goes to the sticky partitioner, after the records
-    before it and before those after it (so every partition keeps call order)."""
+    before it and before those after it (so every partition keeps call order).
+    One C call when every key is bytes and the C send path is built."""
+    if sendpath is not None:
+        split = sendpath.key_columns(vals, ks, n)
+        if split is not NotImplemented:
+            if len(split) == 1:
+                return [Column(split[0][0], vals, ks, _cumulative(vals, ks, hdrs))]
+            return [
+                Column(p, v, k, _cumulative(v, k, hdrs), positions=pos) for p, v, k, pos in split
+            ]
     hashes: dict[bytes, int] = {}
     targets: list[int] = []
     add = targets.append

@@ -12,10 +12,13 @@ from typing import Any
 import pytest
 
 from kpax.errors import ClientClosedError, KafkaTimeoutError, TransactionAbortedError
+from kpax.producer import planning
 from kpax.producer.accumulator import Accumulator, Column, Segment, fit, header_bytes, record_weight
 from kpax.producer.batch import BulkFuture
 from kpax.producer.batch_state import BatchEvent, BatchState
+from kpax.producer.fastpath import sendpath
 from kpax.producer.partitioner import DefaultPartitioner
+from kpax.producer.planning import keyed_columns
 
 
 def _acc(seed: int = 7, **kw: Any) -> Accumulator:
@@ -222,3 +225,33 @@ def test_cumulative_weights_are_record_weights_in_c_and_python() -> None:
             assert sendpath.cumulative_weights(vals, keys, hb) == expect
     if sendpath is not None:
         assert sendpath.cumulative_weights([b"x", "not bytes"], None, 1) is NotImplemented
+
+
+def _columns_as_lists(columns: list[Column]) -> list[tuple[Any, ...]]:
+    return [
+        (
+            c.partition,
+            c.values,
+            c.keys,
+            c.cum,
+            c.positions if c.positions is not None else list(range(c.base, c.base + len(c.values))),
+        )
+        for c in columns
+    ]
+
+
+@pytest.mark.skipif(sendpath is None, reason="needs the C send path (built with a compiler)")
+@pytest.mark.parametrize("partitions", [2, 7, 100, 1000])
+def test_keyed_columns_in_c_are_the_python_ones(partitions: int, monkeypatch) -> None:
+    """send_many's keyed records split by partition in one C call (murmur2,
+    columns, positions) exactly as the pure-Python path splits them."""
+    rng = random.Random(partitions)
+    keys: list[bytes | None] = [rng.randbytes(rng.randint(0, 40)) for _ in range(2000)]
+    keys[:50] = [b"same"] * 50
+    values: list[bytes | None] = [b"v%d" % i for i in range(2000)]
+    values[7] = None
+    in_c = keyed_columns(keys, values, None, partitions)
+    monkeypatch.setattr(planning, "sendpath", None)
+    in_python = keyed_columns(keys, values, None, partitions)
+    assert _columns_as_lists(in_c) == _columns_as_lists(in_python)
+    assert sorted(i for c in _columns_as_lists(in_c) for i in c[4]) == list(range(2000))

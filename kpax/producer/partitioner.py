@@ -19,7 +19,7 @@ The producer accumulator calls ``partition(...)`` for a record without an
 explicit partition, appends the record, then calls ``on_append(topic,
 partition, record_size)``. Not thread-safe: the accumulator serialises calls.
 
-Imports: the standard library only.
+Imports: kpax.producer.fastpath (the C murmur2, when built), the standard library.
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ import struct
 from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol, runtime_checkable
+
+from kpax.producer.fastpath import sendpath
 
 __all__ = [
     "DefaultPartitioner",
@@ -51,8 +53,9 @@ _UNPACK: list[Callable[..., tuple[int, ...]]] = [
 ]
 
 
-def _murmur2_unsigned(data: bytes | bytearray) -> int:
-    """murmur2 as an unsigned 32-bit value (the bits of the Java ``int``).
+def _murmur2_py(data: bytes | bytearray) -> int:
+    """murmur2 as an unsigned 32-bit value (the bits of the Java ``int``): the
+    pure-Python reference (the C one, ``_sendpath.murmur2``, must agree).
 
     Words are unpacked all at once; ``h`` is masked once per word (the low 32
     bits of products and xors depend only on the low 32 bits of the operands).
@@ -78,6 +81,17 @@ def _murmur2_unsigned(data: bytes | bytearray) -> int:
     return h ^ (h >> 15)
 
 
+_C_MURMUR2: Callable[[bytes], int] | None = sendpath.murmur2 if sendpath is not None else None
+
+
+def _murmur2_unsigned(data: bytes | bytearray) -> int:
+    """murmur2 as an unsigned 32-bit value: in C for bytes when the C send path is
+    built (~50 ns against ~3.5 us for a 10-byte key), else :func:`_murmur2_py`."""
+    if _C_MURMUR2 is not None and type(data) is bytes:
+        return _C_MURMUR2(data)
+    return _murmur2_py(data)
+
+
 def murmur2(data: bytes | bytearray) -> int:
     """The Java client's ``Utils.murmur2(data)``: a signed 32-bit int."""
     h = _murmur2_unsigned(data)
@@ -91,7 +105,9 @@ def to_positive(number: int) -> int:
 
 def partition_for_key(key: bytes | bytearray, num_partitions: int) -> int:
     """Java's ``BuiltInPartitioner.partitionForKey``: ``toPositive(murmur2(key)) % n``."""
-    return (_murmur2_unsigned(key) & 0x7FFFFFFF) % num_partitions
+    if _C_MURMUR2 is not None and type(key) is bytes:
+        return (_C_MURMUR2(key) & 0x7FFFFFFF) % num_partitions
+    return (_murmur2_py(key) & 0x7FFFFFFF) % num_partitions
 
 
 @runtime_checkable
@@ -308,7 +324,7 @@ class DefaultPartitioner(UniformStickyPartitioner):
                 raise ValueError(
                     f"topic {topic!r} has no partitions (num_partitions={num_partitions})"
                 )
-            return (_murmur2_unsigned(key) & 0x7FFFFFFF) % num_partitions
+            return partition_for_key(key, num_partitions)
         return self.sticky_partition(topic, num_partitions, available)
 
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from kpax.producer.batch import RecordFuture
 from kpax.producer.client import AsyncProducer
 from kpax.producer.fastpath import sendpath
-from kpax.producer.partitioner import _murmur2_unsigned
+from kpax.producer.partitioner import _murmur2_py, _murmur2_unsigned
 from kpax.producer.sent import Sent as PySent
 
 pytestmark = pytest.mark.skipif(sendpath is None, reason="the C send path is not built")
@@ -195,7 +195,7 @@ def test_murmur2_matches_the_python_reference():
     rnd = random.Random(5)
     for n in range(70):
         data = rnd.randbytes(n)
-        assert sendpath.murmur2(data) == _murmur2_unsigned(data)
+        assert sendpath.murmur2(data) == _murmur2_py(data) == _murmur2_unsigned(data)
 
 
 def test_no_references_leak_from_the_c_path():

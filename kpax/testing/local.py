@@ -675,15 +675,7 @@ class LocalCluster(KafkaCluster):
 
     def _start_error(self, nid: int, what: str) -> KafkaStartError:
         """Node ``nid`` failed to start (``what``): the error naming it, with its log's
-        end; a PortTakenError when a port it was to bind was taken."""
-        msg = self._failure(nid, what)
-        return (
-            PortTakenError(msg)
-            if " A port is taken by another process" in msg
-            else (KafkaStartError(msg))
-        )
-
-    def _failure(self, nid: int, what: str) -> str:
+        end; a PortTakenError when it could not bind a port (its log says so)."""
         node = self.nodes[nid]
         lines = self.log_tail(nid, 2000).splitlines()
         tail = "\n".join([ln for ln in lines if not ln.startswith("\tat ")][-30:])
@@ -695,7 +687,8 @@ class LocalCluster(KafkaCluster):
             msg += f" A port is taken by another process ({', '.join(taken) or 'see log'}); retry."
             if bind[0] not in tail:
                 msg += f" ({bind[0].strip()[:300]})"
-        return f"{msg} Last lines of its log (stack frames left out):\n{tail}"
+        error = PortTakenError if bind else KafkaStartError
+        return error(f"{msg} Last lines of its log (stack frames left out):\n{tail}")
 
     # ----------------------------------------------------------------- control
     def _node(self, node_id: int) -> _Node:

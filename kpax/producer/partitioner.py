@@ -86,7 +86,8 @@ _C_MURMUR2: Callable[[bytes], int] | None = sendpath.murmur2 if sendpath is not 
 
 def _murmur2_unsigned(data: bytes | bytearray) -> int:
     """murmur2 as an unsigned 32-bit value: in C for bytes when the C send path is
-    built (~50 ns against ~3.5 us for a 10-byte key), else :func:`_murmur2_py`."""
+    built (partition_for_key of a 9-byte key: 0.4-0.65 us against 2.2 us by
+    ``timeit``, on a busy machine), else :func:`_murmur2_py`."""
     if _C_MURMUR2 is not None and type(data) is bytes:
         return _C_MURMUR2(data)
     return _murmur2_py(data)

@@ -225,8 +225,8 @@ def test_thin_batches_to_many_partitions_wait_for_the_request_in_flight(fake_kaf
     partition, and a broker's cost per partition of a request is fixed: while
     one such request is in flight, the next ones' batches wait for its answer
     (taking records meanwhile) and go in one request. (Pipelined up to five
-    in flight, each carried ~2 records per partition at 1,000 partitions, and
-    the producer ran at half the rate.)"""
+    in flight, each carried ~2 records per partition at 1,000 partitions: about
+    half the rate of one in flight, in an ad hoc run.)"""
     fake_kafka.create_topic("wide", 40)
     assert _in_flight_while_the_broker_is_busy(fake_kafka, "wide", 40, b"v") == [1, 1, 1]
     for i in range(40):  # the warm batch, the request held up, one for the rest

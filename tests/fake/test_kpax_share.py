@@ -4,12 +4,14 @@ limit, close releasing at once, and the share-group admin calls."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 
 import pytest
 
 import kpax
+import kpax.aio
 from kpax import AcknowledgeType
 from kpax import TopicPartition as TP
 
@@ -154,3 +156,68 @@ def test_share_group_admin(fake_kafka):
         assert admin.alter_share_group_offsets("sa", {TP("ad", 0): 1}).ok
         assert admin.list_share_group_offsets("sa", [TP("ad", 0)])[TP("ad", 0)].start_offset == 1
         assert "sa" in {g.group_id for g in admin.list_groups()}
+
+
+async def _read_one(c: kpax.aio.ShareConsumer) -> kpax.ShareConsumerRecord:
+    deadline = time.monotonic() + 10
+    while True:
+        assert time.monotonic() < deadline, "no record read"
+        got = await c.poll(0.1)
+        if got:
+            (rec,) = got
+            return rec
+
+
+async def _until(check: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 10
+    while not check():
+        assert time.monotonic() < deadline, what
+        await asyncio.sleep(0.005)
+
+
+async def test_a_commit_while_a_renew_waits_for_a_new_connection_waits_for_it(fake_kafka):
+    """A RENEW sent when the fetch connection is gone waits for a new one (its
+    ApiVersions held back here); a commit meanwhile must wait for that RENEW's
+    answer, not return at once with nothing (it once found the RENEW neither
+    queued nor in flight)."""
+    fake_kafka.create_topic("s", 1)
+    group = _group(fake_kafka, "sg")
+    _produce(fake_kafka, "s", 1)
+    async with kpax.aio.ShareConsumer(
+        fake_kafka.bootstrap, group_id=group, share_acknowledgement_mode="explicit"
+    ) as c:
+        await c.subscribe(["s"])
+        rec = await _read_one(c)
+        assert c.fetcher is not None
+        fetch_broker = c.fetcher.cluster.fetch_broker(fake_kafka.leader("s", 0))
+        versions = fake_kafka.inject("ApiVersions", delay_ms=300)
+        fake_kafka.drop_connections()
+        await _until(lambda: fetch_broker._conn is None or fetch_broker._conn.closed, "closed")
+        c.acknowledge(rec, AcknowledgeType.RENEW)
+        await _until(lambda: versions.seen > 0, "no reconnection")  # the RENEW waits for it
+        assert await c.commit() == {TP("s", 0): None}
+
+
+async def test_acknowledgements_failed_with_their_session_fail_the_commit_waiting_for_them(
+    fake_kafka,
+):
+    """Acknowledgements queued while a ShareFetch is in flight, whose connection
+    then drops, fail with the share session: the commit waiting for them gets
+    that error for their partition (it once got an empty result)."""
+    fake_kafka.create_topic("s", 1)
+    group = _group(fake_kafka, "sg")
+    _produce(fake_kafka, "s", 1)
+    async with kpax.aio.ShareConsumer(
+        fake_kafka.bootstrap, group_id=group, share_acknowledgement_mode="explicit"
+    ) as c:
+        await c.subscribe(["s"])
+        rec = await _read_one(c)
+        c.acknowledge(rec, AcknowledgeType.RENEW)  # held again: the next poll may fetch
+        assert await c.commit() == {TP("s", 0): None}
+        fetch = fake_kafka.inject("ShareFetch", delay_ms=300, drop="after")
+        polling = asyncio.ensure_future(c.poll(2))
+        await _until(lambda: fetch.seen > 0, "no ShareFetch")
+        c.acknowledge(rec, AcknowledgeType.ACCEPT)
+        result = await c.commit()
+        assert isinstance(result.get(TP("s", 0)), kpax.KafkaError), result
+        assert await polling == []

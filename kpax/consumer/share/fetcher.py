@@ -465,13 +465,16 @@ class ShareFetcher:
             f"sent: {why}; the records are delivered again when their locks end",
             retriable=False,
         )
+        results: AckResults = {}
         for acks in (st.acks, st.renews):
             if acks:
-                self._finish(dict(acks), dict.fromkeys(acks, err), None)
+                failed: AckResults = dict.fromkeys(acks, err)
+                self._finish(dict(acks), failed, None)
+                results.update(failed)
                 acks.clear()
         waiters, st.next_waiters = st.next_waiters, []
-        for w in waiters:
-            w.add({})
+        for w in waiters:  # the commits waiting for them learn why
+            w.add(results)
 
     def _take_acks(
         self, st: _Node, acks: dict[TopicPartition, dict[int, int]]
@@ -521,26 +524,30 @@ class ShareFetcher:
         raise err
 
     async def _acknowledge(self, st: _Node, *, close: bool = False) -> None:
+        version = 0
+        if st.renews:
+            # Asked before the acknowledgements leave the queue (this may wait for a
+            # new connection): a commit meanwhile finds them queued and waits for them.
+            version = await self.cluster.fetch_broker(st.node_id).api_version(
+                ShareAcknowledgeRequest
+            )
         acks: dict[TopicPartition, dict[int, int]] = {}
         for queued in (st.renews, st.acks):  # a later ACCEPT/RELEASE/REJECT wins over RENEW
             for tp, offsets in queued.items():
                 acks.setdefault(tp, {}).update(offsets)
+        # (every RENEW is in st.renews, non-empty before the await if it is now)
         renew = any(t == _RENEW for offsets in acks.values() for t in offsets.values())
         st.acks.clear()
         st.renews.clear()
         sent, waiters = self._take_acks(st, acks)
-        if renew:
-            version = await self.cluster.fetch_broker(st.node_id).api_version(
-                ShareAcknowledgeRequest
+        if renew and version < _RENEW_VERSION:
+            err = UnsupportedVersionError(
+                f"RENEW acknowledgements need ShareAcknowledge v{_RENEW_VERSION} (Kafka "
+                f"4.2+); broker {st.node_id} speaks up to v{version}",
+                retriable=False,
             )
-            if version < _RENEW_VERSION:
-                err = UnsupportedVersionError(
-                    f"RENEW acknowledgements need ShareAcknowledge v{_RENEW_VERSION} (Kafka "
-                    f"4.2+); broker {st.node_id} speaks up to v{version}",
-                    retriable=False,
-                )
-                self._finish(sent, dict.fromkeys(sent, err), waiters)
-                return
+            self._finish(sent, dict.fromkeys(sent, err), waiters)
+            return
         member_id, _ = self._member()
         req = acknowledge_request(
             self.group_id,

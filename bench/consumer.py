@@ -45,6 +45,13 @@ Targets printed with the commit tables: kpax's commit p50 within 2x
 confluent-kafka's; kpax's commit-per-poll rate at least 1.0x
 confluent-kafka's.
 
+Before a throughput scenario's rounds, its topic is read whole again and again,
+untimed, for ``--warmup`` seconds (15; by franz-go when it is a peer, else the
+first peer): a fresh broker's JIT compiler otherwise compiles its fetch path
+during the first rounds, on the cores the timed client needs (measured: the
+broker's C2 compiler threads took 0.25-0.5 s of CPU during each of the first
+four 1-partition reads, and about 0.01 s after ten untimed reads).
+
 Rounds are interleaved (every peer once per round: ``--rounds``, 2, for
 throughput; ``--commit-rounds``, 5, for the short commit runs); the best
 round of each peer is kept (commit latency: all rounds' samples pooled).
@@ -711,6 +718,25 @@ def render_commit_tables(results: list[h.Result], peers: list[str]) -> str:
     return "\n".join(out)
 
 
+def warm_broker(a: argparse.Namespace, peers: list[str], sc: str, topic: str, parts: int) -> None:
+    """Read ``topic`` whole, untimed, for ``--warmup`` seconds (franz-go when it is a
+    peer, the quickest reader, else the first peer): the broker's JIT compiles its
+    fetch path before any round is timed, instead of in the first rounds, on the
+    cores the timed client needs."""
+    if a.warmup <= 0 or not peers:
+        return
+    peer = "franz-go" if "franz-go" in peers else peers[0]
+    t0 = time.monotonic()
+    reads = 0
+    while time.monotonic() - t0 < a.warmup:
+        res = run_one(a, peer, sc, topic, parts)
+        reads += 1
+        if res.get("error"):
+            print(f"{sc}: warm-up read by {peer} failed: {res['error']}")
+            return
+    print(f"{sc}: broker warmed up by {reads} untimed reads ({peer}, {a.warmup:g}s)")
+
+
 def driver_main(a: argparse.Namespace) -> int:
     if a.quick:
         a.records = min(a.records, 200_000)
@@ -742,6 +768,7 @@ def driver_main(a: argparse.Namespace) -> int:
             t0 = time.monotonic()
             fill(bootstrap, topic, a.records, a.size, parts, comp)
             print(f"{sc}: {a.records:,} records written in {time.monotonic() - t0:.1f}s")
+            warm_broker(a, peers, sc, topic, parts)
             runs: dict[str, list[h.Result]] = {p: [] for p in peers}
             for rnd in range(1, a.rounds + 1):  # interleaved rounds
                 for peer in peers:
@@ -781,9 +808,11 @@ def driver_main(a: argparse.Namespace) -> int:
             "from the beginning by each client in its own process (assigned partitions, no "
             "group; franz-go: bench/franz; Java: ConsumerPerformance in a group, its fetch "
             "rate), every record's value touched (len(value); franz-go: len(Value); Java: its "
-            f"byte count). One local broker. Best of {a.rounds} interleaved rounds. {machine} "
+            f"byte count). One local broker, warmed up by {a.warmup:g}s of untimed reads per "
+            f"scenario. Best of {a.rounds} interleaved rounds. {machine} "
             f"Load average (1/5/15 min) {load_start} at the start, {_loadavg()} at the end. "
             f"Reproduce: `python -m bench consumer --records {a.records} --rounds {a.rounds} "
+            f"--warmup {a.warmup:g} "
             f'--scenarios "{",".join(scenarios)}"{out_arg}`.'
         )
         if not a.no_write:
@@ -838,6 +867,10 @@ def main(argv: list[str] | None = None) -> int:
         help=f"comma-separated, e.g. '1p none,6p lz4,{COMMIT_LATENCY},{COMMIT_PER_POLL}'",
     )  # fmt: skip
     ap.add_argument("--rounds", type=int, default=0, help="interleaved rounds, best kept (2)")
+    ap.add_argument(
+        "--warmup", type=float, default=15.0,
+        help="seconds of untimed reads per throughput scenario before its rounds (0: none)",
+    )  # fmt: skip
     ap.add_argument(
         "--commit-rounds",
         type=int,

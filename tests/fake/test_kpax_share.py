@@ -5,8 +5,9 @@ limit, close releasing at once, and the share-group admin calls."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 
@@ -158,14 +159,25 @@ def test_share_group_admin(fake_kafka):
         assert "sa" in {g.group_id for g in admin.list_groups()}
 
 
-async def _read_one(c: kpax.aio.ShareConsumer) -> kpax.ShareConsumerRecord:
-    deadline = time.monotonic() + 10
-    while True:
-        assert time.monotonic() < deadline, "no record read"
-        got = await c.poll(0.1)
-        if got:
-            (rec,) = got
-            return rec
+@contextlib.asynccontextmanager
+async def _holding_one_record(
+    fake,
+) -> AsyncIterator[tuple[kpax.aio.ShareConsumer, kpax.ShareConsumerRecord]]:
+    """An explicit-mode share consumer holding the one record of topic "s"."""
+    fake.create_topic("s", 1)
+    group = _group(fake, "sg")
+    _produce(fake, "s", 1)
+    async with kpax.aio.ShareConsumer(
+        fake.bootstrap, group_id=group, share_acknowledgement_mode="explicit"
+    ) as c:
+        await c.subscribe(["s"])
+        deadline = time.monotonic() + 10
+        got: list[kpax.ShareConsumerRecord] = []
+        while not got:
+            assert time.monotonic() < deadline, "no record read"
+            got = await c.poll(0.1)
+        (rec,) = got
+        yield c, rec
 
 
 async def _until(check: Callable[[], bool], what: str) -> None:
@@ -180,21 +192,15 @@ async def test_a_commit_while_a_renew_waits_for_a_new_connection_waits_for_it(fa
     ApiVersions held back here); a commit meanwhile must wait for that RENEW's
     answer, not return at once with nothing (it once found the RENEW neither
     queued nor in flight)."""
-    fake_kafka.create_topic("s", 1)
-    group = _group(fake_kafka, "sg")
-    _produce(fake_kafka, "s", 1)
-    async with kpax.aio.ShareConsumer(
-        fake_kafka.bootstrap, group_id=group, share_acknowledgement_mode="explicit"
-    ) as c:
-        await c.subscribe(["s"])
-        rec = await _read_one(c)
+    async with _holding_one_record(fake_kafka) as (c, rec):
         assert c.fetcher is not None
         fetch_broker = c.fetcher.cluster.fetch_broker(fake_kafka.leader("s", 0))
-        versions = fake_kafka.inject("ApiVersions", delay_ms=300)
+        fake_kafka.inject("ApiVersions", delay_ms=300)
         fake_kafka.drop_connections()
         await _until(lambda: fetch_broker._conn is None or fetch_broker._conn.closed, "closed")
         c.acknowledge(rec, AcknowledgeType.RENEW)
-        await _until(lambda: versions.seen > 0, "no reconnection")  # the RENEW waits for it
+        # the RENEW (nothing else) opens the fetch connection again, and waits for it
+        await _until(lambda: fetch_broker._connecting is not None, "no reconnection")
         assert await c.commit() == {TP("s", 0): None}
 
 
@@ -204,14 +210,7 @@ async def test_acknowledgements_failed_with_their_session_fail_the_commit_waitin
     """Acknowledgements queued while a ShareFetch is in flight, whose connection
     then drops, fail with the share session: the commit waiting for them gets
     that error for their partition (it once got an empty result)."""
-    fake_kafka.create_topic("s", 1)
-    group = _group(fake_kafka, "sg")
-    _produce(fake_kafka, "s", 1)
-    async with kpax.aio.ShareConsumer(
-        fake_kafka.bootstrap, group_id=group, share_acknowledgement_mode="explicit"
-    ) as c:
-        await c.subscribe(["s"])
-        rec = await _read_one(c)
+    async with _holding_one_record(fake_kafka) as (c, rec):
         c.acknowledge(rec, AcknowledgeType.RENEW)  # held again: the next poll may fetch
         assert await c.commit() == {TP("s", 0): None}
         fetch = fake_kafka.inject("ShareFetch", delay_ms=300, drop="after")

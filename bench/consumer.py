@@ -4,7 +4,7 @@ one run.
 
 Usage::
 
-    python -m bench consumer [--records 1000000] [--quick] [--rounds 2]
+    python -m bench consumer [--records 1000000] [--quick] [--rounds 2] [--warmup 15]
                              [--peers "kpax sync,aiokafka"]
                              [--scenarios "1p none,6p lz4,commit latency,commit per poll"]
                              [--commits 200] [--commit-records 100000] [--commit-rounds 5]
@@ -46,11 +46,11 @@ confluent-kafka's; kpax's commit-per-poll rate at least 1.0x
 confluent-kafka's.
 
 Before a throughput scenario's rounds, its topic is read whole again and again,
-untimed, for ``--warmup`` seconds (15; by franz-go when it is a peer, else the
-first peer): a fresh broker's JIT compiler otherwise compiles its fetch path
-during the first rounds, on the cores the timed client needs (measured: the
-broker's C2 compiler threads took 0.25-0.5 s of CPU during each of the first
-four 1-partition reads, and about 0.01 s after ten untimed reads).
+untimed, for ``--warmup`` seconds (15, ``--quick`` 0; by franz-go when it is a
+peer, else the first peer): a fresh broker's JIT compiler otherwise compiles
+its fetch path during the first rounds, on the cores the timed client needs
+(measured: the broker's C2 compiler threads took 0.25-0.5 s of CPU during each
+of the first four 1-partition reads, and about 0.01 s after ten untimed reads).
 
 Rounds are interleaved (every peer once per round: ``--rounds``, 2, for
 throughput; ``--commit-rounds``, 5, for the short commit runs); the best
@@ -738,6 +738,8 @@ def warm_broker(a: argparse.Namespace, peers: list[str], sc: str, topic: str, pa
 
 
 def driver_main(a: argparse.Namespace) -> int:
+    if a.warmup is None:
+        a.warmup = 0.0 if a.quick else 15.0
     if a.quick:
         a.records = min(a.records, 200_000)
         a.commits = min(a.commits, 50)
@@ -868,8 +870,9 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     ap.add_argument("--rounds", type=int, default=0, help="interleaved rounds, best kept (2)")
     ap.add_argument(
-        "--warmup", type=float, default=15.0,
-        help="seconds of untimed reads per throughput scenario before its rounds (0: none)",
+        "--warmup", type=float, default=None,
+        help="seconds of untimed reads per throughput scenario before its rounds (15; "
+        "--quick: 0)",
     )  # fmt: skip
     ap.add_argument(
         "--commit-rounds",

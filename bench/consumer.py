@@ -49,8 +49,9 @@ Before a throughput scenario's rounds, its topic is read whole again and again,
 untimed, for ``--warmup`` seconds (15, ``--quick`` 0; by franz-go when it is a
 peer, else the first peer): a fresh broker's JIT compiler otherwise compiles
 its fetch path during the first rounds, on the cores the timed client needs
-(measured: the broker's C2 compiler threads took 0.25-0.5 s of CPU during each
-of the first four 1-partition reads, and about 0.01 s after ten untimed reads).
+(an ad hoc measurement of the broker's threads in /proc: its C2 compiler took
+0.25-0.5 s of CPU during each of the first four 1-partition reads, about 0.01 s
+after ten untimed reads).
 
 Rounds are interleaved (every peer once per round: ``--rounds``, 2, for
 throughput; ``--commit-rounds``, 5, for the short commit runs); the best

@@ -487,10 +487,10 @@ class Sender(BatchOutcomes):
         the broker about as much as a full one, so pipelining them multiplies
         that cost: at 1,000 partitions five such requests in flight made every
         request carry ~2 records per partition (and one in flight instead
-        nearly doubled the producer's rate in an ad hoc run). Held instead, the batches keep
-        taking records until the earlier request is answered, and go in one
-        request (as franz-go, which keeps one request in flight per broker,
-        does always). Full batches -- one partition's fast stream, large
+        nearly doubled the producer's rate in an ad hoc run). Held instead, the
+        batches keep taking records until the earlier request is answered, and
+        go in one request (as franz-go, which keeps one request in flight per
+        broker, does always). Full batches -- one partition's fast stream, large
         records -- are pipelined up to ``max_in_flight_requests_per_connection``
         as before, where pipelining keeps the broker busy; and so is a group
         with a batch that can take no more records (full, flushed, a retry):

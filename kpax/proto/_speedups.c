@@ -56,6 +56,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h> /* PyMemberDef, T_OBJECT_EX, READONLY */
 
 /* Work on fewer bytes than this keeps the GIL: releasing and taking it back
  * costs two futex calls and, when another thread is waiting, a switch to it and
@@ -721,6 +722,214 @@ parse_blob(const uint8_t *p, Py_ssize_t *pos, Py_ssize_t limit, Py_ssize_t where
     return PyBytes_FromStringAndSize((const char *)p + i, (Py_ssize_t)len);
 }
 
+/* ------------------------------------------------------------------ record types */
+
+/* adopt_record(type, nfields): the consumer's record types (NamedTuples of
+ * nfields fields, kpax.consumer.record) made cheaper to build, read and free,
+ * keeping every behaviour of a NamedTuple:
+ *   - their instances are allocated with at least nfields item slots (the slots
+ *     past a short tuple's own stay NULL), so a field can be read from a fixed
+ *     place in any instance, even one made short by tuple.__new__;
+ *   - so each field becomes a read-only member descriptor at its slot (instead
+ *     of the NamedTuple's tuple-getter), which CPython's specialising
+ *     interpreter (3.11+) reads as directly as an attribute of a __slots__
+ *     class; a slot past a short instance's end raises AttributeError;
+ *   - records of the exact type freed go to a free list of their own (as exact
+ *     tuples do in CPython), which parse_records takes from: no allocation, and
+ *     no count towards the cyclic GC's next collection, for most records.
+ * Only the type's tp_alloc and tp_dealloc and its field attributes change; its
+ * subclasses (which CPython gives its generic dealloc) free through it too.
+ * Adopt a type right after making it, before any instance exists (one made
+ * before could be short of slots), and each subclass as it is made (its
+ * __init_subclass__ calls adopt_record on it: the allocator alone changes). */
+#define RECORD_FREE_MAX 4096
+#define RECORD_TYPES_MAX 4
+typedef struct {
+    PyTypeObject *type; /* a strong reference: adopted for the process's life */
+    Py_ssize_t nfields;
+    Py_ssize_t nfree;
+    PyObject **free;
+    PyMemberDef *members;
+} RecordType;
+static RecordType record_types[RECORD_TYPES_MAX];
+static int n_record_types;
+
+static RecordType *
+record_type_of(PyTypeObject *type)
+{
+    for (PyTypeObject *t = type; t != NULL; t = t->tp_base)
+        for (int i = 0; i < n_record_types; i++)
+            if (record_types[i].type == t)
+                return &record_types[i];
+    return NULL;
+}
+
+/* A new record of type rt->type with n NULL items, not tracked by the GC; from
+ * the free list when it has one of that size. */
+static PyObject *
+record_new_untracked(RecordType *rt, PyTypeObject *type, Py_ssize_t n)
+{
+    if (type == rt->type && n == rt->nfields && rt->nfree > 0) {
+        PyObject *op = rt->free[--rt->nfree];
+        memset(((PyTupleObject *)op)->ob_item, 0, sizeof(PyObject *) * (size_t)n);
+        return (PyObject *)PyObject_InitVar((PyVarObject *)op, type, n);
+    }
+    Py_ssize_t slots = n < rt->nfields ? rt->nfields : n;
+    PyObject *op = PyType_GenericAlloc(type, slots);
+    if (op == NULL)
+        return NULL;
+    Py_SET_SIZE(op, n);
+    PyObject_GC_UnTrack(op);
+    return op;
+}
+
+static PyObject *
+record_alloc(PyTypeObject *type, Py_ssize_t n)
+{
+    RecordType *rt = record_type_of(type);
+    if (rt == NULL) /* cannot happen: only adopted types and their subclasses have it */
+        return PyType_GenericAlloc(type, n);
+    if (n < rt->nfields && type->tp_dictoffset != 0) {
+        /* a subclass with a __dict__ keeps it after its last item, where a field
+         * of a short instance would be read */
+        PyErr_Format(PyExc_TypeError, "%.100s needs its %zd fields, not %zd", type->tp_name,
+                     rt->nfields, n);
+        return NULL;
+    }
+    PyObject *op = record_new_untracked(rt, type, n);
+    if (op != NULL)
+        PyObject_GC_Track(op); /* as PyType_GenericAlloc leaves it */
+    return op;
+}
+
+static void
+record_dealloc(PyObject *op)
+{
+    PyTypeObject *type = Py_TYPE(op);
+    if (PyObject_GC_IsTracked(op))
+        PyObject_GC_UnTrack(op);
+    Py_TRASHCAN_BEGIN(op, record_dealloc)
+    Py_ssize_t n = Py_SIZE(op);
+    PyObject **items = ((PyTupleObject *)op)->ob_item;
+    while (--n >= 0)
+        Py_XDECREF(items[n]);
+    RecordType *rt = NULL;
+    for (int i = 0; i < n_record_types; i++)
+        if (record_types[i].type == type)
+            rt = &record_types[i];
+    if (rt != NULL && Py_SIZE(op) == rt->nfields && rt->nfree < RECORD_FREE_MAX)
+        rt->free[rt->nfree++] = op;
+    else
+        type->tp_free(op);
+    Py_DECREF(type); /* an instance's reference to its heap type */
+    Py_TRASHCAN_END
+}
+
+static PyObject *
+adopt_record(PyObject *module, PyObject *args)
+{
+    PyTypeObject *type;
+    Py_ssize_t nfields;
+    if (!PyArg_ParseTuple(args, "O!n:adopt_record", &PyType_Type, &type, &nfields))
+        return NULL;
+    RecordType *base = record_type_of(type);
+    if (base != NULL) {
+        /* A subclass (CPython gives each its generic allocator): its instances
+         * need the slots their fields are read from too. */
+        if (base->type != type && (type->tp_flags & Py_TPFLAGS_HEAPTYPE))
+            type->tp_alloc = record_alloc;
+        Py_RETURN_NONE;
+    }
+    PyObject *fields = PyObject_GetAttrString((PyObject *)type, "_fields");
+    if (fields == NULL)
+        return NULL;
+    if (!(type->tp_flags & Py_TPFLAGS_HEAPTYPE) || type->tp_base != &PyTuple_Type ||
+        type->tp_dictoffset != 0 || !PyTuple_Check(fields) || PyTuple_GET_SIZE(fields) != nfields ||
+        nfields < 1) {
+        Py_DECREF(fields);
+        PyErr_SetString(PyExc_TypeError,
+                        "adopt_record: a NamedTuple class (a direct tuple subclass, no __dict__) "
+                        "and its number of fields are expected");
+        return NULL;
+    }
+#ifdef Py_GIL_DISABLED
+    /* the free list is guarded by the GIL: without one, the type is left as it is */
+    Py_DECREF(fields);
+    Py_RETURN_NONE;
+#endif
+    if (type->tp_itemsize != sizeof(PyObject *)) {
+        Py_DECREF(fields);
+        Py_RETURN_NONE;
+    }
+    if (n_record_types == RECORD_TYPES_MAX) {
+        Py_DECREF(fields);
+        PyErr_SetString(PyExc_RuntimeError, "adopt_record: too many record types");
+        return NULL;
+    }
+    RecordType *rt = &record_types[n_record_types];
+    rt->free = PyMem_Calloc(RECORD_FREE_MAX, sizeof(PyObject *));
+    rt->members = PyMem_Calloc((size_t)nfields, sizeof(PyMemberDef));
+    if (rt->free == NULL || rt->members == NULL) {
+        Py_DECREF(fields);
+        PyMem_Free(rt->free);
+        PyMem_Free(rt->members);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < nfields; i++) {
+        PyObject *name = PyTuple_GET_ITEM(fields, i);
+        const char *cname = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
+        if (cname == NULL)
+            goto fail;
+        /* member names must outlive the type: kept, as the type is */
+        char *copy = PyMem_Malloc(strlen(cname) + 1);
+        char *doc = PyMem_Malloc(48);
+        if (copy == NULL || doc == NULL) {
+            PyMem_Free(copy);
+            PyMem_Free(doc);
+            PyErr_NoMemory();
+            goto fail;
+        }
+        strcpy(copy, cname);
+        snprintf(doc, 48, "Alias for field number %zd", i);
+        rt->members[i].name = copy;
+        rt->members[i].type = T_OBJECT_EX;
+        rt->members[i].offset = (Py_ssize_t)(offsetof(PyTupleObject, ob_item) + sizeof(PyObject *) * (size_t)i);
+        rt->members[i].flags = READONLY;
+        rt->members[i].doc = doc;
+    }
+    /* Allocation first: every instance made from now on has its nfields slots. */
+    Py_INCREF(type);
+    rt->type = type;
+    rt->nfields = nfields;
+    rt->nfree = 0;
+    n_record_types++;
+    type->tp_alloc = record_alloc;
+    type->tp_dealloc = record_dealloc;
+    for (Py_ssize_t i = 0; i < nfields; i++) {
+        PyObject *descr = PyDescr_NewMember(type, &rt->members[i]);
+        if (descr == NULL)
+            goto fail_adopted;
+        int rc = PyObject_SetAttr((PyObject *)type, PyTuple_GET_ITEM(fields, i), descr);
+        Py_DECREF(descr);
+        if (rc < 0)
+            goto fail_adopted;
+    }
+    Py_DECREF(fields);
+    Py_RETURN_NONE;
+fail:
+    for (Py_ssize_t i = 0; i < nfields; i++) {
+        PyMem_Free((void *)rt->members[i].name);
+        PyMem_Free((void *)rt->members[i].doc);
+    }
+    PyMem_Free(rt->free);
+    PyMem_Free(rt->members);
+    Py_DECREF(fields);
+    return NULL;
+fail_adopted: /* the type keeps working: a field left with its NamedTuple getter */
+    Py_DECREF(fields);
+    return NULL;
+}
+
 static PyObject *
 parse_records(PyObject *module, PyObject *args, PyObject *kwargs)
 {
@@ -742,6 +951,7 @@ parse_records(PyObject *module, PyObject *args, PyObject *kwargs)
     Py_ssize_t row_len = 5;
     Py_ssize_t at[5] = {0, 1, 2, 3, 4};
     PyTypeObject *row_type = &PyTuple_Type;
+    RecordType *rec_type = NULL; /* row_type's, when adopted (adopt_record) */
     long long min_offset = LLONG_MIN;
     /* Rows hold ints, bytes, str, None and untracked header tuples: none can be part
      * of a reference cycle, so the cyclic GC need not track them (it would otherwise
@@ -776,6 +986,7 @@ parse_records(PyObject *module, PyObject *args, PyObject *kwargs)
             at[k] = ix;
         }
         row_type = Py_TYPE(template);
+        rec_type = row_type->tp_alloc == record_alloc ? record_type_of(row_type) : NULL;
         if (row_type != &PyTuple_Type) {
             /* Rows are made as tuple.__new__(type(template), ...) would make them (the
              * pure-Python version does just that): refuse the types it refuses, such
@@ -924,6 +1135,8 @@ parse_records(PyObject *module, PyObject *args, PyObject *kwargs)
         if (off != NULL && ts != NULL) {
             if (row_type == &PyTuple_Type)
                 row = PyTuple_New(row_len);
+            else if (rec_type != NULL)
+                row = record_new_untracked(rec_type, row_type, row_len);
             else
                 row = row_type->tp_alloc(row_type, row_len);
         }
@@ -956,8 +1169,13 @@ parse_records(PyObject *module, PyObject *args, PyObject *kwargs)
         PyTuple_SET_ITEM(row, at[2], key);
         PyTuple_SET_ITEM(row, at[3], value);
         PyTuple_SET_ITEM(row, at[4], hdrs);
-        if (untrack)
+        if (rec_type != NULL) {
+            if (!untrack)
+                PyObject_GC_Track(row); /* made untracked */
+        }
+        else if (untrack) {
             PyObject_GC_UnTrack(row);
+        }
         PyList_SET_ITEM(out, filled, row); /* the list's reference */
         filled++;
     }
@@ -2490,6 +2708,9 @@ static PyMethodDef methods[] = {
      "from the socket into buffer[pos:end] with the GIL released, while they keep coming, "
      "and the socket's error (0: none; see kpax.broker.connection)"},
 #endif
+    {"adopt_record", (PyCFunction)adopt_record, METH_VARARGS,
+     "adopt_record(type, nfields): a consumer record NamedTuple made cheaper to build, "
+     "read and free (kpax.consumer.record)"},
     {"untrack", (PyCFunction)untrack, METH_O,
      "untrack(t) -> t: the cyclic GC stops tracking tuple t (whose items cannot lead "
      "back to it)"},

@@ -87,6 +87,10 @@ def walk_batches(
     /,
 ) -> tuple[bytes | memoryview, list[int], int]: ...
 def frame_buffer(size: int, /) -> bytearray: ...
+def adopt_record(type: type[tuple[Any, ...]], nfields: int, /) -> None:
+    """Make a NamedTuple record type cheaper to build, read and free (right after
+    making it): its fields read as member descriptors, its freed instances reused."""
+
 def untrack(t: _T, /) -> _T: ...
 def recv_rest(
     fd: int, buffer: bytearray, pos: int, end: int, budget_us: int, idle_us: int, /

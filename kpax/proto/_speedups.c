@@ -764,14 +764,16 @@ record_type_of(PyTypeObject *type)
     return NULL;
 }
 
-/* A new record of type rt->type with n NULL items, not tracked by the GC; from
- * the free list when it has one of that size. */
+/* A new record of type rt->type with n items, not tracked by the GC; from the
+ * free list when it has one of that size. The items are NULL, or with zero=0
+ * left as they are for the caller to set every one at once. */
 static PyObject *
-record_new_untracked(RecordType *rt, PyTypeObject *type, Py_ssize_t n)
+record_new_untracked(RecordType *rt, PyTypeObject *type, Py_ssize_t n, int zero)
 {
     if (type == rt->type && n == rt->nfields && rt->nfree > 0) {
         PyObject *op = rt->free[--rt->nfree];
-        memset(((PyTupleObject *)op)->ob_item, 0, sizeof(PyObject *) * (size_t)n);
+        if (zero) /* (parse_records sets every item at once: no need) */
+            memset(((PyTupleObject *)op)->ob_item, 0, sizeof(PyObject *) * (size_t)n);
         return (PyObject *)PyObject_InitVar((PyVarObject *)op, type, n);
     }
     Py_ssize_t slots = n < rt->nfields ? rt->nfields : n;
@@ -796,7 +798,7 @@ record_alloc(PyTypeObject *type, Py_ssize_t n)
                      rt->nfields, n);
         return NULL;
     }
-    PyObject *op = record_new_untracked(rt, type, n);
+    PyObject *op = record_new_untracked(rt, type, n, 1);
     if (op != NULL)
         PyObject_GC_Track(op); /* as PyType_GenericAlloc leaves it */
     return op;
@@ -1136,7 +1138,7 @@ parse_records(PyObject *module, PyObject *args, PyObject *kwargs)
             if (row_type == &PyTuple_Type)
                 row = PyTuple_New(row_len);
             else if (rec_type != NULL)
-                row = record_new_untracked(rec_type, row_type, row_len);
+                row = record_new_untracked(rec_type, row_type, row_len, 0);
             else
                 row = row_type->tp_alloc(row_type, row_len);
         }

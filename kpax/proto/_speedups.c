@@ -742,7 +742,7 @@ parse_blob(const uint8_t *p, Py_ssize_t *pos, Py_ssize_t limit, Py_ssize_t where
  * Adopt a type right after making it, before any instance exists (one made
  * before could be short of slots), and each subclass as it is made (its
  * __init_subclass__ calls adopt_record on it: the allocator alone changes). */
-#define RECORD_FREE_MAX 4096
+#define RECORD_FREE_MAX 16384
 #define RECORD_TYPES_MAX 4
 typedef struct {
     PyTypeObject *type; /* a strong reference: adopted for the process's life */

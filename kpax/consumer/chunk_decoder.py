@@ -6,12 +6,13 @@ and puts it in the fetch buffer. The :class:`~kpax.consumer.record.ConsumerRecor
 objects of a v2 batch are built later by the thread that takes the chunk (see
 :class:`~kpax.consumer.buffer.Chunk`), just before the application reads them;
 here the batch is only decompressed and every record checked
-(``RecordBatchV2.checked_rows``, no object built): so for every v2 batch with
-``defer_build`` (the sync face: its I/O thread stays free to read the next
-response), and for the uncompressed ones otherwise (the fetcher's C walk
-checked their records with their CRCs: ``batch.checked``); the asyncio face
-builds a compressed batch here (``batch.rows``), from the bytes it has just
-decompressed. With a deserializer, or a legacy (v0/v1) batch, the records are
+(``RecordBatchV2.checked_rows``, no object built; an uncompressed batch's
+records were checked with its CRC by the fetcher's C walk: ``batch.checked``).
+So the sync face's I/O thread stays free to read the next response, and
+neither face builds a whole response's records at once: a response of six
+partitions holds some 50,000, more than the free list of records
+(kpax.consumer.record) keeps, and their allocations set off young-GC
+collections. With a deserializer, or a legacy (v0/v1) batch, the records are
 built here (``zip``/``map`` in C). ``read_committed`` drops batches of aborted
 transactions (the response's aborted list) and control batches are never shown.
 
@@ -54,14 +55,6 @@ _ROW_SLOTS = (2, 3, 5, 6, 7)
 
 class ChunkDecoder:
     """Decodes a partition's batches into a chunk of the fetch buffer (module docstring)."""
-
-    #: Build every v2 batch's records on the thread that takes them (Chunk sources)
-    #: rather than here: the sync face sets it (its I/O thread then only checks
-    #: batches and its caller's thread builds what it reads). Without it, only the
-    #: batches checked already (``batch.checked``: uncompressed, by the fetcher's C
-    #: walk) are: a compressed one is built here and spares a second pass
-    #: (scan_records) over what it decompressed.
-    defer_build = False
 
     def __init__(
         self, settings: ConsumerSettings, buffer: FetchBuffer, positions: Positions
@@ -110,7 +103,6 @@ class ChunkDecoder:
         kd = self.key_deserializer
         vd = self.value_deserializer
         templates: dict[tuple[int, int], ConsumerRecord] = {}
-        defer = self.defer_build
         # Only tuples of ints/bytes/str are made here, never a cycle: the cyclic GC's
         # passes over them (triggered by the allocations) would cost more than decoding.
         with gc_paused():
@@ -162,10 +154,6 @@ class ChunkDecoder:
                                     topic, partition, 0, 0, shape[0], None, None, (), epoch
                                 )
                             )
-                        if not defer and batch.checked is None:
-                            out.extend(batch.rows(template, _ROW_SLOTS, fetch_offset))
-                            next_offset, next_epoch = nxt, epoch
-                            continue
                         # Checked here, built by the taking thread (see Chunk).
                         n, args = batch.checked_rows(template, _ROW_SLOTS, fetch_offset)
                         if n:

@@ -94,6 +94,13 @@ EARLY_DISPATCH = True
 
 
 class Fetcher:
+    #: Frame and check all the partitions of a response in one C call (``walk_many``,
+    #: the GIL released when they are large): the sync face sets it, whose
+    #: application thread builds and reads records meanwhile. Otherwise (the asyncio
+    #: face, one thread) each partition is walked just before it is decoded, while
+    #: its bytes are in the CPU caches.
+    walk_all = False
+
     def __init__(
         self,
         cluster: Cluster,
@@ -120,7 +127,7 @@ class Fetcher:
         self.positions = Positions(
             cluster, states, buffer, settings, committed_lookup=committed_lookup
         )
-        #: Decodes each partition's batches into the buffer (``defer_build``: the sync face's).
+        #: Decodes each partition's batches into the buffer.
         self.decoder = ChunkDecoder(settings, buffer, self.positions)
         self._backoff = settings.retry_backoff
         self._timeout = settings.request_timeout
@@ -481,7 +488,7 @@ class Fetcher:
                 if p.records:
                     todo.append((st, gen, name, p, offset))
         walks = None
-        if self.decoder.defer_build:  # the sync face: its application thread builds records
+        if self.walk_all:  # the sync face: its application thread builds records meanwhile
             walks = walk_many(
                 [item[3].records for item in todo],
                 [item[4] for item in todo],

@@ -116,9 +116,9 @@ class Consumer(PeerHints, SyncFace):
                 loop.call_soon_threadsafe(fetcher.wake)
 
         self._buffer.on_drained = drained
-        # Records are built on this (the caller's) thread, as it reads them: the I/O
-        # thread only checks the batches (see ChunkDecoder.defer_build).
-        fetcher.decoder.defer_build = True
+        # Records are built on this (the caller's) thread, as it reads them, while the
+        # I/O thread checks a whole response's batches without the GIL (Fetcher.walk_all).
+        fetcher.walk_all = True
         self._core.listener_runner = self._buffer.call_in_app
         if names:
             try:

@@ -20,7 +20,6 @@ from kpax.broker.options import connection_options
 from kpax.cluster.cluster import Cluster
 from kpax.config import resolve
 from kpax.consumer.buffer import Chunk, FetchBuffer
-from kpax.consumer.chunk_decoder import ChunkDecoder
 from kpax.consumer.fetcher import Fetcher
 from kpax.consumer.options import CONSUMER_OPTIONS, ConsumerSettings, max_decompressed_batch_bytes
 from kpax.consumer.record import ConsumerRecord
@@ -31,13 +30,13 @@ from kpax.structs import TopicPartition as TP
 MiB = 1 << 20
 
 
-@pytest.fixture(autouse=True, params=["built here", "built when taken"])
-def defer_build(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
-    """Every fetcher test twice: records built by the fetcher (the asyncio face) and
-    batches checked by it, built by the taking thread (the sync face)."""
-    defer = request.param == "built when taken"
-    monkeypatch.setattr(ChunkDecoder, "defer_build", defer)
-    return defer
+@pytest.fixture(autouse=True, params=["each partition walked", "a response walked at once"])
+def walk_all(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Every fetcher test twice: each partition's batches framed and checked as it is
+    decoded (the asyncio face) and a whole response's at once (walk_many: the sync face)."""
+    walk = request.param == "a response walked at once"
+    monkeypatch.setattr(Fetcher, "walk_all", walk)
+    return walk
 
 
 def _fetcher(**options: Any) -> tuple[Fetcher, FetchBuffer]:

@@ -16,7 +16,6 @@ from kpax.broker.options import connection_options
 from kpax.cluster.cluster import Cluster
 from kpax.config import resolve
 from kpax.consumer.buffer import Chunk, FetchBuffer
-from kpax.consumer.chunk_decoder import ChunkDecoder
 from kpax.consumer.fetcher import Fetcher
 from kpax.consumer.options import CONSUMER_OPTIONS, ConsumerSettings
 from kpax.consumer.record import ConsumerRecord
@@ -159,13 +158,13 @@ async def test_buffer_runs_listener_calls_on_the_taking_side():
 # ---------------------------------------------------------------- decoding
 
 
-@pytest.fixture(autouse=True, params=["built here", "built when taken"])
-def defer_build(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
-    """Every fetcher test twice: records built by the fetcher (the asyncio face) and
-    batches checked by it, built by the taking thread (the sync face)."""
-    defer = request.param == "built when taken"
-    monkeypatch.setattr(ChunkDecoder, "defer_build", defer)
-    return defer
+@pytest.fixture(autouse=True, params=["each partition walked", "a response walked at once"])
+def walk_all(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Every fetcher test twice: each partition's batches framed and checked as it is
+    decoded (the asyncio face) and a whole response's at once (walk_many: the sync face)."""
+    walk = request.param == "a response walked at once"
+    monkeypatch.setattr(Fetcher, "walk_all", walk)
+    return walk
 
 
 def _fetcher(**options):
@@ -230,6 +229,33 @@ def test_decode_formats_and_skip_before_fetch_offset(magic, compression):
     assert st.position == 11 and st.fetch_position == 11
     if magic:
         assert recs[0].timestamp == 1003
+
+
+@pytest.mark.parametrize("compression", [None, "lz4", "gzip"])
+def test_a_poll_builds_only_the_records_it_returns(compression):
+    """A response's batches are checked when it arrives and their records built when
+    taken, compressed ones too: a poll of 10 builds one batch's records, not the
+    response's (built all at once they outran the free list of records and set off
+    young-GC collections)."""
+    f, buf = _fetcher()
+    data = b"".join(
+        encode_batch(
+            [Record(b"v%d" % (b * 50 + i), timestamp=1000) for i in range(50)],
+            base_offset=b * 50,
+            compression=compression,
+        )
+        for b in range(20)
+    )
+    st = PartitionState(TP("t", 0))
+    st.seek(0)
+    _feed(f, st, data)
+    chunk = buf._items[0]
+    assert chunk.records == [] and chunk.pending == 1000  # checked, nothing built yet
+    first = buf.take(10)
+    assert [r.value for r in first] == [b"v%d" % i for i in range(10)]
+    assert len(chunk.records) + chunk.pending == 1000 and chunk.pending == 950
+    rest = buf.take(2000)
+    assert [r.offset for r in rest] == list(range(10, 1000))
 
 
 def test_each_record_carries_its_own_batchs_epoch_and_timestamp_type():

@@ -30,7 +30,12 @@ input CorruptRecordError, both naming the codec.
 
 lz4 frames are written by kpax.proto._speedups' own block compressor when the C
 accelerator is built (the same frame layout; blocks that would not shrink are
-stored), else around cramjam's.
+stored), else around cramjam's. Their independent blocks are read by its block
+decoder (``lz4_decode_blocks``: the whole block loop in one call, straight into
+the output, the GIL kept below 256 KiB of frame), else block by block with
+cramjam, which releases the GIL for every block: on a sync consumer's I/O
+thread, each of a response's hundreds of small blocks then waited to take the
+GIL back from the application's thread.
 
 Imports: the standard library, cramjam, zstandard, kpax.proto.{accel,errors}.
 """
@@ -319,6 +324,13 @@ def _lz4_decompress(data: bytes, max_size: int, magic: int) -> bytes:
             raise _too_big("lz4", max_size)
         return out
     block_checksum = 4 if flg & 0x10 else 0
+    if speedups is not None:  # the block loop in C, the GIL kept for small frames
+        blocks: bytes | None = speedups.lz4_decode_blocks(
+            data, pos, max_block, block_checksum, max_size
+        )
+        if blocks is None:
+            raise _too_big("lz4", max_size)
+        return blocks
     view = memoryview(data)
     scratch = bytearray(max_block)
     result = bytearray()

@@ -2643,6 +2643,28 @@ done:
     return out;
 }
 
+/* The bytes that extend an LZ4 length whose nibble is 15, added to *len (each
+ * 255 means another follows); 0, or -1 if they run past iend. */
+static inline int
+lz4_more_length(const uint8_t **ip, const uint8_t *iend, size_t *len)
+{
+    unsigned b;
+    do {
+        if (*ip >= iend)
+            return -1;
+        b = *(*ip)++;
+        *len += b;
+    } while (b == 255);
+    return 0;
+}
+
+/* An LZ4 frame's block size word (little-endian u32) at p. */
+static inline uint32_t
+lz4_block_word(const uint8_t *p)
+{
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+
 /* One LZ4 block (the block format: sequences of literals and matches) decoded
  * into dst[0:cap]. Returns the bytes written; -1 if the block is malformed (a
  * length past its end, an offset of 0 or before the output's start); -2 if it
@@ -2659,15 +2681,8 @@ lz4_block_decode(const uint8_t *src, Py_ssize_t n, uint8_t *dst, Py_ssize_t cap)
             return -1;
         unsigned token = *ip++;
         size_t lit = token >> 4;
-        if (lit == 15) {
-            unsigned b;
-            do {
-                if (ip >= iend)
-                    return -1;
-                b = *ip++;
-                lit += b;
-            } while (b == 255);
-        }
+        if (lit == 15 && lz4_more_length(&ip, iend, &lit) < 0)
+            return -1;
         if ((size_t)(iend - ip) < lit)
             return -1;
         if ((size_t)(oend - op) < lit)
@@ -2684,15 +2699,8 @@ lz4_block_decode(const uint8_t *src, Py_ssize_t n, uint8_t *dst, Py_ssize_t cap)
         if (off == 0 || off > (size_t)(op - dst))
             return -1;
         size_t ml = token & 15;
-        if (ml == 15) {
-            unsigned b;
-            do {
-                if (ip >= iend)
-                    return -1;
-                b = *ip++;
-                ml += b;
-            } while (b == 255);
-        }
+        if (ml == 15 && lz4_more_length(&ip, iend, &ml) < 0)
+            return -1;
         ml += 4;
         if ((size_t)(oend - op) < ml)
             return -2;
@@ -2741,8 +2749,7 @@ lz4_decode_blocks(PyObject *module, PyObject *args)
             corrupt("lz4 frame truncated at byte %zd (no end mark)", at);
             goto done;
         }
-        uint32_t word = (uint32_t)p[at] | ((uint32_t)p[at + 1] << 8) |
-                        ((uint32_t)p[at + 2] << 16) | ((uint32_t)p[at + 3] << 24);
+        uint32_t word = lz4_block_word(p + at);
         at += 4;
         if (word == 0)
             break;
@@ -2772,8 +2779,7 @@ lz4_decode_blocks(PyObject *module, PyObject *args)
     PyThreadState *saved = end - pos >= NOGIL_MIN ? PyEval_SaveThread() : NULL;
     at = pos;
     for (;;) {
-        uint32_t word = (uint32_t)p[at] | ((uint32_t)p[at + 1] << 8) |
-                        ((uint32_t)p[at + 2] << 16) | ((uint32_t)p[at + 3] << 24);
+        uint32_t word = lz4_block_word(p + at);
         at += 4;
         if (word == 0)
             break;

@@ -22,6 +22,7 @@ from kpax.consumer.record import ConsumerRecord
 from kpax.consumer.state import PartitionState
 from kpax.proto.records import ControlRecord, Record, encode_batch
 from kpax.structs import TopicPartition as TP
+from tests.unit.fetcher_walks import walk_all  # noqa: F401 - an autouse fixture
 
 
 def _recs(tp: TP, start: int, n: int) -> list[ConsumerRecord]:
@@ -156,15 +157,6 @@ async def test_buffer_runs_listener_calls_on_the_taking_side():
 
 
 # ---------------------------------------------------------------- decoding
-
-
-@pytest.fixture(autouse=True, params=["each partition walked", "a response walked at once"])
-def walk_all(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
-    """Every fetcher test twice: each partition's batches framed and checked as it is
-    decoded (the asyncio face) and a whole response's at once (walk_many: the sync face)."""
-    walk = request.param == "a response walked at once"
-    monkeypatch.setattr(Fetcher, "walk_all", walk)
-    return walk
 
 
 def _fetcher(**options):

@@ -2741,6 +2741,8 @@ lz4_decode_blocks(PyObject *module, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "lz4_decode_blocks: bad arguments");
         goto done;
     }
+    if (max_size > PY_SSIZE_T_MAX / 4)
+        max_size = PY_SSIZE_T_MAX / 4; /* as good as no cap; bound below cannot overflow */
     /* Pass 1: the block sizes, and a bound of the output (raw blocks exactly,
      * compressed ones max_block each), capped at max_size. */
     Py_ssize_t bound = 0, at = pos;
@@ -2779,11 +2781,20 @@ lz4_decode_blocks(PyObject *module, PyObject *args)
     PyThreadState *saved = end - pos >= NOGIL_MIN ? PyEval_SaveThread() : NULL;
     at = pos;
     for (;;) {
+        /* (checked again: a bytearray could change size under a thread without the GIL) */
+        if (at > end - 4) {
+            bad_at = at;
+            break;
+        }
         uint32_t word = lz4_block_word(p + at);
         at += 4;
         if (word == 0)
             break;
         Py_ssize_t size = (Py_ssize_t)(word & 0x7FFFFFFF);
+        if (size > max_block || size > end - at || block_checksum > end - at - size) {
+            bad_at = at - 4;
+            break;
+        }
         Py_ssize_t room = bound - written;
         if (word & 0x80000000) {
             if (size > room) {
@@ -2811,7 +2822,8 @@ lz4_decode_blocks(PyObject *module, PyObject *args)
         PyEval_RestoreThread(saved);
     if (bad_at >= 0) {
         corrupt("lz4 block at byte %zd is corrupt (%s)", bad_at,
-                rc == -2 ? "it decodes to more than the frame's block size" : "malformed sequence");
+                rc == -2 ? "it decodes to more than the frame's block size"
+                         : "malformed sequence or size");
         Py_CLEAR(out);
         goto done;
     }

@@ -127,6 +127,7 @@ def test_the_c_block_decoder_keeps_the_size_cap() -> None:
     data = b"x" * 100_000 + bytes(range(256)) * 100
     frame = c._lz4_compress(data, False)
     assert c.decompress(c.CODEC_LZ4, frame, max_size=len(data)) == data
+    assert c.decompress(c.CODEC_LZ4, frame, max_size=2**63 - 1) == data  # no overflow
     for cap in (len(data) - 1, 70_000, 65_536, 1000, 0):
         with pytest.raises(c.DecompressionLimitError):
             c.decompress(c.CODEC_LZ4, frame, max_size=cap)
